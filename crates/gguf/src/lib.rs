@@ -1,1 +1,54 @@
-pub fn placeholder() {}
+//! A bounded, panic-free GGUF header reader and llama.cpp-exact memory math.
+//!
+//! ```no_run
+//! use gguf::{estimate, open, KvSettings};
+//!
+//! let model = open("gemma-3-270m-q4_k_m.gguf".as_ref())?;
+//! let info = model.info();
+//! println!("{:?} {:?} params", info.architecture, info.params);
+//! let settings = KvSettings { ctx: Some(4096), n_seq: 4, kv_unified: true, ..KvSettings::default() };
+//! let est = estimate(&model, &settings)?;
+//! println!("KV cache: {} bytes", est.kv.bytes);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Reading: [`open`] reads only the header (metadata and tensor infos)
+//! through a 64 KiB buffer with positioned reads; large arrays such as the
+//! tokenizer vocabulary are walked without being kept. GGUF v2 and v3, both
+//! byte orders, split models (`-00001-of-0000N.gguf`) and extension-less
+//! blobs (Ollama) are handled. Every length and count from the file is
+//! checked against the bytes left, so any input ends in a value or an
+//! [`Error`] naming the byte offset, never a panic, hang or unbounded
+//! allocation.
+//!
+//! Math: [`estimate`] reproduces what llama.cpp allocates for the KV cache
+//! (full and sliding-window caches, MLA, per-layer head counts, shared-KV
+//! layers), the recurrent state of Mamba/RWKV and hybrid models, and the
+//! GPU/CPU split of `--n-gpu-layers`; [`fit`] checks it against free GPU
+//! memory. Compute buffers are not included (see [`memory`]).
+
+mod error;
+mod hparams;
+pub mod memory;
+mod model;
+mod reader;
+mod split;
+mod types;
+mod value;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod testutil;
+
+pub use error::{Error, ErrorKind};
+pub use memory::{
+    estimate, fit, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvEstimate,
+    KvSettings, Offload, Placement,
+};
+pub use model::{is_gguf, open, Kind, Model, ModelInfo, Part, PerLayer};
+pub use reader::{read_header, Header, TensorInfo};
+pub use types::{FileType, GgmlType, TypeInfo, ValueType};
+pub use value::{
+    Array, Metadata, Value, MAX_KEPT_ARRAY, MAX_KEPT_ARRAY_STRING, MAX_KEPT_STRING, MAX_KEPT_STRING_ARRAY,
+};
