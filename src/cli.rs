@@ -1,0 +1,62 @@
+//! Command-line arguments. The spellings are an interface scripts depend on
+//! (shared/DESIGN.md): add, never rename.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gputaskman",
+    version,
+    about = "An htop for what is inside the GPU: which process holds how much memory, running what.",
+    after_help = "Numbers are in binary units (GiB = 2^30 bytes). n/a means the source cannot say; it is never 0."
+)]
+pub struct Cli {
+    /// Print one text snapshot and exit.
+    #[arg(long, conflicts_with_all = ["json", "list_gpus"])]
+    pub once: bool,
+
+    /// Print one JSON snapshot and exit (schema: `gputaskman schema`).
+    #[arg(long, conflicts_with = "list_gpus")]
+    pub json: bool,
+
+    /// List the devices found, one a line, with their index.
+    #[arg(long)]
+    pub list_gpus: bool,
+
+    /// Only device N (its index in --list-gpus).
+    #[arg(long, value_name = "N", global = true)]
+    pub gpu: Option<u32>,
+
+    /// Refresh period of the live view and of record, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub interval: f64,
+
+    /// Under WSL: skip the Windows host counters.
+    #[arg(long)]
+    pub no_host: bool,
+
+    /// Load this NVML library instead of the system's libnvidia-ml.
+    #[arg(long, value_name = "PATH", env = "GPUTASKMAN_NVML_LIB", global = true)]
+    pub nvml_lib: Option<PathBuf>,
+
+    /// Read processes from this procfs mount (for recorded trees in tests).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "GPUTASKMAN_PROC_ROOT",
+        default_value = "/proc",
+        hide = true,
+        global = true
+    )]
+    pub proc_root: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the JSON Schema of a snapshot.
+    Schema,
+}

@@ -1,0 +1,86 @@
+//! The machine the snapshot was taken on.
+
+use crate::snapshot::Host;
+
+pub fn read() -> Host {
+    let kernel = read_trimmed("/proc/sys/kernel/osrelease");
+    Host {
+        hostname: hostname(),
+        os: std::env::consts::OS.to_string(),
+        os_name: os_name(),
+        wsl: kernel.as_deref().is_some_and(is_wsl_kernel)
+            || std::path::Path::new("/proc/sys/fs/binfmt_misc/WSLInterop").exists(),
+        container: in_container(),
+        kernel,
+    }
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+#[cfg(windows)]
+fn hostname() -> Option<String> {
+    std::env::var("COMPUTERNAME").ok()
+}
+
+#[cfg(not(windows))]
+fn hostname() -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most buf.len() bytes into buf.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Some(String::from_utf8_lossy(&buf[..end]).into_owned()).filter(|s| !s.is_empty())
+}
+
+/// PRETTY_NAME from os-release (freedesktop os-release(5)).
+fn os_name() -> Option<String> {
+    let text = std::fs::read_to_string("/etc/os-release")
+        .or_else(|_| std::fs::read_to_string("/usr/lib/os-release"))
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+}
+
+/// WSL kernels say so in their release string ("5.15.167.4-microsoft-standard-WSL2").
+fn is_wsl_kernel(release: &str) -> bool {
+    let r = release.to_ascii_lowercase();
+    r.contains("microsoft") || r.contains("wsl")
+}
+
+/// Docker, Podman and Kubernetes leave marks a process inside can see.
+fn in_container() -> bool {
+    if ["/.dockerenv", "/run/.containerenv"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists())
+    {
+        return true;
+    }
+    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() || std::env::var_os("container").is_some() {
+        return true;
+    }
+    std::fs::read_to_string("/proc/1/cgroup")
+        .map(|c| {
+            ["docker", "kubepods", "containerd", "libpod", "lxc"]
+                .iter()
+                .any(|k| c.contains(k))
+        })
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn wsl_kernels_are_recognised() {
+        assert!(super::is_wsl_kernel("5.15.167.4-microsoft-standard-WSL2"));
+        assert!(super::is_wsl_kernel("4.4.0-19041-Microsoft"));
+        assert!(!super::is_wsl_kernel("6.1.0-28-amd64"));
+    }
+}

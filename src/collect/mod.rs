@@ -1,0 +1,171 @@
+//! Sources of measurement, one module each, and the collector that merges
+//! them with the process scan into a [`Snapshot`].
+
+pub mod host;
+pub mod nvml;
+
+use crate::procs::{ProcInfo, ProcScanner};
+use crate::snapshot::{Attribution, Backend, BackendStatus, Device, Process, Snapshot, SCHEMA_VERSION};
+use nvml::NvmlSource;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Load this NVML library instead of the system's.
+    pub nvml_lib: Option<PathBuf>,
+    /// Only this device (its backend index).
+    pub gpu: Option<u32>,
+    /// Where /proc is (tests point it at recorded trees).
+    pub proc_root: PathBuf,
+}
+
+pub struct Collector {
+    options: Options,
+    nvml: Result<NvmlSource, Backend>,
+    procs: ProcScanner,
+}
+
+impl Collector {
+    pub fn new(options: Options) -> Collector {
+        let nvml = NvmlSource::open(options.nvml_lib.as_deref());
+        let procs = ProcScanner::new(options.proc_root.clone());
+        Collector { options, nvml, procs }
+    }
+
+    /// Takes a first CPU-time reading so the next sample has CPU%.
+    pub fn prime(&mut self) {
+        self.procs.prime();
+    }
+
+    pub fn sample(&mut self) -> Snapshot {
+        let taken_at = crate::procs::format_unix_nanos(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i128)
+                .unwrap_or(0),
+        )
+        .unwrap_or_default();
+        let mut backends = Vec::new();
+        let scanned = match self.procs.scan() {
+            Ok(list) => list,
+            Err(e) => {
+                backends.push(Backend {
+                    name: "procs".into(),
+                    status: BackendStatus::Error,
+                    detail: format!("{e:#}"),
+                });
+                Vec::new()
+            }
+        };
+        let visible: HashSet<u32> = scanned.iter().map(|p| p.pid).collect();
+
+        let mut devices = Vec::new();
+        let mut gpu_processes = Vec::new();
+        match &mut self.nvml {
+            Ok(source) => match source.sample(self.options.gpu, &|pid| visible.contains(&pid)) {
+                Ok(sample) => {
+                    backends.push(Backend {
+                        name: "nvml".into(),
+                        status: BackendStatus::Ok,
+                        detail: nvml_summary(&sample.devices),
+                    });
+                    devices.extend(sample.devices);
+                    gpu_processes.extend(sample.processes);
+                }
+                Err(e) => backends.push(Backend {
+                    name: "nvml".into(),
+                    status: BackendStatus::Error,
+                    detail: e,
+                }),
+            },
+            Err(unavailable) => backends.push(unavailable.clone()),
+        }
+
+        let processes = merge(scanned, gpu_processes, self.options.gpu.is_none());
+        let attribution = Attribution::compute(&devices, &processes);
+        Snapshot {
+            schema_version: SCHEMA_VERSION,
+            taken_at,
+            host: host::read(),
+            backends,
+            devices,
+            processes,
+            attribution,
+        }
+    }
+}
+
+fn nvml_summary(devices: &[Device]) -> String {
+    let first = devices.first();
+    let version = |v: Option<&String>| v.cloned().unwrap_or_else(|| "n/a".into());
+    format!(
+        "{} device{}, driver {}, CUDA {}",
+        devices.len(),
+        if devices.len() == 1 { "" } else { "s" },
+        version(first.and_then(|d| d.driver_version.as_ref())),
+        version(first.and_then(|d| d.cuda_version.as_ref())),
+    )
+}
+
+/// Pairs the GPU backends' processes with the process scan by PID. Listed:
+/// every process a backend names (a PID we cannot see gets a row with a
+/// note), and, with `include_idle`, every process the scan finds
+/// interesting (AI work, a GPU compute runtime) even with no GPU memory.
+fn merge(scanned: Vec<ProcInfo>, gpu: Vec<nvml::GpuProcess>, include_idle: bool) -> Vec<Process> {
+    let mut usage: BTreeMap<u32, Vec<crate::snapshot::GpuUsage>> = BTreeMap::new();
+    for g in gpu {
+        usage.entry(g.pid).or_default().push(g.usage);
+    }
+    let mut out = Vec::new();
+    for info in scanned {
+        let gpu = usage.remove(&info.pid).unwrap_or_default();
+        if gpu.is_empty() && !(include_idle && info.is_interesting()) {
+            continue;
+        }
+        out.push(Process {
+            pid: info.pid,
+            name: Some(info.name),
+            start_time: info.start_time,
+            user: info.user,
+            cmdline: info.cmdline,
+            exe: info.exe,
+            kind: info.kind,
+            runtimes: info.runtimes,
+            cpu_percent: info.cpu_percent,
+            rss_bytes: info.rss_bytes,
+            gpu,
+            models: Vec::new(),
+            notes: info.notes,
+        });
+    }
+    for (pid, gpu) in usage {
+        let sources: Vec<&str> = gpu.iter().map(|g| g.source.as_str()).collect();
+        out.push(Process {
+            pid,
+            name: None,
+            start_time: None,
+            user: None,
+            cmdline: None,
+            exe: None,
+            kind: crate::snapshot::ProcessKind::Other,
+            runtimes: Vec::new(),
+            cpu_percent: None,
+            rss_bytes: None,
+            notes: vec![format!(
+                "PID {pid} from {} is not in this /proc: it runs in another PID namespace (a container or the host) or has exited",
+                sources.join(", ")
+            )],
+            gpu,
+            models: Vec::new(),
+        });
+    }
+    out.sort_by(|a, b| vram(b).cmp(&vram(a)).then(a.pid.cmp(&b.pid)));
+    out
+}
+
+/// Measured VRAM over all devices, for ordering rows.
+pub fn vram(p: &Process) -> u64 {
+    p.gpu.iter().filter_map(|g| g.vram_bytes).sum()
+}

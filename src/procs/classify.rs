@@ -1,0 +1,265 @@
+//! Which runtimes a process has loaded and what kind of program it is, from
+//! its name, its executable and the shared libraries in /proc/PID/maps.
+//!
+//! A runtime library identifies a runtime, never a model: model evidence is
+//! model discovery's job.
+
+use crate::snapshot::ProcessKind;
+
+/// Library file-name prefixes and the runtime each one means. Matched
+/// against the file name of every mapped file, so `libcudart.so.12` and
+/// `libcudart-1a2b3c.so.12` (pip wheels rename them) both count.
+const LIBRARY_RUNTIMES: &[(&str, &str)] = &[
+    ("libcuda.so", "cuda"),
+    ("libcudart", "cudart"),
+    ("libcublas", "cublas"),
+    ("libcudnn", "cudnn"),
+    ("libnvidia-ml", "nvml"),
+    ("libnvinfer", "tensorrt"),
+    ("libtensorrt", "tensorrt"),
+    ("libllama", "llama.cpp"),
+    ("libggml", "ggml"),
+    ("libtorch", "pytorch"),
+    ("libc10", "pytorch"),
+    ("libtensorflow", "tensorflow"),
+    ("libonnxruntime", "onnxruntime"),
+    ("libopenvino", "openvino"),
+    ("libvulkan", "vulkan"),
+    ("libamdhip64", "hip"),
+    ("librocm", "rocm"),
+    ("libhsa-runtime64", "rocm"),
+    ("librocblas", "rocm"),
+    ("libze_loader", "level-zero"),
+    ("libOpenCL", "opencl"),
+    ("libGLX_nvidia", "opengl"),
+    ("libEGL", "opengl"),
+    ("libGL.so", "opengl"),
+    ("libGLX", "opengl"),
+    ("libnvcuvid", "nvdec"),
+    ("libnvidia-encode", "nvenc"),
+    ("libva.so", "vaapi"),
+];
+
+/// Executable names that are themselves a runtime (statically linked builds
+/// of llama.cpp map no libllama).
+const NAME_RUNTIMES: &[(&str, &str)] = &[
+    ("llama-server", "llama.cpp"),
+    ("llama-cli", "llama.cpp"),
+    ("llama-bench", "llama.cpp"),
+    ("llama-run", "llama.cpp"),
+    ("llama-embedding", "llama.cpp"),
+    ("whisper-server", "whisper.cpp"),
+    ("whisper-cli", "whisper.cpp"),
+    ("ollama", "ollama"),
+    ("ollama_llama_server", "ollama"),
+    ("lm-studio", "lm-studio"),
+    ("lms", "lm-studio"),
+    ("koboldcpp", "koboldcpp"),
+    ("vllm", "vllm"),
+    ("text-generation-launcher", "tgi"),
+    ("text-generation-server", "tgi"),
+    ("sglang", "sglang"),
+];
+
+/// Runtimes that mark a process as AI/ML work.
+const AI_RUNTIMES: &[&str] = &[
+    "llama.cpp",
+    "ggml",
+    "whisper.cpp",
+    "ollama",
+    "lm-studio",
+    "koboldcpp",
+    "vllm",
+    "tgi",
+    "sglang",
+    "pytorch",
+    "tensorflow",
+    "onnxruntime",
+    "openvino",
+    "tensorrt",
+    "cublas",
+    "cudnn",
+];
+
+const COMPOSITORS: &[&str] = &[
+    "Xorg",
+    "Xwayland",
+    "X",
+    "gnome-shell",
+    "kwin_wayland",
+    "kwin_x11",
+    "kwin",
+    "mutter",
+    "sway",
+    "Hyprland",
+    "weston",
+    "picom",
+    "compton",
+    "compiz",
+    "cosmic-comp",
+    "labwc",
+    "wayfire",
+    "river",
+    "niri",
+    "gamescope",
+    "dwm.exe",
+    "WindowServer",
+];
+
+const BROWSERS: &[&str] = &[
+    "firefox",
+    "firefox-bin",
+    "firefox-esr",
+    "librewolf",
+    "chrome",
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "msedge",
+    "brave",
+    "opera",
+    "vivaldi-bin",
+    "epiphany",
+    "safari",
+    "Web Content",
+    "Isolated Web Co",
+    "GPU Process",
+];
+
+/// The file name of a path-like string.
+fn file_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// Adds the runtimes that the mapped files imply to `runtimes`.
+pub fn runtimes_from_libraries<'a>(paths: impl IntoIterator<Item = &'a str>, runtimes: &mut Vec<String>) {
+    for path in paths {
+        let name = file_name(path);
+        for (prefix, runtime) in LIBRARY_RUNTIMES {
+            if name.starts_with(prefix) {
+                push_unique(runtimes, runtime);
+            }
+        }
+    }
+}
+
+/// Adds the runtime an executable or command name implies.
+pub fn runtimes_from_names(comm: &str, exe: Option<&str>, argv: &[String], runtimes: &mut Vec<String>) {
+    let mut names = vec![comm];
+    names.extend(exe.map(file_name));
+    // `python -m vllm.entrypoints...`, `vllm serve`, `ollama runner`.
+    names.extend(argv.iter().take(4).map(|a| file_name(a)));
+    for name in names {
+        let stem = name.strip_suffix(".exe").unwrap_or(name);
+        for (exe_name, runtime) in NAME_RUNTIMES {
+            if stem == *exe_name || stem.starts_with(&format!("{exe_name}.")) {
+                push_unique(runtimes, runtime);
+            }
+        }
+    }
+}
+
+fn push_unique(list: &mut Vec<String>, item: &str) {
+    if !list.iter().any(|x| x == item) {
+        list.push(item.to_string());
+    }
+}
+
+/// The kind of a process: its runtimes decide AI work, its name the rest.
+pub fn kind(comm: &str, exe: Option<&str>, argv: &[String], runtimes: &[String]) -> ProcessKind {
+    if runtimes.iter().any(|r| AI_RUNTIMES.contains(&r.as_str())) {
+        return ProcessKind::Ai;
+    }
+    let exe_name = exe.map(file_name).unwrap_or(comm);
+    let names = [comm, exe_name];
+    if names.iter().any(|n| COMPOSITORS.contains(n)) {
+        return ProcessKind::Compositor;
+    }
+    if names.iter().any(|n| BROWSERS.contains(n)) {
+        return ProcessKind::Browser;
+    }
+    let is_game = exe.is_some_and(|e| e.contains("/steamapps/common/") || e.contains("/Proton"))
+        || argv
+            .first()
+            .is_some_and(|a| a.contains("steamapps") || a.ends_with(".exe") && runtimes.iter().any(|r| r == "vulkan"));
+    if is_game {
+        return ProcessKind::Game;
+    }
+    ProcessKind::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn libraries_name_their_runtimes_once() {
+        let maps = [
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14",
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14",
+            "/venv/lib/python3.11/site-packages/nvidia/cublas/lib/libcublasLt.so.12",
+            "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so",
+            "/venv/lib/python3.11/site-packages/torch/lib/libc10.so",
+            "/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart-9335f6a2.so.12",
+            "/usr/lib/libc.so.6",
+        ];
+        let mut r = vec![];
+        runtimes_from_libraries(maps, &mut r);
+        assert_eq!(r, ["cuda", "cublas", "pytorch", "cudart"]);
+        assert_eq!(kind("python3", None, &[], &r), ProcessKind::Ai);
+    }
+
+    #[test]
+    fn a_static_llama_server_is_known_by_name() {
+        let mut r = vec![];
+        let argv = strings(&["/usr/local/bin/llama-server", "-m", "/srv/models/x.gguf"]);
+        runtimes_from_names("llama-server", Some("/usr/local/bin/llama-server"), &argv, &mut r);
+        assert_eq!(r, ["llama.cpp"]);
+        assert_eq!(kind("llama-server", None, &argv, &r), ProcessKind::Ai);
+        // `ollama runner` and `vllm serve` through python.
+        let mut r = vec![];
+        runtimes_from_names(
+            "python3",
+            Some("/usr/bin/python3.11"),
+            &strings(&["python3", "/venv/bin/vllm", "serve"]),
+            &mut r,
+        );
+        assert_eq!(r, ["vllm"]);
+    }
+
+    #[test]
+    fn compositors_browsers_games_and_the_rest() {
+        assert_eq!(
+            kind("Xorg", Some("/usr/lib/xorg/Xorg"), &[], &[]),
+            ProcessKind::Compositor
+        );
+        assert_eq!(
+            kind("gnome-shell", None, &[], &strings(&["opengl"])),
+            ProcessKind::Compositor
+        );
+        assert_eq!(
+            kind("firefox", Some("/usr/lib/firefox/firefox"), &[], &[]),
+            ProcessKind::Browser
+        );
+        assert_eq!(
+            kind("chrome", Some("/opt/google/chrome/chrome"), &[], &[]),
+            ProcessKind::Browser
+        );
+        assert_eq!(
+            kind(
+                "hl2_linux",
+                Some("/home/u/.steam/steam/steamapps/common/HL2/hl2_linux"),
+                &[],
+                &[]
+            ),
+            ProcessKind::Game
+        );
+        assert_eq!(kind("bash", Some("/usr/bin/bash"), &[], &[]), ProcessKind::Other);
+        // A Vulkan program alone is not an AI runtime.
+        assert_eq!(kind("vkcube", None, &[], &strings(&["vulkan"])), ProcessKind::Other);
+    }
+}

@@ -1,0 +1,284 @@
+//! The /proc scan on Linux, through the procfs crate. The root is a
+//! parameter so tests can point it at a recorded tree.
+
+use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+use anyhow::Context;
+use procfs::process::{MMapPath, Process};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What does not change while a process lives, read once per (pid, start).
+#[derive(Debug, Clone)]
+struct Static {
+    argv: Vec<String>,
+    cmdline: Option<String>,
+    exe: Option<String>,
+    user: Option<String>,
+    start_time: Option<String>,
+    runtimes: Vec<String>,
+    mapped_files: Vec<String>,
+    maps_read_at: Option<Instant>,
+    notes: Vec<String>,
+}
+
+pub struct ProcScanner {
+    root: PathBuf,
+    ticks_per_second: u64,
+    page_size: u64,
+    boot_time_secs: Option<u64>,
+    /// CPU ticks (user + system) at the previous sample.
+    cpu: HashMap<(u32, u64), (u64, Instant)>,
+    statics: HashMap<(u32, u64), Static>,
+    users: HashMap<u32, String>,
+}
+
+impl ProcScanner {
+    pub fn new(root: PathBuf) -> Self {
+        let boot_time_secs = read_boot_time(&root);
+        ProcScanner {
+            root,
+            ticks_per_second: procfs::ticks_per_second().max(1),
+            page_size: procfs::page_size(),
+            boot_time_secs,
+            cpu: HashMap::new(),
+            statics: HashMap::new(),
+            users: HashMap::new(),
+        }
+    }
+
+    /// Records every process's CPU time, so that the next [`scan`] can give
+    /// CPU% for a one-shot snapshot.
+    ///
+    /// [`scan`]: ProcScanner::scan
+    pub fn prime(&mut self) {
+        let Ok(all) = procfs::process::all_processes_with_root(&self.root) else {
+            return;
+        };
+        let now = Instant::now();
+        for stat in all.flatten().filter_map(|p| p.stat().ok()) {
+            let key = (stat.pid as u32, stat.starttime);
+            self.cpu.insert(key, (stat.utime + stat.stime, now));
+        }
+    }
+
+    /// Reads every process. A process that exits while it is read is left
+    /// out; a /proc that cannot be listed is an error.
+    pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
+        let all = procfs::process::all_processes_with_root(&self.root)
+            .with_context(|| format!("cannot list processes in {}", self.root.display()))?;
+        let now = Instant::now();
+        let mut seen = HashMap::with_capacity(self.cpu.len());
+        let mut out = Vec::new();
+        for process in all.flatten() {
+            let Ok(stat) = process.stat() else { continue };
+            let pid = stat.pid as u32;
+            let key = (pid, stat.starttime);
+            let ticks = stat.utime + stat.stime;
+            let cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
+                let secs = now.duration_since(at).as_secs_f64();
+                (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
+            });
+            // Keep the older reference point when it is very recent, so
+            // that back-to-back scans still measure a real window.
+            let reference = match self.cpu.get(&key) {
+                Some(&(t, at)) if now.duration_since(at).as_millis() < 50 => (t, at),
+                _ => (ticks, now),
+            };
+            seen.insert(key, reference);
+
+            let page_size = self.page_size;
+            let fixed = self.static_info(&process, pid, stat.starttime, now);
+            let argv = fixed.argv.clone();
+            let mut runtimes = fixed.runtimes.clone();
+            classify::runtimes_from_names(&stat.comm, fixed.exe.as_deref(), &argv, &mut runtimes);
+            let kind = classify::kind(&stat.comm, fixed.exe.as_deref(), &argv, &runtimes);
+            out.push(ProcInfo {
+                pid,
+                name: stat.comm.clone(),
+                start_time: fixed.start_time.clone(),
+                user: fixed.user.clone(),
+                argv,
+                cmdline: fixed.cmdline.clone(),
+                exe: fixed.exe.clone(),
+                runtimes,
+                mapped_files: fixed.mapped_files.clone(),
+                kind,
+                cpu_percent,
+                rss_bytes: Some(stat.rss * page_size),
+                notes: fixed.notes.clone(),
+            });
+        }
+        // Forget processes that are gone, so neither map grows without bound.
+        self.statics.retain(|k, _| seen.contains_key(k));
+        self.cpu = seen;
+        Ok(out)
+    }
+
+    fn static_info(&mut self, process: &Process, pid: u32, start: u64, now: Instant) -> &Static {
+        let key = (pid, start);
+        let stale = match self.statics.get(&key) {
+            None => true,
+            Some(s) => s.maps_read_at.is_some_and(|at| now.duration_since(at) >= MAPS_REFRESH),
+        };
+        if stale {
+            let mut fixed = match self.statics.remove(&key) {
+                Some(old) => old,
+                None => self.read_static(process, start),
+            };
+            read_maps(process, &mut fixed, now);
+            self.statics.insert(key, fixed);
+        }
+        &self.statics[&key]
+    }
+
+    fn read_static(&mut self, process: &Process, start: u64) -> Static {
+        let mut notes = Vec::new();
+        let argv = match process.cmdline() {
+            Ok(argv) => argv,
+            Err(e) => {
+                notes.push(format!("command line not readable: {}", brief(&e)));
+                Vec::new()
+            }
+        };
+        let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
+        let exe = process.exe().ok().map(|p| p.to_string_lossy().into_owned());
+        let user = process.uid().ok().map(|uid| self.user_name(uid));
+        let start_time = self.boot_time_secs.and_then(|boot| {
+            let nanos = boot as i128 * 1_000_000_000 + start as i128 * 1_000_000_000 / self.ticks_per_second as i128;
+            format_unix_nanos(nanos)
+        });
+        Static {
+            argv,
+            cmdline,
+            exe,
+            user,
+            start_time,
+            runtimes: Vec::new(),
+            mapped_files: Vec::new(),
+            maps_read_at: None,
+            notes,
+        }
+    }
+
+    /// The user's name, or the numeric uid when it has none.
+    fn user_name(&mut self, uid: u32) -> String {
+        self.users
+            .entry(uid)
+            .or_insert_with(|| lookup_user(uid).unwrap_or_else(|| uid.to_string()))
+            .clone()
+    }
+}
+
+/// Rereads the file-backed mappings and the runtimes they imply.
+fn read_maps(process: &Process, fixed: &mut Static, now: Instant) {
+    const NOTE: &str = "memory maps not readable";
+    fixed.notes.retain(|n| !n.starts_with(NOTE));
+    match process.maps() {
+        Ok(maps) => {
+            let mut files: Vec<String> = Vec::new();
+            for map in maps {
+                if let MMapPath::Path(path) = map.pathname {
+                    let path = path.to_string_lossy().into_owned();
+                    if files.last() != Some(&path) && !files.contains(&path) {
+                        files.push(path);
+                    }
+                }
+            }
+            fixed.runtimes.clear();
+            classify::runtimes_from_libraries(files.iter().map(String::as_str), &mut fixed.runtimes);
+            fixed.mapped_files = files;
+            fixed.maps_read_at = Some(now);
+        }
+        Err(e) => {
+            // Another user's process without privileges: runtimes stay
+            // unknown from the maps; the name still tells some. Not retried
+            // until the process is seen anew.
+            fixed
+                .notes
+                .push(format!("{NOTE} ({}): runtimes only from its name", brief(&e)));
+            fixed.maps_read_at = None;
+        }
+    }
+}
+
+fn brief(e: &procfs::ProcError) -> String {
+    match e {
+        procfs::ProcError::PermissionDenied(_) => "permission denied".into(),
+        procfs::ProcError::NotFound(_) => "process exited".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The `btime` line of /proc/stat: boot time in seconds since the epoch.
+fn read_boot_time(root: &Path) -> Option<u64> {
+    let stat = std::fs::read_to_string(root.join("stat")).ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The user name for a uid through the system's name service (passwd,
+/// LDAP, ...). None when the uid has no name.
+fn lookup_user(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: getpwuid_r writes into `pwd` and `buf`, both owned here and
+    // alive for the call; `result` is set to null or to `&pwd`.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
+        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::ProcessKind;
+    use std::process::Command;
+
+    #[test]
+    fn the_scan_finds_a_child_with_its_redacted_command_line_and_times() {
+        // `; true` keeps the shell from exec-ing sleep, so its argv stays.
+        let mut child = Command::new("sh")
+            .args(["-c", "sleep 30; true", "sh", "--api-key", "topsecret"])
+            .spawn()
+            .expect("spawn a child");
+        let pid = child.id();
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        scanner.prime();
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        let procs = scanner.scan().expect("scan /proc");
+        child.kill().ok();
+        child.wait().ok();
+        let me = procs.iter().find(|p| p.pid == pid).expect("child is listed");
+        let cmdline = me.cmdline.as_deref().expect("own child's cmdline is readable");
+        assert!(cmdline.contains("--api-key <redacted>"), "{cmdline}");
+        assert!(!cmdline.contains("topsecret"));
+        assert_eq!(
+            me.user.as_deref(),
+            lookup_user(unsafe { libc::getuid() }).as_deref().or(Some("0"))
+        );
+        let started = me.start_time.as_deref().expect("start time");
+        assert!(started.ends_with('Z') && started.starts_with("20"), "{started}");
+        assert_eq!(me.cpu_percent.map(|c| c < 50.0), Some(true));
+        assert!(me.rss_bytes.unwrap() > 0);
+        assert_eq!(me.kind, ProcessKind::Other);
+        assert!(
+            me.mapped_files.iter().any(|f| f.contains("libc")),
+            "{:?}",
+            me.mapped_files
+        );
+    }
+
+    #[test]
+    fn a_missing_proc_root_is_an_error_not_an_empty_list() {
+        let mut scanner = ProcScanner::new(PathBuf::from("/nonexistent/proc"));
+        let err = scanner.scan().unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/proc"), "{err}");
+    }
+}

@@ -1,0 +1,79 @@
+//! The process scan: who is running, under which name and user, with which
+//! command line (redacted), memory, CPU time and runtimes.
+//!
+//! The scanner keeps state between samples: CPU time for CPU%, and the parts
+//! of a process that do not change while it lives (command line, user,
+//! executable) keyed by (pid, start time), so that a live view rereads only
+//! /proc/PID/stat each tick. Runtimes come from /proc/PID/maps, which a
+//! process can grow (PyTorch loads libcuda lazily): they are reread every
+//! [`MAPS_REFRESH`].
+
+pub mod classify;
+pub mod redact;
+
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+pub use linux::ProcScanner;
+
+#[cfg(not(target_os = "linux"))]
+mod unsupported;
+#[cfg(not(target_os = "linux"))]
+pub use unsupported::ProcScanner;
+
+use crate::snapshot::ProcessKind;
+use std::time::Duration;
+
+/// How often a process's maps are reread for new runtimes.
+pub const MAPS_REFRESH: Duration = Duration::from_secs(10);
+
+/// One process as the scan sees it. `argv` is the raw command line for the
+/// code that looks for model paths; only `cmdline` (redacted) ever leaves
+/// the process.
+#[derive(Debug, Clone)]
+pub struct ProcInfo {
+    pub pid: u32,
+    pub name: String,
+    pub start_time: Option<String>,
+    pub user: Option<String>,
+    pub argv: Vec<String>,
+    pub cmdline: Option<String>,
+    pub exe: Option<String>,
+    pub runtimes: Vec<String>,
+    /// File-backed mappings (deduplicated paths), for model discovery.
+    pub mapped_files: Vec<String>,
+    pub kind: ProcessKind,
+    pub cpu_percent: Option<f64>,
+    pub rss_bytes: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+/// Runtimes that mean the process can hold GPU memory, so it is listed even
+/// when no GPU backend attributes memory to it.
+const GPU_RUNTIMES: &[&str] = &["cuda", "cudart", "hip", "rocm", "level-zero", "opencl"];
+
+impl ProcInfo {
+    /// Whether the process belongs in a snapshot without any GPU backend
+    /// listing it: AI work, or a GPU compute runtime loaded.
+    pub fn is_interesting(&self) -> bool {
+        self.kind == ProcessKind::Ai || self.runtimes.iter().any(|r| GPU_RUNTIMES.contains(&r.as_str()))
+    }
+}
+
+/// RFC 3339 UTC with millisecond precision.
+pub fn format_unix_nanos(unix_nanos: i128) -> Option<String> {
+    use time::format_description::well_known::Rfc3339;
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(unix_nanos - unix_nanos % 1_000_000).ok()?;
+    t.format(&Rfc3339).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_format_as_rfc3339_utc_milliseconds() {
+        assert_eq!(
+            super::format_unix_nanos(1_700_000_000_123_456_789).as_deref(),
+            Some("2023-11-14T22:13:20.123Z")
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! Platforms without a process scan yet: the scan fails with a clear reason
+//! instead of pretending no process runs.
+
+use super::ProcInfo;
+use std::path::PathBuf;
+
+pub struct ProcScanner;
+
+impl ProcScanner {
+    pub fn new(_root: PathBuf) -> Self {
+        ProcScanner
+    }
+
+    pub fn prime(&mut self) {}
+
+    pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
+        anyhow::bail!("the process scan is not implemented on {}", std::env::consts::OS)
+    }
+}

@@ -1,0 +1,400 @@
+//! The data model every source fills and every view renders.
+//!
+//! The field names listed in `shared/DESIGN.md` are a contract with users'
+//! scripts: add fields freely, never rename these. The rules that hold here:
+//! - four kinds of number, never mixed: *measured* (a counter), *reported* (a
+//!   runtime said so), *estimated* (computed from a model file), *inferred*
+//!   (a pairing guess, marked by `match`);
+//! - unknown is `None` (JSON `null`), never 0; a measured 0 stays 0;
+//! - only measured bytes are summed (see [`Attribution`]).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Bumped only when a field changes meaning or disappears.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Snapshot {
+    pub schema_version: u32,
+    /// RFC 3339, UTC.
+    pub taken_at: String,
+    pub host: Host,
+    pub backends: Vec<Backend>,
+    pub devices: Vec<Device>,
+    pub processes: Vec<Process>,
+    pub attribution: Attribution,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Host {
+    pub hostname: Option<String>,
+    /// `linux`, `windows`, `macos`, ... (std::env::consts::OS).
+    pub os: String,
+    /// The distribution's PRETTY_NAME where known.
+    pub os_name: Option<String>,
+    pub kernel: Option<String>,
+    /// Running inside WSL (Windows Subsystem for Linux).
+    pub wsl: bool,
+    /// Running inside a container (Docker, Podman, Kubernetes, ...).
+    pub container: bool,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendStatus {
+    /// The source answered.
+    Ok,
+    /// The source does not exist here (no driver, no library): not a fault.
+    Unavailable,
+    /// The source exists but failed.
+    Error,
+}
+
+/// One measurement source and whether it answered.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Backend {
+    /// `nvml`, `drm`, `wddm`, `wsl-host`, `apple`.
+    pub name: String,
+    pub status: BackendStatus,
+    /// One line a person can act on: why it is unavailable, what failed, or
+    /// what was found.
+    pub detail: String,
+}
+
+/// A query against a device that failed. A failed query is reported, never
+/// turned into an empty list or a zero.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct QueryError {
+    /// What was asked, e.g. `compute processes`, `memory`.
+    pub query: String,
+    /// The source's own words, e.g. `Unknown error (NVML 999)`.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Device {
+    /// The backend's own index (NVML index for NVIDIA).
+    pub index: u32,
+    /// Which backend measured this device.
+    pub backend: String,
+    pub vendor: String,
+    pub name: Option<String>,
+    pub uuid: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub driver_version: Option<String>,
+    /// The CUDA driver API version, e.g. `13.0`.
+    pub cuda_version: Option<String>,
+    /// `WDDM`, `TCC`, `MCDM` on Windows; null where the notion does not apply.
+    pub driver_model: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+    pub memory_used_bytes: Option<u64>,
+    pub memory_free_bytes: Option<u64>,
+    /// Memory the driver keeps for itself (NVML v2 memory info).
+    pub memory_reserved_bytes: Option<u64>,
+    /// GPU-accessible system RAM in use (WDDM shared usage); null on NVML.
+    pub shared_memory_used_bytes: Option<u64>,
+    pub gpu_util_percent: Option<u32>,
+    /// How busy the memory controller was (NVML "memory utilization"). Not
+    /// bandwidth and not capacity.
+    pub memory_activity_percent: Option<u32>,
+    pub temperature_c: Option<u32>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub fan_percent: Option<u32>,
+    pub clocks: Option<Clocks>,
+    pub pcie: Option<Pcie>,
+    /// False when a process-list query on this device failed: then the
+    /// processes shown for it are incomplete, not "none".
+    pub process_list_complete: bool,
+    /// Queries that failed on this device.
+    pub errors: Vec<QueryError>,
+    /// Things a person should know about how this device was read.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Clocks {
+    pub graphics_mhz: Option<u32>,
+    pub sm_mhz: Option<u32>,
+    pub memory_mhz: Option<u32>,
+    pub graphics_max_mhz: Option<u32>,
+    pub memory_max_mhz: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Pcie {
+    pub link_gen: Option<u32>,
+    pub link_width: Option<u32>,
+    pub max_link_gen: Option<u32>,
+    pub max_link_width: Option<u32>,
+    /// Bytes per second over the last sample window.
+    pub tx_bytes_per_s: Option<u64>,
+    pub rx_bytes_per_s: Option<u64>,
+}
+
+/// What a process is, from its name and the runtimes it has loaded.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessKind {
+    Ai,
+    Compositor,
+    Browser,
+    Game,
+    Other,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Process {
+    pub pid: u32,
+    /// The short name (comm); null when the process is not visible in /proc.
+    pub name: Option<String>,
+    /// RFC 3339 UTC: with the PID it names the process, so a reused PID is
+    /// never mistaken for the old one.
+    pub start_time: Option<String>,
+    pub user: Option<String>,
+    /// The command line with secrets (API keys, tokens, passwords, URL
+    /// credentials) replaced by `<redacted>`.
+    pub cmdline: Option<String>,
+    pub exe: Option<String>,
+    pub kind: ProcessKind,
+    /// Runtimes found from the process's name and mapped libraries, e.g.
+    /// `cuda`, `llama.cpp`, `pytorch`.
+    pub runtimes: Vec<String>,
+    /// Percent of one core since the previous sample; null with no previous
+    /// sample.
+    pub cpu_percent: Option<f64>,
+    pub rss_bytes: Option<u64>,
+    /// One entry per device the process has memory or work on.
+    pub gpu: Vec<GpuUsage>,
+    /// Model files the process runs (filled by model discovery).
+    pub models: Vec<Model>,
+    /// What could not be read, and other things a person should know.
+    pub notes: Vec<String>,
+}
+
+/// How a process row was paired with a device's process entry.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Match {
+    /// The same PID in the same PID namespace: certain (`*` on screen).
+    Exact,
+    /// Paired by a heuristic (`?` on screen).
+    Guess,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct GpuUsage {
+    /// The device's index.
+    pub device: u32,
+    /// Measured device-local memory held by the process; null when the
+    /// source cannot say (NVML under WDDM).
+    pub vram_bytes: Option<u64>,
+    /// Measured GPU-accessible system RAM held by the process (WDDM shared).
+    pub spill_bytes: Option<u64>,
+    /// Memory paged out of the GPU's view, where a source reports it.
+    pub paged_bytes: Option<u64>,
+    /// The backend that measured it.
+    pub source: String,
+    #[serde(rename = "match")]
+    pub pairing: Option<Match>,
+    /// NVML context types: `C` compute, `G` graphics, `M` MPS.
+    pub contexts: Vec<String>,
+    /// Engine busy percent over the last sample window, e.g. `sm`, `mem`,
+    /// `enc`, `dec`. Empty when the source cannot tell.
+    pub engines: BTreeMap<String, u32>,
+}
+
+/// A model a process runs. Filled by model discovery; defined here so the
+/// schema is fixed from the first version.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Model {
+    pub path: Option<String>,
+    pub name: Option<String>,
+    pub architecture: Option<String>,
+    pub kind: Option<String>,
+    /// `api`, `mapped`, `cmdline`, `installed`, strongest first.
+    pub evidence: Vec<String>,
+    /// Two sources, one of them `api` or `mapped`.
+    pub confirmed: bool,
+    pub params: Option<u64>,
+    pub file_type: Option<String>,
+    pub layers: Option<u32>,
+    pub context_train: Option<u64>,
+    pub context: Option<u64>,
+    pub slots_total: Option<u32>,
+    pub slots_busy: Option<u32>,
+    pub server_url: Option<String>,
+    pub estimate: Option<ModelEstimate>,
+    pub reported: Option<ModelReported>,
+}
+
+/// Computed from the model file and the launch settings: never summed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ModelEstimate {
+    pub weights_bytes: Option<u64>,
+    pub kv_bytes: Option<u64>,
+    pub kv_bytes_per_token: Option<u64>,
+    pub recurrent_state_bytes: Option<u64>,
+}
+
+/// What the runtime said about itself (log lines, API): never summed.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ModelReported {
+    pub weights_bytes: Option<u64>,
+    pub kv_bytes: Option<u64>,
+    pub compute_bytes: Option<u64>,
+    /// Where it was read, e.g. `log:/var/log/llama.log`, `api:/api/ps`.
+    pub source: String,
+}
+
+/// How the per-process figures relate to the device totals.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Attribution {
+    /// The sum of measured per-process VRAM over all devices shown. Null
+    /// when no process had a measured figure.
+    pub measured_sum_bytes: Option<u64>,
+    /// True when, on some device, the measured per-process sum exceeds the
+    /// device's used memory, so bars are scaled to the device total.
+    pub normalized: bool,
+    /// Per device: measured per-process sum and what the device reports
+    /// used that no listed process accounts for.
+    pub devices: Vec<DeviceAttribution>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct DeviceAttribution {
+    pub device: u32,
+    pub measured_sum_bytes: Option<u64>,
+    /// Device used minus the measured sum (driver, other namespaces,
+    /// processes the source cannot attribute). Null when either is unknown,
+    /// when the sum exceeds it, or when the device's process list is
+    /// incomplete.
+    pub unattributed_bytes: Option<u64>,
+    pub normalized: bool,
+}
+
+impl Attribution {
+    /// Sums only measured per-process VRAM, per device and overall.
+    pub fn compute(devices: &[Device], processes: &[Process]) -> Attribution {
+        let mut per_device = Vec::with_capacity(devices.len());
+        for device in devices {
+            let measured: Vec<u64> = processes
+                .iter()
+                .flat_map(|p| p.gpu.iter())
+                .filter(|g| g.device == device.index && g.source == device.backend)
+                .filter_map(|g| g.vram_bytes)
+                .collect();
+            let sum = (!measured.is_empty()).then(|| measured.iter().sum::<u64>());
+            let normalized = matches!((sum, device.memory_used_bytes), (Some(s), Some(u)) if s > u);
+            // With an incomplete process list, what looks unattributed may
+            // belong to the processes the failed query would have listed.
+            let unattributed = match (sum, device.memory_used_bytes) {
+                _ if !device.process_list_complete => None,
+                (Some(s), Some(u)) => u.checked_sub(s),
+                (None, Some(u)) => Some(u),
+                _ => None,
+            };
+            per_device.push(DeviceAttribution {
+                device: device.index,
+                measured_sum_bytes: sum,
+                unattributed_bytes: unattributed,
+                normalized,
+            });
+        }
+        let sums: Vec<u64> = per_device.iter().filter_map(|d| d.measured_sum_bytes).collect();
+        Attribution {
+            measured_sum_bytes: (!sums.is_empty()).then(|| sums.iter().sum()),
+            normalized: per_device.iter().any(|d| d.normalized),
+            devices: per_device,
+        }
+    }
+}
+
+/// The JSON Schema of a snapshot, as `gputaskman schema` prints it.
+pub fn json_schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Snapshot)).expect("a schema is plain JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(index: u32, used: Option<u64>) -> Device {
+        Device {
+            index,
+            backend: "nvml".into(),
+            memory_used_bytes: used,
+            process_list_complete: true,
+            ..Device::default()
+        }
+    }
+
+    fn process(pid: u32, usage: &[(u32, Option<u64>)]) -> Process {
+        Process {
+            pid,
+            name: None,
+            start_time: None,
+            user: None,
+            cmdline: None,
+            exe: None,
+            kind: ProcessKind::Other,
+            runtimes: vec![],
+            cpu_percent: None,
+            rss_bytes: None,
+            gpu: usage
+                .iter()
+                .map(|&(device, vram_bytes)| GpuUsage {
+                    device,
+                    vram_bytes,
+                    spill_bytes: None,
+                    paged_bytes: None,
+                    source: "nvml".into(),
+                    pairing: Some(Match::Exact),
+                    contexts: vec!["C".into()],
+                    engines: BTreeMap::new(),
+                })
+                .collect(),
+            models: vec![],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn only_measured_bytes_are_summed_and_unknown_stays_unknown() {
+        let devices = [device(0, Some(1000)), device(1, Some(500))];
+        let processes = [
+            process(1, &[(0, Some(300)), (1, None)]),
+            process(2, &[(0, Some(200))]),
+            process(3, &[(1, None)]),
+        ];
+        let a = Attribution::compute(&devices, &processes);
+        assert_eq!(a.measured_sum_bytes, Some(500));
+        assert!(!a.normalized);
+        assert_eq!(a.devices[0].measured_sum_bytes, Some(500));
+        assert_eq!(a.devices[0].unattributed_bytes, Some(500));
+        // Device 1 has processes but none measured: the sum is unknown, not 0.
+        assert_eq!(a.devices[1].measured_sum_bytes, None);
+        assert_eq!(a.devices[1].unattributed_bytes, Some(500));
+    }
+
+    #[test]
+    fn a_sum_over_the_device_total_is_normalized() {
+        let devices = [device(0, Some(100))];
+        let processes = [process(1, &[(0, Some(80))]), process(2, &[(0, Some(40))])];
+        let a = Attribution::compute(&devices, &processes);
+        assert!(a.normalized);
+        assert!(a.devices[0].normalized);
+        assert_eq!(a.devices[0].unattributed_bytes, None);
+    }
+
+    #[test]
+    fn an_incomplete_list_never_claims_all_memory_unattributed() {
+        let mut d = device(0, Some(100));
+        d.process_list_complete = false;
+        let a = Attribution::compute(&[d], &[]);
+        assert_eq!(a.measured_sum_bytes, None);
+        assert_eq!(a.devices[0].unattributed_bytes, None);
+    }
+}

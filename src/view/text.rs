@@ -1,0 +1,207 @@
+//! The one-shot text view (`--once`): renders a Snapshot, reads nothing else.
+
+use super::{bytes, opt, percent};
+use crate::snapshot::{BackendStatus, Device, Match, Process, Snapshot};
+use std::fmt::Write;
+
+const BAR_WIDTH: usize = 30;
+
+pub fn render(s: &Snapshot) -> String {
+    let mut out = String::new();
+    let host = s.host.hostname.as_deref().unwrap_or("this machine");
+    let mut where_ = vec![s.host.os_name.clone().unwrap_or_else(|| s.host.os.clone())];
+    where_.extend(s.host.kernel.as_ref().map(|k| format!("kernel {k}")));
+    if s.host.wsl {
+        where_.push("WSL".into());
+    }
+    if s.host.container {
+        where_.push("container".into());
+    }
+    let _ = writeln!(out, "gputaskman  {host}  ({})  {}", where_.join(", "), s.taken_at);
+
+    if s.devices.is_empty() {
+        let _ = writeln!(out, "\nNo GPU found. What each source said:");
+    } else {
+        let _ = writeln!(out);
+    }
+    for b in &s.backends {
+        let status = match b.status {
+            BackendStatus::Ok => "ok",
+            BackendStatus::Unavailable => "unavailable",
+            BackendStatus::Error => "ERROR",
+        };
+        let _ = writeln!(out, "  {}: {status}: {}", b.name, b.detail);
+    }
+
+    for d in &s.devices {
+        render_device(&mut out, s, d);
+    }
+
+    let _ = writeln!(out);
+    if s.processes.is_empty() {
+        let _ = writeln!(out, "No process holds GPU memory or runs an AI or GPU runtime.");
+    } else {
+        render_processes(&mut out, &s.processes);
+    }
+    if s.attribution.normalized {
+        let _ = writeln!(
+            out,
+            "\nNote: per-process figures add up to more than a device reports used; bars are scaled to the device total."
+        );
+    }
+    out
+}
+
+fn render_device(out: &mut String, s: &Snapshot, d: &Device) {
+    let _ = writeln!(
+        out,
+        "\nGPU {}  {}  {}  {}",
+        d.index,
+        opt(d.name.as_deref()),
+        opt(d.pci_bus_id.as_deref()),
+        opt(d.uuid.as_deref())
+    );
+    let mut driver = format!(
+        "  driver {}  CUDA {}",
+        opt(d.driver_version.as_deref()),
+        opt(d.cuda_version.as_deref())
+    );
+    if let Some(model) = &d.driver_model {
+        let _ = write!(driver, "  {model}");
+    }
+    let _ = writeln!(out, "{driver}");
+    let bar = match (d.memory_used_bytes, d.memory_total_bytes) {
+        (Some(u), Some(t)) if t > 0 => {
+            let filled = ((u as f64 / t as f64) * BAR_WIDTH as f64).round() as usize;
+            let filled = filled.min(BAR_WIDTH);
+            format!("[{}{}]", "#".repeat(filled), ".".repeat(BAR_WIDTH - filled))
+        }
+        _ => format!("[{}]", "?".repeat(BAR_WIDTH)),
+    };
+    let _ = writeln!(
+        out,
+        "  memory {bar} {} used of {}, {} free{}",
+        bytes(d.memory_used_bytes),
+        bytes(d.memory_total_bytes),
+        bytes(d.memory_free_bytes),
+        d.memory_reserved_bytes
+            .filter(|r| *r > 0)
+            .map(|r| format!(", {} reserved by the driver", bytes(Some(r))))
+            .unwrap_or_default()
+    );
+    let power = match (d.power_w, d.power_limit_w) {
+        (Some(p), Some(l)) => format!("{p:.1} W of {l:.0} W"),
+        (Some(p), None) => format!("{p:.1} W"),
+        _ => "n/a".into(),
+    };
+    let _ = writeln!(
+        out,
+        "  gpu {}  mem activity {}  temp {}  power {power}  fan {}",
+        percent(d.gpu_util_percent),
+        percent(d.memory_activity_percent),
+        d.temperature_c
+            .map(|t| format!("{t} °C"))
+            .unwrap_or_else(|| "n/a".into()),
+        percent(d.fan_percent),
+    );
+    if let Some(a) = s.attribution.devices.iter().find(|a| a.device == d.index) {
+        let mut line = format!("  processes: {} measured", bytes(a.measured_sum_bytes));
+        if let Some(rest) = a.unattributed_bytes {
+            let _ = write!(line, ", {} used by no listed process", bytes(Some(rest)));
+        }
+        if a.normalized {
+            line.push_str(" (more than the device reports used: normalized)");
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    for e in &d.errors {
+        let _ = writeln!(out, "  ! {} failed: {}", e.query, e.message);
+    }
+    if !d.process_list_complete {
+        let _ = writeln!(out, "  ! the process list of this device is incomplete: a query failed");
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+}
+
+fn render_processes(out: &mut String, processes: &[Process]) {
+    let _ = writeln!(
+        out,
+        "{:>7}  {:<10} {:<16} {:<10} {:>3} {:>10} {:>4} {:>4} {:>6} {:>10}  {:<20} COMMAND",
+        "PID", "USER", "NAME", "KIND", "GPU", "VRAM", "CTX", "SM%", "CPU%", "RSS", "RUNTIMES"
+    );
+    for p in processes {
+        let rows: Vec<Option<&crate::snapshot::GpuUsage>> = if p.gpu.is_empty() {
+            vec![None]
+        } else {
+            p.gpu.iter().map(Some).collect()
+        };
+        for (i, g) in rows.into_iter().enumerate() {
+            let marker = match g.and_then(|g| g.pairing) {
+                Some(Match::Exact) => "*",
+                Some(Match::Guess) => "?",
+                None => " ",
+            };
+            let first = i == 0;
+            let _ = writeln!(
+                out,
+                "{:>7}{marker} {:<10} {:<16} {:<10} {:>3} {:>10} {:>4} {:>4} {:>6} {:>10}  {:<20} {}",
+                if first { p.pid.to_string() } else { String::new() },
+                if first {
+                    clip(p.user.as_deref().unwrap_or("n/a"), 10)
+                } else {
+                    String::new()
+                },
+                if first {
+                    clip(p.name.as_deref().unwrap_or("n/a"), 16)
+                } else {
+                    String::new()
+                },
+                if first {
+                    format!("{:?}", p.kind).to_lowercase()
+                } else {
+                    String::new()
+                },
+                g.map(|g| g.device.to_string()).unwrap_or_else(|| "-".into()),
+                g.map(|g| bytes(g.vram_bytes)).unwrap_or_else(|| "-".into()),
+                g.map(|g| g.contexts.join("+")).unwrap_or_else(|| "-".into()),
+                g.map(|g| percent(g.engines.get("sm").copied()).trim_end_matches('%').to_string())
+                    .unwrap_or_else(|| "-".into()),
+                if first {
+                    p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into())
+                } else {
+                    String::new()
+                },
+                if first { bytes(p.rss_bytes) } else { String::new() },
+                if first {
+                    clip(&p.runtimes.join(","), 20)
+                } else {
+                    String::new()
+                },
+                if first {
+                    p.cmdline.as_deref().unwrap_or("n/a")
+                } else {
+                    ""
+                },
+            );
+        }
+        for n in &p.notes {
+            let _ = writeln!(out, "{:>9}note: {n}", "");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n* the PID was checked against /proc; ? paired by a guess; n/a: the source cannot say"
+    );
+}
+
+fn clip(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut c: String = s.chars().take(width.saturating_sub(1)).collect();
+        c.push('~');
+        c
+    }
+}
