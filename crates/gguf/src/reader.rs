@@ -275,11 +275,11 @@ fn read_tensor_info<R: Read + Seek>(src: &mut Source<R>) -> Result<TensorInfo, E
                 ));
             }
             // nbytes = ne0/blck * type_size * ne1 * ne2 * ne3 (gguf.cpp)
-            let row = ne0 / info.block_size * info.type_size;
             let bytes = dims
                 .iter()
                 .skip(1)
-                .try_fold(row, |acc, &ne| acc.checked_mul(ne))
+                .try_fold(ne0 / info.block_size, |acc, &ne| acc.checked_mul(ne))
+                .and_then(|blocks| blocks.checked_mul(info.type_size))
                 .ok_or_else(|| {
                     Error::at(
                         dims_at,

@@ -841,6 +841,10 @@ fn hostile_tensor_dims() {
     // a product that overflows
     let e = error_of(one(&[1 << 32, 1 << 32]));
     assert!(matches!(e.kind(), ErrorKind::DimOverflow { .. }), "{e}");
+    // elements that fit in i64 but whose bytes do not fit in u64 (found by
+    // the fuzzer: 2^62 f32 values)
+    let e = error_of(one(&[1 << 62]));
+    assert!(matches!(e.kind(), ErrorKind::DimOverflow { .. }), "{e}");
     // a negative dimension
     let e = error_of(one(&[u64::MAX]));
     assert!(matches!(e.kind(), ErrorKind::NegativeDim { .. }), "{e}");

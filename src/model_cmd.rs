@@ -1,0 +1,518 @@
+//! `gputaskman model FILE`: what a GGUF model file is and what it will cost
+//! under llama.cpp launch settings. The numbers are *estimated* (computed
+//! from the header and the settings), never measured; the math lives in the
+//! `gguf` crate and follows llama.cpp to the byte.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use gguf::{CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvSettings, Model, ModelInfo};
+use serde::Serialize;
+
+const KIB: f64 = 1024.0;
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Arguments of `gputaskman model`. Long names follow llama.cpp's; its
+/// short multi-letter spellings (`-np`, `-ctk`, ...) work after
+/// [`llama_cpp_spellings`] rewrote them, or as `--np`, `--ctk`, ...
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// The GGUF file: any part of a split model, or an extension-less blob (Ollama)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Context size in tokens; 0 or absent: the model's training context
+    #[arg(short = 'c', long = "ctx", visible_alias = "ctx-size", value_name = "N")]
+    pub ctx: Option<u32>,
+
+    /// Parallel sequences (llama-server slots)
+    #[arg(long, visible_alias = "np", value_name = "N", default_value_t = 1)]
+    pub parallel: u32,
+
+    /// One KV cache shared by all sequences (llama-server's default with -np auto)
+    #[arg(long, visible_alias = "kvu")]
+    pub kv_unified: bool,
+
+    /// K cache type: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1
+    #[arg(long, visible_alias = "ctk", value_name = "T", default_value = "f16")]
+    pub cache_type_k: CacheType,
+
+    /// V cache type (quantized types need flash attention)
+    #[arg(long, visible_alias = "ctv", value_name = "T", default_value = "f16")]
+    pub cache_type_v: CacheType,
+
+    /// Physical batch size, which sizes the sliding-window caches
+    #[arg(long, visible_aliases = ["ub", "ubatch-size"], value_name = "N", default_value_t = 512)]
+    pub ubatch: u32,
+
+    /// Full-size caches for sliding-window layers
+    #[arg(long)]
+    pub swa_full: bool,
+
+    /// Layers to offload to the GPU (the output layer counts as one); negative: all
+    #[arg(long, visible_aliases = ["ngl", "gpu-layers"], value_name = "N", allow_negative_numbers = true)]
+    pub n_gpu_layers: Option<i32>,
+
+    /// Flash attention; llama.cpp's default, auto, turns it on for CPU and CUDA
+    #[arg(long, visible_alias = "fa", value_name = "on|off|auto", num_args = 0..=1,
+          default_value = "auto", default_missing_value = "on")]
+    pub flash_attn: FlashAttn,
+
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--flash-attn` values, as llama.cpp spells them.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashAttn {
+    On,
+    Off,
+    Auto,
+}
+
+/// The GPU the fit is checked against: the device with the most free memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuFree {
+    pub name: String,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// Rewrites llama.cpp's single-dash multi-letter options (`-np 4`, `-ctk
+/// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
+/// parses. Other arguments pass unchanged.
+pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
+    const SPELLINGS: [(&str, &str); 7] = [
+        ("-np", "--parallel"),
+        ("-kvu", "--kv-unified"),
+        ("-ctk", "--cache-type-k"),
+        ("-ctv", "--cache-type-v"),
+        ("-ub", "--ubatch"),
+        ("-ngl", "--n-gpu-layers"),
+        ("-fa", "--flash-attn"),
+    ];
+    args.into_iter()
+        .map(|arg| {
+            SPELLINGS
+                .iter()
+                .find(|(short, _)| arg.to_str() == Some(short))
+                .map_or(arg, |(_, long)| OsString::from(long))
+        })
+        .collect()
+}
+
+impl ModelArgs {
+    fn settings(&self) -> KvSettings {
+        KvSettings {
+            ctx: self.ctx,
+            n_seq: self.parallel,
+            kv_unified: self.kv_unified,
+            type_k: self.cache_type_k,
+            type_v: self.cache_type_v,
+            n_ubatch: self.ubatch,
+            swa_full: self.swa_full,
+            flash_attn: self.flash_attn != FlashAttn::Off,
+            n_gpu_layers: self.n_gpu_layers,
+        }
+    }
+}
+
+/// Runs `gputaskman model`. `gpu` is the device with the most free memory
+/// when one was found. A file that cannot be read is an error whose message
+/// names the file and the byte offset; settings llama.cpp would refuse are
+/// errors too; a model the math cannot size prints its info with the KV
+/// cache unknown.
+pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Result<()> {
+    let model = gguf::open(&args.file)?;
+    let settings = args.settings();
+    let (estimate, unavailable) = match gguf::estimate(&model, &settings) {
+        Ok(e) => (Some(e), None),
+        Err(EstimateError::Settings(msg)) => anyhow::bail!("{}: {msg}", args.file.display()),
+        Err(EstimateError::Model(reason)) => (None, Some(reason)),
+    };
+    let fit = match (&gpu, &estimate) {
+        (Some(g), Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
+        _ => None,
+    };
+    let report = Report {
+        model: &model,
+        args,
+        estimate: estimate.as_ref(),
+        unavailable: unavailable.as_deref(),
+        gpu: gpu.as_ref(),
+        fit: fit.as_ref(),
+    };
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report.json())?;
+        writeln!(out)?;
+    } else {
+        report.text(out)?;
+    }
+    Ok(())
+}
+
+struct Report<'a> {
+    model: &'a Model,
+    args: &'a ModelArgs,
+    estimate: Option<&'a Estimate>,
+    unavailable: Option<&'a str>,
+    gpu: Option<&'a GpuFree>,
+    fit: Option<&'a Fit>,
+}
+
+/// The `model --json` document. The fields DESIGN.md fixes come first;
+/// unknown values are null.
+#[derive(Serialize)]
+struct Json<'a> {
+    path: String,
+    architecture: Option<&'a str>,
+    name: Option<&'a str>,
+    kind: &'static str,
+    params: Option<u64>,
+    file_type: Option<&'static str>,
+    bits_per_weight: Option<f64>,
+    weights_bytes: Option<u64>,
+    layers: Option<u32>,
+    context_train: Option<u32>,
+    kv: Option<JsonKv<'a>>,
+    file_type_id: Option<u32>,
+    file_type_guessed: Option<bool>,
+    size_label: Option<&'a str>,
+    info: &'a ModelInfo,
+    kv_unavailable: Option<&'a str>,
+    recurrent_state_bytes: Option<u64>,
+    offload: Option<&'a gguf::Offload>,
+    gpu: Option<&'a GpuFree>,
+    fit: Option<&'a Fit>,
+}
+
+#[derive(Serialize)]
+struct JsonKv<'a> {
+    context: u32,
+    type_k: CacheType,
+    type_v: CacheType,
+    bytes: u64,
+    bytes_per_token: u64,
+    caches: &'a [CacheEstimate],
+    context_per_seq: u32,
+    n_seq: u32,
+    unified: bool,
+    flash_attn: bool,
+    swa_full: bool,
+    n_ubatch: u32,
+}
+
+impl Report<'_> {
+    fn json(&self) -> Json<'_> {
+        let info = self.model.info();
+        let settings = self.args.settings();
+        Json {
+            path: self.args.file.display().to_string(),
+            architecture: info.architecture.as_deref(),
+            name: info.name.as_deref(),
+            kind: info.kind.as_str(),
+            params: info.params,
+            file_type: info.file_type.as_ref().and_then(|f| f.name),
+            bits_per_weight: info.bits_per_weight,
+            weights_bytes: info.weights_bytes,
+            layers: info.layers,
+            context_train: info.context_train,
+            kv: self.estimate.map(|e| JsonKv {
+                context: e.kv.context,
+                type_k: e.kv.type_k,
+                type_v: e.kv.type_v,
+                bytes: e.kv.bytes,
+                bytes_per_token: e.kv.bytes_per_token,
+                caches: &e.kv.caches,
+                context_per_seq: e.kv.context_per_seq,
+                n_seq: e.kv.n_seq,
+                unified: e.kv.unified,
+                flash_attn: settings.flash_attn,
+                swa_full: settings.swa_full,
+                n_ubatch: settings.n_ubatch,
+            }),
+            file_type_id: info.file_type.as_ref().map(|f| f.id),
+            file_type_guessed: info.file_type.as_ref().map(|f| f.guessed),
+            size_label: info.size_label.as_deref(),
+            info,
+            kv_unavailable: self.unavailable,
+            recurrent_state_bytes: self.estimate.and_then(|e| e.recurrent_state_bytes),
+            offload: self.estimate.map(|e| &e.offload),
+            gpu: self.gpu,
+            fit: self.fit,
+        }
+    }
+
+    fn text(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        let info = self.model.info();
+        let na = || "n/a".to_string();
+        let row = |out: &mut dyn Write, label: &str, value: String| writeln!(out, "{label:<16}{value}");
+
+        row(out, "file", self.args.file.display().to_string())?;
+        if info.split_parts > 1 {
+            row(out, "parts", format!("{} (split model)", info.split_parts))?;
+        }
+        row(out, "architecture", info.architecture.clone().unwrap_or_else(na))?;
+        row(out, "name", info.name.clone().unwrap_or_else(na))?;
+        row(out, "size label", info.size_label.clone().unwrap_or_else(na))?;
+        row(out, "kind", info.kind.as_str().to_string())?;
+        row(
+            out,
+            "params",
+            info.params
+                .map_or_else(na, |p| format!("{:.2} M ({})", p as f64 / 1e6, thousands(p))),
+        )?;
+        row(
+            out,
+            "file type",
+            info.file_type.as_ref().map_or_else(na, |f| f.to_string()),
+        )?;
+        let bpw = info
+            .bits_per_weight
+            .map_or_else(String::new, |b| format!(" ({b:.2} BPW)"));
+        let weights = match info.weights_bytes {
+            Some(w) => format!("{}{bpw}", size(w)),
+            None => format!("n/a ({} tensors of unknown type)", info.tensors_unknown_type),
+        };
+        row(out, "weights", weights)?;
+        row(out, "layers", opt(info.layers))?;
+        row(out, "training ctx", opt(info.context_train))?;
+        row(out, "embedding", opt(info.embedding_length))?;
+        let heads = |h: &Option<gguf::PerLayer>| h.as_ref().map_or_else(na, |h| h.to_string());
+        row(
+            out,
+            "heads / KV",
+            format!("{} / {}", heads(&info.head_count), heads(&info.head_count_kv)),
+        )?;
+        row(
+            out,
+            "head size K/V",
+            format!("{} / {}", opt(info.key_length), opt(info.value_length)),
+        )?;
+
+        let Some(e) = self.estimate else {
+            return row(
+                out,
+                "KV cache",
+                format!("n/a ({})", self.unavailable.unwrap_or("unknown")),
+            );
+        };
+        self.text_kv(out, e)?;
+        self.text_offload(out, e)?;
+        if let (Some(gpu), Some(fit)) = (self.gpu, self.fit) {
+            row(
+                out,
+                "GPU",
+                format!(
+                    "{}: {} free of {}",
+                    gpu.name,
+                    size(gpu.free_bytes),
+                    size(gpu.total_bytes)
+                ),
+            )?;
+            writeln!(out, "{}", fit_line(fit))?;
+        }
+        writeln!(
+            out,
+            "(estimated from the file header; compute buffers, the output buffer and the driver context are not included)"
+        )
+    }
+
+    fn text_kv(&self, out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
+        let kv = &e.kv;
+        let settings = self.args.settings();
+        let seqs = match (kv.n_seq, kv.unified) {
+            (1, _) => "1 seq".to_string(),
+            (n, true) => format!("{n} seqs, unified"),
+            (n, false) => format!("{n} seqs, {} per seq", kv.context_per_seq),
+        };
+        writeln!(
+            out,
+            "{:<16}ctx {} ({seqs}), K {}, V {}, flash attention {}",
+            "KV cache",
+            kv.context,
+            kv.type_k,
+            kv.type_v,
+            if settings.flash_attn { "on" } else { "off" },
+        )?;
+        if kv.caches.is_empty() {
+            writeln!(out, "  none: llama.cpp runs this architecture without a KV cache")?;
+        }
+        for c in &kv.caches {
+            writeln!(out, "  {:<14}{}", c.kind.as_str(), cache_line(c))?;
+        }
+        if e.kv.caches.iter().any(|c| c.kind != CacheKind::Recurrent) {
+            writeln!(out, "  {:<14}{:.2} MiB", "KV total", kv.bytes as f64 / MIB)?;
+            writeln!(
+                out,
+                "  {:<14}{:.2} KiB (one more token of context)",
+                "per token",
+                kv.bytes_per_token as f64 / KIB
+            )?;
+        }
+        match e.recurrent_state_bytes {
+            None => writeln!(
+                out,
+                "  {:<14}n/a (state layout of this architecture not known)",
+                "recurrent"
+            )?,
+            Some(0) => {}
+            Some(b) => writeln!(
+                out,
+                "  {:<14}{:.2} MiB (independent of the context)",
+                "state total",
+                b as f64 / MIB
+            )?,
+        }
+        if let Some(train) = self.model.info().context_train {
+            if kv.context_per_seq > train {
+                writeln!(
+                    out,
+                    "  note: {} cells per sequence exceed the training context {train}",
+                    kv.context_per_seq
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn text_offload(&self, out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
+        if self.args.n_gpu_layers.is_none() && self.gpu.is_none() {
+            return Ok(());
+        }
+        let layers = self.model.info().layers.unwrap_or(0);
+        let side = |p: &gguf::Placement| {
+            let mut parts = vec![
+                format!("weights {}", p.weights_bytes.map_or_else(|| "n/a".into(), size)),
+                format!("KV {}", size(p.kv_bytes)),
+            ];
+            match p.recurrent_state_bytes {
+                Some(0) => {}
+                Some(b) => parts.push(format!("state {}", size(b))),
+                None => parts.push("state n/a".into()),
+            }
+            let total = p.total().map_or_else(|| "n/a".into(), size);
+            format!("{total} ({})", parts.join(", "))
+        };
+        writeln!(
+            out,
+            "{:<16}{} of {} layers (+ output) on the GPU",
+            "offload", e.offload.n_gpu_layers, layers
+        )?;
+        writeln!(out, "  {:<14}{}", "GPU", side(&e.offload.gpu))?;
+        writeln!(out, "  {:<14}{}", "CPU", side(&e.offload.cpu))
+    }
+}
+
+/// `fits in free memory now: yes (needs X of Y free); largest context that fits: N`
+fn fit_line(fit: &Fit) -> String {
+    let verdict = match fit.fits {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    let needs = fit.needed_bytes.map_or_else(|| "n/a".into(), size);
+    let largest = match fit.max_context {
+        None => "n/a".to_string(),
+        Some(0) => "none (not even 256 tokens)".to_string(),
+        Some(n) => n.to_string(),
+    };
+    format!(
+        "fits in free memory now: {verdict} (needs {needs} of {} free); largest context that fits: {largest}",
+        size(fit.free_bytes)
+    )
+}
+
+/// `12.00 MiB (4096 cells, 3 layers, 4/1 seqs), K (f16): 6.00 MiB, V (f16): 6.00 MiB`
+/// in the shape of llama.cpp's log line; R and S for the recurrent state.
+fn cache_line(c: &CacheEstimate) -> String {
+    let (k, v) = if c.kind == CacheKind::Recurrent {
+        ("R (f32)", "S (f32)")
+    } else {
+        ("K", "V")
+    };
+    format!(
+        "{:.2} MiB ({} cells, {} layers, {} stream{}), {k}: {:.2} MiB, {v}: {:.2} MiB",
+        c.bytes as f64 / MIB,
+        c.cells,
+        c.layers,
+        c.streams,
+        if c.streams == 1 { "" } else { "s" },
+        c.k_bytes as f64 / MIB,
+        c.v_bytes as f64 / MIB,
+    )
+}
+
+/// Binary units: MiB below 1 GiB, else GiB with the MiB figure beside it.
+fn size(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= GIB {
+        format!("{:.2} GiB ({:.2} MiB)", b / GIB, b / MIB)
+    } else {
+        format!("{:.2} MiB", b / MIB)
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| v.to_string())
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let groups: Vec<&str> = digits
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|g| std::str::from_utf8(g).unwrap_or("?"))
+        .collect();
+    groups.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_use_binary_units() {
+        assert_eq!(size(448 << 20), "448.00 MiB");
+        assert_eq!(size(3584 << 20), "3.50 GiB (3584.00 MiB)");
+        assert_eq!(thousands(268_098_176), "268,098,176");
+        assert_eq!(thousands(7), "7");
+    }
+
+    #[test]
+    fn llama_cpp_spellings_are_rewritten() {
+        let args = ["model", "f.gguf", "-np", "4", "-kvu", "-ctk", "q8_0", "-c", "4096"].map(OsString::from);
+        let got = llama_cpp_spellings(args);
+        let want = [
+            "model",
+            "f.gguf",
+            "--parallel",
+            "4",
+            "--kv-unified",
+            "--cache-type-k",
+            "q8_0",
+            "-c",
+            "4096",
+        ];
+        assert_eq!(got, want.map(OsString::from));
+    }
+
+    #[test]
+    fn fit_line_reads_as_specified() {
+        let fit = Fit {
+            free_bytes: 8 << 30,
+            needed_bytes: Some(300 << 20),
+            fits: Some(true),
+            max_context: Some(32768),
+        };
+        assert_eq!(
+            fit_line(&fit),
+            "fits in free memory now: yes (needs 300.00 MiB of 8.00 GiB (8192.00 MiB) free); largest context that fits: 32768"
+        );
+    }
+}

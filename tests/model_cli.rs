@@ -1,0 +1,383 @@
+//! `gputaskman model`: the built binary on GGUF files written by the Python
+//! `gguf` package (tests/data/gguf, made by scripts/gguf_fixtures.py) and on
+//! the real gemma-3-270m file when GPUTASKMAN_GEMMA_GGUF names it. Expected
+//! numbers are llama.cpp's own log lines for these shapes.
+
+mod common;
+
+use std::path::PathBuf;
+
+use assert_cmd::Command;
+use serde_json::{json, Value};
+
+const MIB: u64 = 1 << 20;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/gguf")
+        .join(name)
+}
+
+fn gputaskman() -> Command {
+    let mut cmd = Command::cargo_bin("gputaskman").unwrap();
+    // No GPU: the real NVML must not be found, whatever the machine has.
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .timeout(std::time::Duration::from_secs(60));
+    cmd
+}
+
+fn model_json(file: &str, args: &[&str]) -> Value {
+    let out = gputaskman()
+        .arg("model")
+        .arg(fixture(file))
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is JSON")
+}
+
+fn model_text(file: &str, args: &[&str]) -> String {
+    let out = gputaskman()
+        .arg("model")
+        .arg(fixture(file))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn cache<'a>(j: &'a Value, kind: &str) -> &'a Value {
+    j["kv"]["caches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} cache in {}", j["kv"]))
+}
+
+#[test]
+fn json_has_the_fields_design_md_fixes() {
+    let j = model_json("qwen3-0.6b-shape.gguf", &["--ctx", "4096"]);
+    for field in [
+        "path",
+        "architecture",
+        "name",
+        "kind",
+        "params",
+        "file_type",
+        "bits_per_weight",
+        "weights_bytes",
+        "layers",
+        "context_train",
+        "kv",
+    ] {
+        assert!(j.get(field).is_some(), "missing {field}: {j}");
+    }
+    for field in ["context", "type_k", "type_v", "bytes", "bytes_per_token", "caches"] {
+        assert!(j["kv"].get(field).is_some(), "missing kv.{field}: {}", j["kv"]);
+    }
+    assert_eq!(j["architecture"], "qwen3");
+    assert_eq!(j["kind"], "llm");
+    assert_eq!(j["layers"], 28);
+    assert_eq!(j["context_train"], 40960);
+    assert_eq!(j["file_type"], "all F32");
+    assert_eq!(j["params"], 128);
+    assert_eq!(j["weights_bytes"], 512);
+    assert_eq!(j["kv"]["context"], 4096);
+    assert_eq!(
+        (j["kv"]["type_k"].clone(), j["kv"]["type_v"].clone()),
+        (json!("f16"), json!("f16"))
+    );
+    assert_eq!(j["kv"]["bytes"], 448 * MIB);
+    assert_eq!(j["kv"]["bytes_per_token"], 112 * 1024);
+    let full = cache(&j, "full");
+    assert_eq!(
+        (full["cells"].clone(), full["layers"].clone()),
+        (json!(4096), json!(28))
+    );
+    assert_eq!(full["bytes"], 448 * MIB);
+    assert!(j["path"].as_str().unwrap().ends_with("qwen3-0.6b-shape.gguf"));
+}
+
+#[test]
+fn text_shows_llama_cpp_mib_lines() {
+    let t = model_text("qwen3-0.6b-shape.gguf", &["-c", "4096"]);
+    assert!(
+        t.contains("448.00 MiB (4096 cells, 28 layers, 1 stream), K: 224.00 MiB, V: 224.00 MiB"),
+        "{t}"
+    );
+    assert!(t.contains("112.00 KiB"), "{t}");
+    assert!(t.contains("architecture    qwen3"), "{t}");
+    assert!(!t.contains("GB"), "binary units only: {t}");
+}
+
+#[test]
+fn qwen3_reference_settings() {
+    let bytes = |args: &[&str]| {
+        model_json("qwen3-0.6b-shape.gguf", args)["kv"]["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(bytes(&["--ctx", "32768"]), 3584 * MIB);
+    assert_eq!(bytes(&["--ctx", "4000"]), 448 * MIB);
+    assert_eq!(
+        bytes(&["--ctx", "4096", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0"]),
+        238 * MIB
+    );
+    assert_eq!(bytes(&["--ctx", "4096", "--ctk", "q4_0", "--ctv", "q4_0"]), 126 * MIB);
+    let j = model_json("qwen3-0.6b-shape.gguf", &["--ctx", "4096", "--parallel", "4"]);
+    let full = cache(&j, "full");
+    assert_eq!(
+        (full["cells"].clone(), full["streams"].clone()),
+        (json!(1024), json!(4))
+    );
+    assert_eq!(j["kv"]["bytes"], 448 * MIB);
+}
+
+#[test]
+fn llama_cpp_short_spellings_work() {
+    let j = model_json(
+        "qwen3-0.6b-shape.gguf",
+        &["-c", "4096", "-np", "4", "-kvu", "-ctk", "q8_0", "-fa", "on"],
+    );
+    assert_eq!(j["kv"]["n_seq"], 4);
+    assert_eq!(j["kv"]["unified"], true);
+    assert_eq!(j["kv"]["type_k"], "q8_0");
+}
+
+#[test]
+fn gemma3_sliding_window_caches() {
+    let j = model_json("gemma3-4b-shape.gguf", &["--ctx", "32768"]);
+    let (full, swa) = (cache(&j, "full"), cache(&j, "swa"));
+    assert_eq!(
+        (full["cells"].clone(), full["layers"].clone(), full["bytes"].clone()),
+        (json!(32768), json!(5), json!(640 * MIB))
+    );
+    assert_eq!(
+        (swa["cells"].clone(), swa["layers"].clone(), swa["bytes"].clone()),
+        (json!(1536), json!(29), json!(174 * MIB))
+    );
+    let j = model_json(
+        "gemma3-4b-shape.gguf",
+        &["--ctx", "32768", "--parallel", "4", "--kv-unified"],
+    );
+    assert_eq!(
+        (cache(&j, "swa")["cells"].clone(), cache(&j, "swa")["bytes"].clone()),
+        (json!(4608), json!(522 * MIB))
+    );
+    let j = model_json("gemma3-4b-shape.gguf", &["--ctx", "32768", "--swa-full"]);
+    assert_eq!(cache(&j, "swa")["bytes"], 3712 * MIB);
+}
+
+#[test]
+fn gpt_oss_deepseek_mamba_bert() {
+    let j = model_json("gpt-oss-20b-shape.gguf", &["--ctx", "131072"]);
+    assert_eq!(
+        (cache(&j, "full")["layers"].clone(), cache(&j, "full")["bytes"].clone()),
+        (json!(12), json!(3072 * MIB))
+    );
+    assert_eq!(
+        (cache(&j, "swa")["cells"].clone(), cache(&j, "swa")["bytes"].clone()),
+        (json!(768), json!(18 * MIB))
+    );
+
+    let j = model_json("deepseek-v2-lite-shape.gguf", &["--ctx", "4096"]);
+    assert_eq!(j["kv"]["bytes"], 127_401_984); // 121.50 MiB
+    assert_eq!(cache(&j, "full")["v_bytes"], 0);
+
+    let j = model_json("mamba-130m-shape.gguf", &["--ctx", "4096"]);
+    assert_eq!(j["kind"], "recurrent");
+    assert_eq!(j["recurrent_state_bytes"], 2_801_664);
+    let t = model_text("mamba-130m-shape.gguf", &["--parallel", "4"]);
+    assert!(
+        t.contains("10.69 MiB (4 cells, 24 layers, 1 stream), R (f32): 1.69 MiB, S (f32): 9.00 MiB"),
+        "{t}"
+    );
+
+    let j = model_json("bert-embedding-shape.gguf", &[]);
+    assert_eq!(j["kind"], "embedding");
+    assert_eq!(j["kv"]["caches"], json!([]));
+    assert_eq!(j["kv"]["bytes"], 0);
+}
+
+#[test]
+fn big_endian_split_and_blob_files() {
+    let le = model_json("qwen3-0.6b-shape.gguf", &["--ctx", "4096"]);
+    let be = model_json("qwen3-0.6b-shape-be.gguf", &["--ctx", "4096"]);
+    assert_eq!(be["kv"], le["kv"]);
+    assert_eq!(be["params"], le["params"]);
+    assert_eq!(be["info"]["big_endian"], true);
+
+    // Either part of a split model reads both.
+    for part in ["tiny-split-00001-of-00002.gguf", "tiny-split-00002-of-00002.gguf"] {
+        let j = model_json(part, &["--ctx", "4096"]);
+        assert_eq!(j["info"]["split_parts"], 2, "{part}");
+        assert_eq!(j["params"], 128, "{part}");
+        assert_eq!(j["kv"]["bytes"], 448 * MIB);
+    }
+
+    let blob = model_json(
+        "sha256-0f0e2b4c1d7a9e8f3b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a",
+        &["--ctx", "4096"],
+    );
+    assert_eq!(blob["kv"], le["kv"]);
+}
+
+#[test]
+fn gpu_split_with_n_gpu_layers() {
+    let j = model_json("qwen3-0.6b-shape.gguf", &["--ctx", "4096", "--n-gpu-layers", "14"]);
+    // 14 of 29 (28 layers + output): layers 15..27 and the output layer.
+    assert_eq!(j["offload"]["n_gpu_layers"], 14);
+    assert_eq!(j["offload"]["gpu"]["kv_bytes"], 13 * 16 * MIB);
+    assert_eq!(j["offload"]["cpu"]["kv_bytes"], 15 * 16 * MIB);
+    // output_norm on the GPU, blk.0 on the CPU
+    assert_eq!(j["offload"]["gpu"]["weights_bytes"], 256);
+    assert_eq!(j["offload"]["cpu"]["weights_bytes"], 256);
+    let t = model_text("qwen3-0.6b-shape.gguf", &["--ctx", "4096", "-ngl", "14"]);
+    assert!(t.contains("14 of 28 layers (+ output) on the GPU"), "{t}");
+}
+
+#[test]
+fn fit_against_the_freest_gpu() {
+    let s = common::Scenario::new(&json!({
+        "driver_version": "580.159.03",
+        "devices": [
+            {"name": "Small GPU", "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+             "memory": {"total": 2147483648u64, "used": 2013265920u64, "free": 134217728u64}},
+            {"name": "Big GPU", "uuid": "GPU-00000000-0000-0000-0000-000000000002",
+             "memory": {"total": 8589934592u64, "used": 8053063680u64, "free": 536870912u64}}
+        ]
+    }));
+    let model = fixture("qwen3-0.6b-shape.gguf");
+    let model = model.to_str().unwrap();
+    let j = s.json(&["model", model, "--ctx", "4096", "--json"]);
+    assert_eq!(j["gpu"]["name"], "Big GPU");
+    assert_eq!(j["fit"]["free_bytes"], 512 * MIB);
+    // 448 MiB of KV + 256 bytes of weights on the GPU (blk.0 norm and
+    // output norm; no token embeddings in this file)
+    assert_eq!(j["fit"]["needed_bytes"], 448 * MIB + 512);
+    assert_eq!(j["fit"]["fits"], true);
+    // 112 KiB per token: 4608 tokens need 504 MiB, 4864 need 532 MiB.
+    assert_eq!(j["fit"]["max_context"], 4608);
+    let out = s.command().args(["model", model, "--ctx", "8192"]).output().unwrap();
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        t.contains(
+            "fits in free memory now: no (needs 896.00 MiB of 512.00 MiB free); largest context that fits: 4608"
+        ),
+        "{t}"
+    );
+}
+
+#[test]
+fn unknown_is_null_not_zero() {
+    // Only general.architecture: nothing to size.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bare.gguf");
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend(20u64.to_le_bytes());
+    b.extend(b"general.architecture");
+    b.extend(8u32.to_le_bytes());
+    b.extend(5u64.to_le_bytes());
+    b.extend(b"llama");
+    std::fs::write(&path, b).unwrap();
+    let out = gputaskman().arg("model").arg(&path).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["kv"], Value::Null);
+    assert_eq!(j["layers"], Value::Null);
+    assert_eq!(j["context_train"], Value::Null);
+    assert_eq!(j["name"], Value::Null);
+    assert_eq!(j["bits_per_weight"], Value::Null);
+    assert!(j["kv_unavailable"].as_str().unwrap().contains("block_count"), "{j}");
+    let t = gputaskman().arg("model").arg(&path).output().unwrap();
+    assert!(String::from_utf8_lossy(&t.stdout).contains("KV cache        n/a (llama.block_count is missing)"));
+}
+
+#[test]
+fn bad_files_fail_with_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read(fixture("qwen3-0.6b-shape.gguf")).unwrap();
+    let truncated = dir.path().join("truncated.gguf");
+    std::fs::write(&truncated, &good[..100]).unwrap();
+    let not_gguf = dir.path().join("notes.gguf");
+    std::fs::write(&not_gguf, b"hello, world").unwrap();
+    let missing = dir.path().join("missing.gguf");
+    for (path, needle) in [
+        (&truncated, "at byte"),
+        (&not_gguf, "not a GGUF file"),
+        (&missing, "missing.gguf"),
+    ] {
+        let out = gputaskman().arg("model").arg(path).output().unwrap();
+        assert!(!out.status.success(), "{} succeeded", path.display());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    // Settings llama.cpp refuses are errors too.
+    let out = gputaskman()
+        .arg("model")
+        .arg(fixture("qwen3-0.6b-shape.gguf"))
+        .args(["--cache-type-v", "q8_0", "--flash-attn", "off"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("flash attention"));
+}
+
+#[test]
+fn real_gemma_3_270m() {
+    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
+        eprintln!("!!! SKIPPED real_gemma_3_270m: set GPUTASKMAN_GEMMA_GGUF to the assembled gemma-3-270m-q4_k_m.gguf");
+        return;
+    };
+    let out = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "--parallel", "4", "--kv-unified", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["params"], 268_098_176u64);
+    assert_eq!(j["file_type"], "Q4_K - Medium");
+    assert_eq!(j["architecture"], "gemma3");
+    let full = cache(&j, "full");
+    assert_eq!(
+        (full["cells"].clone(), full["layers"].clone(), full["bytes"].clone()),
+        (json!(4096), json!(3), json!(12 * MIB))
+    );
+    let swa = cache(&j, "swa");
+    assert_eq!(
+        (swa["cells"].clone(), swa["layers"].clone(), swa["bytes"].clone()),
+        (json!(2560), json!(15), json!(37 * MIB + MIB / 2))
+    );
+    let t = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "-np", "4", "-kvu"])
+        .output()
+        .unwrap();
+    let t = String::from_utf8(t.stdout).unwrap();
+    assert!(t.contains("12.00 MiB (4096 cells, 3 layers, 1 stream)"), "{t}");
+    assert!(t.contains("37.50 MiB (2560 cells, 15 layers, 1 stream)"), "{t}");
+    assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
+}
