@@ -1,5 +1,6 @@
 mod cli;
 mod collect;
+mod models;
 mod procs;
 mod snapshot;
 mod view;

@@ -4,7 +4,9 @@
 pub mod host;
 pub mod nvml;
 
+use crate::models::Discovery;
 use crate::procs::{ProcInfo, ProcScanner};
+use crate::snapshot::ProcessKind;
 use crate::snapshot::{Attribution, Backend, BackendStatus, Device, Process, Snapshot, SCHEMA_VERSION};
 use nvml::NvmlSource;
 use std::collections::{BTreeMap, HashSet};
@@ -25,13 +27,20 @@ pub struct Collector {
     options: Options,
     nvml: Result<NvmlSource, Backend>,
     procs: ProcScanner,
+    discovery: Discovery,
 }
 
 impl Collector {
     pub fn new(options: Options) -> Collector {
         let nvml = NvmlSource::open(options.nvml_lib.as_deref());
         let procs = ProcScanner::new(options.proc_root.clone());
-        Collector { options, nvml, procs }
+        let discovery = Discovery::new(options.proc_root.clone());
+        Collector {
+            options,
+            nvml,
+            procs,
+            discovery,
+        }
     }
 
     /// Takes a first CPU-time reading so the next sample has CPU%.
@@ -83,7 +92,18 @@ impl Collector {
             Err(unavailable) => backends.push(unavailable.clone()),
         }
 
-        let processes = merge(scanned, gpu_processes, self.options.gpu.is_none());
+        let mut processes = merge(&scanned, gpu_processes, self.options.gpu.is_none());
+        let ai: Vec<&ProcInfo> = scanned
+            .iter()
+            .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid))
+            .collect();
+        let mut found = self.discovery.discover(&ai);
+        for p in &mut processes {
+            if let Some((models, notes)) = found.remove(&p.pid) {
+                p.models = models;
+                p.notes.extend(notes);
+            }
+        }
         let attribution = Attribution::compute(&devices, &processes);
         Snapshot {
             schema_version: SCHEMA_VERSION,
@@ -113,7 +133,7 @@ fn nvml_summary(devices: &[Device]) -> String {
 /// every process a backend names (a PID we cannot see gets a row with a
 /// note), and, with `include_idle`, every process the scan finds
 /// interesting (AI work, a GPU compute runtime) even with no GPU memory.
-fn merge(scanned: Vec<ProcInfo>, gpu: Vec<nvml::GpuProcess>, include_idle: bool) -> Vec<Process> {
+fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -> Vec<Process> {
     let mut usage: BTreeMap<u32, Vec<crate::snapshot::GpuUsage>> = BTreeMap::new();
     for g in gpu {
         usage.entry(g.pid).or_default().push(g.usage);
@@ -126,18 +146,18 @@ fn merge(scanned: Vec<ProcInfo>, gpu: Vec<nvml::GpuProcess>, include_idle: bool)
         }
         out.push(Process {
             pid: info.pid,
-            name: Some(info.name),
-            start_time: info.start_time,
-            user: info.user,
-            cmdline: info.cmdline,
-            exe: info.exe,
+            name: Some(info.name.clone()),
+            start_time: info.start_time.clone(),
+            user: info.user.clone(),
+            cmdline: info.cmdline.clone(),
+            exe: info.exe.clone(),
             kind: info.kind,
-            runtimes: info.runtimes,
+            runtimes: info.runtimes.clone(),
             cpu_percent: info.cpu_percent,
             rss_bytes: info.rss_bytes,
             gpu,
             models: Vec::new(),
-            notes: info.notes,
+            notes: info.notes.clone(),
         });
     }
     for (pid, gpu) in usage {
@@ -149,7 +169,7 @@ fn merge(scanned: Vec<ProcInfo>, gpu: Vec<nvml::GpuProcess>, include_idle: bool)
             user: None,
             cmdline: None,
             exe: None,
-            kind: crate::snapshot::ProcessKind::Other,
+            kind: ProcessKind::Other,
             runtimes: Vec::new(),
             cpu_percent: None,
             rss_bytes: None,

@@ -18,6 +18,8 @@ const LIBRARY_RUNTIMES: &[(&str, &str)] = &[
     ("libnvinfer", "tensorrt"),
     ("libtensorrt", "tensorrt"),
     ("libllama", "llama.cpp"),
+    // xllamacpp's extension module links llama.cpp in statically.
+    ("xllamacpp", "llama.cpp"),
     ("libggml", "ggml"),
     ("libtorch", "pytorch"),
     ("libc10", "pytorch"),
@@ -131,10 +133,18 @@ fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
-/// Adds the runtimes that the mapped files imply to `runtimes`.
+/// Adds the runtimes that the mapped files imply to `runtimes`. A mapped
+/// `.gguf` file means ggml code reads it, whichever program it is.
 pub fn runtimes_from_libraries<'a>(paths: impl IntoIterator<Item = &'a str>, runtimes: &mut Vec<String>) {
     for path in paths {
         let name = file_name(path);
+        if name
+            .to_ascii_lowercase()
+            .trim_end_matches(" (deleted)")
+            .ends_with(".gguf")
+        {
+            push_unique(runtimes, "ggml");
+        }
         for (prefix, runtime) in LIBRARY_RUNTIMES {
             if name.starts_with(prefix) {
                 push_unique(runtimes, runtime);

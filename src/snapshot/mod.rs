@@ -226,8 +226,28 @@ pub struct Model {
     pub slots_total: Option<u32>,
     pub slots_busy: Option<u32>,
     pub server_url: Option<String>,
+    /// The settings the estimate was computed with.
+    pub settings: Option<ModelSettings>,
     pub estimate: Option<ModelEstimate>,
     pub reported: Option<ModelReported>,
+    /// Why something is missing or surprising.
+    pub notes: Vec<String>,
+}
+
+/// Launch settings that drive a model's memory, from the runtime's API, its
+/// log, or its command line (in that order of trust).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ModelSettings {
+    /// Total context in tokens (all slots), before llama.cpp's padding.
+    pub context: Option<u64>,
+    pub slots: Option<u32>,
+    pub kv_unified: bool,
+    pub cache_type_k: String,
+    pub cache_type_v: String,
+    pub n_gpu_layers: Option<i64>,
+    pub swa_full: bool,
+    pub flash_attn: Option<String>,
+    pub ubatch: Option<u32>,
 }
 
 /// Computed from the model file and the launch settings: never summed.
@@ -247,6 +267,20 @@ pub struct ModelReported {
     pub compute_bytes: Option<u64>,
     /// Where it was read, e.g. `log:/var/log/llama.log`, `api:/api/ps`.
     pub source: String,
+    /// Every buffer the runtime reported, per device: the GPU buffers are
+    /// the split that matters.
+    pub buffers: Vec<ReportedBuffer>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ReportedBuffer {
+    /// ggml's buffer name: `CUDA0`, `Vulkan0`, `CPU_Mapped`, `CUDA_Host`, ...
+    pub device: String,
+    /// `model`, `kv`, `compute`, `output`, `rs`.
+    pub kind: String,
+    pub bytes: u64,
+    /// True for device memory; false for system RAM (CPU, *_Host, BLAS).
+    pub device_memory: bool,
 }
 
 /// How the per-process figures relate to the device totals.

@@ -186,6 +186,9 @@ fn render_processes(out: &mut String, processes: &[Process]) {
                 },
             );
         }
+        for m in &p.models {
+            render_model(out, m);
+        }
         for n in &p.notes {
             let _ = writeln!(out, "{:>9}note: {n}", "");
         }
@@ -194,6 +197,67 @@ fn render_processes(out: &mut String, processes: &[Process]) {
         out,
         "\n* the PID was checked against /proc; ? paired by a guess; n/a: the source cannot say"
     );
+}
+
+/// A model row: what it is, how sure we are, and its memory estimated and
+/// reported side by side (never added to the measured figures above).
+fn render_model(out: &mut String, m: &crate::snapshot::Model) {
+    let file = m
+        .path
+        .as_deref()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .unwrap_or("n/a");
+    let mut what: Vec<String> = Vec::new();
+    what.extend(m.architecture.clone());
+    what.extend(m.file_type.clone());
+    what.extend(m.params.map(|p| format!("{:.1}M params", p as f64 / 1e6)));
+    let sureness = if m.confirmed { "confirmed" } else { "unconfirmed" };
+    let _ = writeln!(
+        out,
+        "{:>9}model: {file} ({}) [{}: {sureness}]",
+        "",
+        what.join(", "),
+        m.evidence.join(", ")
+    );
+    let slots = match (m.slots_busy, m.slots_total) {
+        (Some(b), Some(t)) => format!(", slots {b}/{t} busy"),
+        (None, Some(t)) => format!(", {t} slots"),
+        _ => String::new(),
+    };
+    let url = m.server_url.as_deref().map(|u| format!(", {u}")).unwrap_or_default();
+    let context = m.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
+    let _ = writeln!(out, "{:>16}context {context}{slots}{url}", "");
+    let _ = writeln!(
+        out,
+        "{:>16}{:<10} {:>10} {:>10} {:>10}",
+        "", "", "weights", "KV cache", "compute"
+    );
+    if let Some(e) = &m.estimate {
+        let _ = writeln!(
+            out,
+            "{:>16}{:<10} {:>10} {:>10} {:>10}  (from the file header and settings)",
+            "",
+            "estimated",
+            bytes(e.weights_bytes),
+            bytes(e.kv_bytes),
+            "n/a"
+        );
+    }
+    if let Some(r) = &m.reported {
+        let _ = writeln!(
+            out,
+            "{:>16}{:<10} {:>10} {:>10} {:>10}  ({})",
+            "",
+            "reported",
+            bytes(r.weights_bytes),
+            bytes(r.kv_bytes),
+            bytes(r.compute_bytes),
+            r.source
+        );
+    }
+    for n in &m.notes {
+        let _ = writeln!(out, "{:>16}note: {n}", "");
+    }
 }
 
 fn clip(s: &str, width: usize) -> String {

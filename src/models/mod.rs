@@ -1,0 +1,476 @@
+//! Model discovery: which model files a process runs, how sure we are, the
+//! settings that drive its memory, and what it costs — estimated from the
+//! GGUF header and reported by the runtime, kept apart and never summed
+//! into measured totals.
+//!
+//! Evidence, strongest first (shared/DESIGN.md rule 4): `api` (the
+//! runtime's local API names the file), `mapped` (the file is mmapped into
+//! the process now), `cmdline` (a launch argument), `installed` (sits in an
+//! app's model folder: proves nothing). Two sources, one of them `api` or
+//! `mapped`, make a model `confirmed`.
+
+pub mod cmdline;
+pub mod logs;
+pub mod probe;
+pub mod runtimes;
+pub mod sockets;
+
+use crate::procs::ProcInfo;
+use crate::snapshot::{Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer};
+use cmdline::LaunchSettings;
+use probe::Prober;
+use runtimes::llamacpp::ServerState;
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A process's API is asked at most this often; between probes the last
+/// answer is reused.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+/// The most of a log file that is read, from its end.
+const LOG_TAIL: u64 = 8 << 20;
+/// Ports of one process that are probed at most.
+const MAX_PORTS: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Evidence {
+    Api,
+    Mapped,
+    Cmdline,
+}
+
+impl Evidence {
+    fn as_str(self) -> &'static str {
+        match self {
+            Evidence::Api => "api",
+            Evidence::Mapped => "mapped",
+            Evidence::Cmdline => "cmdline",
+        }
+    }
+}
+
+/// What a process's runtime API said, kept for [`PROBE_INTERVAL`].
+#[derive(Debug, Clone, Default)]
+struct ApiAnswer {
+    server_url: Option<String>,
+    server: Option<ServerState>,
+    notes: Vec<String>,
+}
+
+/// A model file's header, read once per (path, size, mtime).
+type HeaderCache = HashMap<PathBuf, (u64, Option<SystemTime>, Arc<Result<gguf::Model, String>>)>;
+
+pub struct Discovery {
+    root: PathBuf,
+    prober: Prober,
+    extra_model_flags: Vec<String>,
+    answers: Mutex<HashMap<(u32, Option<String>), (Instant, ApiAnswer)>>,
+    headers: Mutex<HeaderCache>,
+    /// Whether a mapped file is a GGUF, by path.
+    magic: Mutex<HashMap<String, bool>>,
+}
+
+impl Discovery {
+    pub fn new(root: PathBuf) -> Discovery {
+        let extra_model_flags = std::env::var("GPUTASKMAN_MODEL_FLAGS")
+            .map(|v| {
+                v.split(',')
+                    .map(|f| f.trim().to_string())
+                    .filter(|f| !f.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Discovery {
+            root,
+            prober: Prober::default(),
+            extra_model_flags,
+            answers: Mutex::new(HashMap::new()),
+            headers: Mutex::new(HashMap::new()),
+            magic: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Discovers the models of every AI process, in parallel (each process
+    /// waits on its own probes, at most [`probe::TIMEOUT`] a request).
+    /// Returns, per PID, the models and notes.
+    pub fn discover(&self, infos: &[&ProcInfo]) -> HashMap<u32, (Vec<Model>, Vec<String>)> {
+        let listening = sockets::listening(&self.root);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = infos
+                .iter()
+                .map(|info| {
+                    let listening = &listening;
+                    scope.spawn(move || (info.pid, self.discover_one(info, listening)))
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        })
+    }
+
+    fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>) -> (Vec<Model>, Vec<String>) {
+        let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
+        let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
+        let mut found: Vec<(PathBuf, Vec<Evidence>, bool)> = Vec::new();
+        let mut add =
+            |path: PathBuf, evidence: Evidence, deleted: bool| match found.iter_mut().find(|(p, _, _)| *p == path) {
+                Some((_, ev, del)) => {
+                    if !ev.contains(&evidence) {
+                        ev.push(evidence);
+                    }
+                    *del |= deleted;
+                }
+                None => found.push((path, vec![evidence], deleted)),
+            };
+
+        for path in &launch.model_paths {
+            let p = Path::new(path);
+            // vLLM names a Hugging Face repository or a folder; only files
+            // are model files here.
+            let resolved = match (&cwd, p.is_relative()) {
+                (Some(cwd), true) => cwd.join(p),
+                _ => p.to_path_buf(),
+            };
+            if resolved.is_file() || path.to_ascii_lowercase().ends_with(".gguf") {
+                add(resolved, Evidence::Cmdline, false);
+            }
+        }
+        for mapped in &info.mapped_files {
+            let (path, deleted) = match mapped.strip_suffix(" (deleted)") {
+                Some(p) => (p, true),
+                None => (mapped.as_str(), false),
+            };
+            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path) {
+                add(PathBuf::from(path), Evidence::Mapped, deleted);
+            }
+        }
+
+        let mut notes = Vec::new();
+        let answer = self.api_answer(info, &launch, listening);
+        notes.extend(answer.notes.iter().cloned());
+        if let Some(path) = answer.server.as_ref().and_then(|s| s.model_path.clone()) {
+            let p = PathBuf::from(&path);
+            let resolved = match (&cwd, p.is_relative()) {
+                (Some(cwd), true) => cwd.join(p),
+                _ => p,
+            };
+            add(resolved, Evidence::Api, false);
+        }
+        if launch.mmap == Some(false) || found.iter().all(|(_, ev, _)| !ev.contains(&Evidence::Mapped)) {
+            if !found.is_empty() {
+                notes.push(
+                    "the model file is not memory-mapped (loaded without mmap, or closed): no `mapped` evidence is possible"
+                        .into(),
+                );
+            }
+        }
+
+        let log = self.read_log(info, &launch, &mut notes);
+        let models = found
+            .into_iter()
+            .map(|(path, mut evidence, deleted)| {
+                evidence.sort();
+                let mut model = self.describe(
+                    &path,
+                    &evidence,
+                    &launch,
+                    &answer,
+                    log.as_ref(),
+                    log_names_this_model(&path, log.as_ref()),
+                );
+                if deleted {
+                    model
+                        .notes
+                        .push("the file was deleted or replaced after it was mapped".into());
+                }
+                model
+            })
+            .collect();
+        (models, notes)
+    }
+
+    /// Whether `path` is a GGUF file, by its magic bytes (Ollama's blobs have
+    /// no extension). Libraries and system files are never model files.
+    fn is_gguf(&self, path: &str) -> bool {
+        if path.contains(".so") || path.starts_with("/usr/lib") || path.starts_with("/lib") || path.ends_with(".py") {
+            return false;
+        }
+        if let Some(&known) = self.magic.lock().unwrap().get(path) {
+            return known;
+        }
+        let answer = gguf::is_gguf(Path::new(path));
+        self.magic.lock().unwrap().insert(path.to_string(), answer);
+        answer
+    }
+
+    fn header(&self, path: &Path) -> Arc<Result<gguf::Model, String>> {
+        let meta = std::fs::metadata(path).ok();
+        let stamp = (
+            meta.as_ref().map(|m| m.len()).unwrap_or(0),
+            meta.as_ref().and_then(|m| m.modified().ok()),
+        );
+        if let Some((len, mtime, model)) = self.headers.lock().unwrap().get(path) {
+            if (*len, *mtime) == stamp {
+                return model.clone();
+            }
+        }
+        let model = Arc::new(gguf::open(path).map_err(|e| e.to_string()));
+        self.headers
+            .lock()
+            .unwrap()
+            .insert(path.to_path_buf(), (stamp.0, stamp.1, model.clone()));
+        model
+    }
+
+    /// The runtime API's answer for this process, probed at most every
+    /// [`PROBE_INTERVAL`].
+    fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
+        let key = (info.pid, info.start_time.clone());
+        if let Some((at, answer)) = self.answers.lock().unwrap().get(&key) {
+            if at.elapsed() < PROBE_INTERVAL {
+                return answer.clone();
+            }
+        }
+        let answer = self.probe(info, launch, listening);
+        let mut answers = self.answers.lock().unwrap();
+        answers.retain(|_, (at, _)| at.elapsed() < PROBE_INTERVAL * 4);
+        answers.insert(key, (Instant::now(), answer.clone()));
+        answer
+    }
+
+    fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
+        let mut answer = ApiAnswer::default();
+        let inodes = match sockets::socket_inodes(&self.root, info.pid) {
+            Ok(inodes) => inodes,
+            Err(e) => {
+                answer.notes.push(format!("{e}: its API was not probed"));
+                return answer;
+            }
+        };
+        let mut addrs: Vec<SocketAddr> = inodes.iter().filter_map(|i| listening.get(i).copied()).collect();
+        addrs.sort_by_key(|a| (launch.port != Some(a.port()), a.port()));
+        addrs.dedup_by_key(|a| a.port());
+        for listen in addrs.into_iter().take(MAX_PORTS) {
+            let Some(addr) = probe::loopback_for(listen) else {
+                answer.notes.push(format!(
+                    "listens on {listen} only: not probed (probes go to loopback only)"
+                ));
+                continue;
+            };
+            match self.probe_llamacpp(addr, launch.api_key.as_deref()) {
+                Ok(server) => {
+                    answer.server_url = Some(format!("http://{addr}"));
+                    answer.server = Some(server);
+                    return answer;
+                }
+                Err(e) => answer.notes.push(format!("no llama.cpp API at {addr}: {e}")),
+            }
+        }
+        answer
+    }
+
+    /// llama.cpp's server: /props names the model; /slots, /v1/models and
+    /// /metrics (when enabled) add the settings.
+    fn probe_llamacpp(&self, addr: SocketAddr, key: Option<&str>) -> Result<ServerState, String> {
+        use runtimes::llamacpp;
+        let props = self.prober.get(addr, "/props", key)?;
+        let mut state = ServerState::default();
+        state.merge_props(&llamacpp::parse_props(&props)?);
+        if let Ok(body) = self.prober.get(addr, "/slots", key) {
+            if let Ok(slots) = llamacpp::parse_slots(&body) {
+                state.merge_slots(&slots);
+            }
+        }
+        if let Ok(body) = self.prober.get(addr, "/v1/models", key) {
+            if let Ok(models) = llamacpp::parse_v1_models(&body) {
+                state.merge_v1_models(&models);
+            }
+        }
+        Ok(state)
+    }
+
+    /// The runtime's log: stdout or stderr when it is a regular file, or
+    /// --log-file.
+    fn read_log(
+        &self,
+        info: &ProcInfo,
+        launch: &LaunchSettings,
+        notes: &mut Vec<String>,
+    ) -> Option<(String, logs::LogReport)> {
+        let fd_dir = self.root.join(info.pid.to_string()).join("fd");
+        let mut candidates: Vec<PathBuf> = ["1", "2"]
+            .iter()
+            .filter_map(|fd| std::fs::read_link(fd_dir.join(fd)).ok())
+            .collect();
+        candidates.extend(launch.log_file.as_ref().map(PathBuf::from));
+        candidates.dedup();
+        for path in candidates {
+            if !std::fs::metadata(&path).map(|m| m.is_file()).unwrap_or(false) {
+                continue;
+            }
+            match read_tail(&path, LOG_TAIL) {
+                Ok(text) => {
+                    let report = logs::parse_log(&text);
+                    if !report.buffers.is_empty() || !report.kv_caches.is_empty() || !report.ollama_memory.is_empty() {
+                        return Some((path.display().to_string(), report));
+                    }
+                }
+                Err(e) => notes.push(format!("log {} not readable: {e}", path.display())),
+            }
+        }
+        None
+    }
+
+    fn describe(
+        &self,
+        path: &Path,
+        evidence: &[Evidence],
+        launch: &LaunchSettings,
+        answer: &ApiAnswer,
+        log: Option<&(String, logs::LogReport)>,
+        log_is_this_model: bool,
+    ) -> Model {
+        let server = answer.server.as_ref();
+        let settings = resolve_settings(launch, server, log.map(|(_, r)| r));
+        let mut model = Model {
+            path: Some(path.display().to_string()),
+            evidence: evidence.iter().map(|e| e.as_str().to_string()).collect(),
+            confirmed: evidence.len() >= 2 && evidence.iter().any(|e| matches!(e, Evidence::Api | Evidence::Mapped)),
+            context: settings.context,
+            slots_total: settings.slots,
+            slots_busy: server.and_then(|s| s.slots_busy),
+            server_url: answer.server_url.clone(),
+            ..Model::default()
+        };
+        let header = self.header(path);
+        match header.as_ref() {
+            Ok(m) => {
+                let info = m.info();
+                model.name = info.name.clone();
+                model.architecture = info.architecture.clone();
+                model.kind = Some(info.kind.as_str().to_string());
+                model.params = info.params;
+                model.file_type = info.file_type.as_ref().map(|f| f.to_string());
+                model.layers = info.layers;
+                model.context_train = info.context_train.map(u64::from);
+                match gguf::estimate(m, &settings.to_kv()) {
+                    Ok(e) => {
+                        model.context = Some(u64::from(e.kv.context));
+                        model.estimate = Some(ModelEstimate {
+                            weights_bytes: e.weights_bytes,
+                            kv_bytes: Some(e.kv.bytes),
+                            kv_bytes_per_token: Some(e.kv.bytes_per_token),
+                            recurrent_state_bytes: e.recurrent_state_bytes,
+                        })
+                    }
+                    Err(e) => model.notes.push(format!("no estimate: {e}")),
+                }
+            }
+            Err(e) => model.notes.push(format!("model header not readable: {e}")),
+        }
+        if let (Some((source, report)), true) = (log, log_is_this_model) {
+            model.reported = Some(ModelReported {
+                weights_bytes: report.total(logs::BufferKind::Model, false),
+                kv_bytes: report
+                    .total(logs::BufferKind::Kv, false)
+                    .or_else(|| report.kv_caches.iter().map(|c| c.bytes).reduce(|a, b| a + b)),
+                compute_bytes: report.total(logs::BufferKind::Compute, false),
+                source: format!("log:{source}"),
+                buffers: report
+                    .buffers
+                    .iter()
+                    .map(|b| ReportedBuffer {
+                        device: b.device.clone(),
+                        kind: format!("{:?}", b.kind).to_lowercase(),
+                        bytes: b.bytes,
+                        device_memory: logs::is_device_memory(&b.device),
+                    })
+                    .collect(),
+            });
+        }
+        model.settings = Some(settings);
+        model
+    }
+}
+
+/// A log describes a model when it names this file, or names none.
+fn log_names_this_model(path: &Path, log: Option<&(String, logs::LogReport)>) -> bool {
+    match log.and_then(|(_, r)| r.model_path.as_deref()) {
+        Some(logged) => Path::new(logged) == path || Path::new(logged).file_name() == path.file_name(),
+        None => true,
+    }
+}
+
+/// The settings that drive the estimate, each from the most direct source:
+/// the API (what the server runs now), then the log of its load, then the
+/// command line, then llama-server's defaults.
+fn resolve_settings(
+    launch: &LaunchSettings,
+    server: Option<&ServerState>,
+    log: Option<&logs::LogReport>,
+) -> ModelSettings {
+    let slots = server
+        .and_then(|s| s.total_slots)
+        .or(log.and_then(|l| l.n_seq_max))
+        .or(launch.parallel);
+    // llama-server's `-np auto` (the default) means 4 slots sharing one
+    // unified cache (tools/server/server.cpp); an explicit -np does not.
+    let unified = server
+        .and_then(|s| s.kv_unified())
+        .or(log.and_then(|l| l.kv_unified))
+        .or(launch.kv_unified)
+        .or((launch.parallel.is_none() && server.is_some()).then_some(true))
+        .unwrap_or(false);
+    let context = server
+        .and_then(|s| s.total_context(unified))
+        .or(log.and_then(|l| l.n_ctx))
+        .or(launch.ctx.filter(|c| *c > 0));
+    ModelSettings {
+        context,
+        slots,
+        kv_unified: unified,
+        cache_type_k: launch.cache_type_k.clone().unwrap_or_else(|| "f16".into()),
+        cache_type_v: launch.cache_type_v.clone().unwrap_or_else(|| "f16".into()),
+        n_gpu_layers: launch.n_gpu_layers,
+        swa_full: launch.swa_full.unwrap_or(false),
+        flash_attn: launch.flash_attn.clone(),
+        ubatch: launch.ubatch,
+    }
+}
+
+impl ModelSettings {
+    fn to_kv(&self) -> gguf::KvSettings {
+        let defaults = gguf::KvSettings::default();
+        gguf::KvSettings {
+            ctx: self.context.and_then(|c| u32::try_from(c).ok()),
+            n_seq: self.slots.unwrap_or(1).max(1),
+            kv_unified: self.kv_unified,
+            type_k: self.cache_type_k.parse().unwrap_or(defaults.type_k),
+            type_v: self.cache_type_v.parse().unwrap_or(defaults.type_v),
+            n_ubatch: self.ubatch.unwrap_or(defaults.n_ubatch),
+            swa_full: self.swa_full,
+            flash_attn: self.flash_attn.as_deref() != Some("off"),
+            n_gpu_layers: self
+                .n_gpu_layers
+                .and_then(|n| i32::try_from(n).ok())
+                .filter(|n| *n >= 0),
+        }
+    }
+}
+
+/// The last `limit` bytes of a file, from the start of a line.
+fn read_tail(path: &Path, limit: u64) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(limit);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity((len - start) as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    Ok(match (start > 0, text.find('\n')) {
+        (true, Some(nl)) => text[nl + 1..].to_string(),
+        _ => text.into_owned(),
+    })
+}

@@ -1,0 +1,205 @@
+//! Model discovery against a real llama.cpp server (xllamacpp, CPU) serving
+//! the real Gemma 3 270M Q4_K_M file. Needs GPUTASKMAN_TEST_PYTHON (a Python
+//! with xllamacpp) and GPUTASKMAN_GEMMA_GGUF (the model), which
+//! scripts/test.sh sets; without them each test says SKIPPED and passes.
+
+mod common;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+fn environment() -> Option<(PathBuf, PathBuf)> {
+    let python = std::env::var_os("GPUTASKMAN_TEST_PYTHON").map(PathBuf::from);
+    let model = std::env::var_os("GPUTASKMAN_GEMMA_GGUF").map(PathBuf::from);
+    match (python, model) {
+        (Some(p), Some(m)) if p.exists() && m.exists() => Some((p, m)),
+        _ => {
+            eprintln!("SKIPPED: set GPUTASKMAN_TEST_PYTHON and GPUTASKMAN_GEMMA_GGUF (scripts/test.sh does)");
+            None
+        }
+    }
+}
+
+/// A running server, stopped by its PID when dropped, even if a test fails.
+struct Server {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(python: &Path, model: &Path, extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("server.log");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/llama_server.py");
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg("--model")
+            .arg(model)
+            .args(["--port", &port.to_string()])
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start the llama.cpp server");
+        let stdout = child.stdout.take().unwrap();
+        let mut server = Server {
+            child,
+            port,
+            log,
+            _dir: dir,
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_default();
+        if !line.starts_with("ready") {
+            let _ = server.child.kill();
+            panic!(
+                "server did not start: {}",
+                std::fs::read_to_string(&server.log).unwrap_or_default()
+            );
+        }
+        server.wait_healthy();
+        server
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
+                use std::io::{Read, Write};
+                let _ = s.write_all(b"GET /health HTTP/1.0\r\n\r\n");
+                let mut body = String::new();
+                let _ = s.read_to_string(&mut body);
+                if body.contains("\"ok\"") {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("server never became healthy");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn snapshot() -> Value {
+    let out = assert_cmd::Command::cargo_bin("gputaskman")
+        .unwrap()
+        .env_remove("GPUTASKMAN_NVML_LIB")
+        .arg("--json")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn model_of<'a>(snapshot: &'a Value, pid: u32) -> &'a Value {
+    let p = common::process(snapshot, pid);
+    assert_eq!(p["kind"], "ai", "{p:#}");
+    let models = p["models"].as_array().unwrap();
+    assert_eq!(models.len(), 1, "{p:#}");
+    &models[0]
+}
+
+fn evidence(model: &Value) -> Vec<&str> {
+    model["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_running_server_is_found_with_its_model_settings_and_memory() {
+    let Some((python, model)) = environment() else { return };
+    let server = Server::start(&python, &model, &["-c", "4096", "-np", "4", "--kv-unified"]);
+    let s = snapshot();
+    let m = model_of(&s, server.pid());
+    assert_eq!(m["path"], model.display().to_string());
+    assert_eq!(evidence(m), ["api", "mapped", "cmdline"]);
+    assert_eq!(m["confirmed"], true);
+    assert_eq!(m["architecture"], "gemma3");
+    assert_eq!(m["kind"], "llm");
+    assert_eq!(m["params"], 268_098_176u64);
+    assert_eq!(m["file_type"], "Q4_K - Medium");
+    assert_eq!(m["context"], 4096);
+    assert_eq!(m["context_train"], 32768);
+    assert_eq!(m["slots_total"], 4);
+    assert_eq!(m["slots_busy"], 0);
+    assert_eq!(m["server_url"], format!("http://127.0.0.1:{}", server.port));
+    // What llama.cpp allocates for -c 4096 -np 4 --kv-unified: 12.00 MiB
+    // full (4096 cells, 3 layers) + 37.50 MiB SWA (2560 cells, 15 layers).
+    let kv = (12 * MIB) + (37 * MIB + MIB / 2);
+    assert_eq!(m["estimate"]["kv_bytes"], kv);
+    let header = gguf::open(&model).unwrap();
+    assert_eq!(m["estimate"]["weights_bytes"], header.info().weights_bytes.unwrap());
+    // The server's own log lines, read from its stderr file: the same KV.
+    let reported = &m["reported"];
+    assert_eq!(reported["source"], format!("log:{}", server.log.display()), "{m:#}");
+    assert_eq!(reported["kv_bytes"], kv);
+    assert!(reported["weights_bytes"].as_u64().unwrap() > 200 * MIB);
+    assert!(reported["compute_bytes"].as_u64().unwrap() > 0);
+    // On the CPU, RSS is the measured memory.
+    let p = common::process(&s, server.pid());
+    assert!(p["rss_bytes"].as_u64().unwrap() > 100 * MIB);
+    assert_eq!(p["gpu"], serde_json::json!([]));
+}
+
+#[test]
+fn without_mmap_the_model_is_named_by_api_and_cmdline_and_it_says_so() {
+    let Some((python, model)) = environment() else { return };
+    let server = Server::start(&python, &model, &["-c", "2048", "-np", "1", "--no-mmap"]);
+    let s = snapshot();
+    let m = model_of(&s, server.pid());
+    assert_eq!(evidence(m), ["api", "cmdline"]);
+    assert_eq!(m["confirmed"], true);
+    assert_eq!(m["context"], 2048);
+    let notes = common::process(&s, server.pid())["notes"].to_string();
+    assert!(notes.contains("not memory-mapped"), "{notes}");
+}
+
+#[test]
+fn a_server_whose_api_needs_a_key_is_probed_with_its_own_key() {
+    let Some((python, model)) = environment() else { return };
+    let server = Server::start(
+        &python,
+        &model,
+        &["-c", "1024", "-np", "1", "--api-key", "test-key-123"],
+    );
+    let s = snapshot();
+    let m = model_of(&s, server.pid());
+    assert!(evidence(m).contains(&"api"), "{m:#}");
+    let p = common::process(&s, server.pid());
+    assert!(
+        !p.to_string().contains("test-key-123"),
+        "the key never appears in output"
+    );
+}

@@ -1,0 +1,49 @@
+"""A real llama.cpp server for the end-to-end tests.
+
+xllamacpp is a prebuilt llama.cpp whose Server class serves the same HTTP
+API as llama-server (/health, /props, /slots, /v1/models, /metrics) from
+inside this Python process. It serves on a loopback port until its stdin
+closes or it is killed, and prints "ready" once it answers.
+"""
+
+import argparse
+import sys
+
+import xllamacpp as x
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("-c", "--ctx-size", type=int, default=4096)
+    ap.add_argument("-np", "--parallel", type=int, default=4)
+    ap.add_argument("--kv-unified", action="store_true")
+    ap.add_argument("--no-mmap", action="store_true")
+    ap.add_argument("--api-key")
+    ap.add_argument("-lv", "--verbosity", type=int, default=4)
+    args = ap.parse_args()
+
+    p = x.CommonParams()
+    p.model.path = args.model
+    p.n_ctx = args.ctx_size
+    p.n_parallel = args.parallel
+    p.kv_unified = args.kv_unified
+    p.port = args.port
+    p.endpoint_props = True
+    p.endpoint_slots = True
+    p.endpoint_metrics = True
+    p.cpuparams.n_threads = 1
+    p.cpuparams_batch.n_threads = 1
+    p.verbosity = args.verbosity
+    if args.api_key:
+        p.api_keys = [args.api_key]
+    if args.no_mmap:
+        p.load_mode = x.llama_load_mode.LLAMA_LOAD_MODE_NONE
+    server = x.Server(p)
+    print("ready", server.listening_address, flush=True)
+    sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
