@@ -343,19 +343,18 @@ impl ModelInfo {
             None => FileType::guess(tensors.iter().map(|t| t.ggml_type)),
         };
 
-        let (head_count, head_count_kv, key_length, value_length) = match (hparams, arch) {
-            (Some(hp), Some(_)) => (
+        // Head counts come from the hyperparameters (scalar or per layer,
+        // head_count_kv defaulting to head_count) but only when the file has
+        // them: a missing count is unknown, not 0.
+        let has = |suffix: &str| arch.is_some_and(|a| meta.contains(&format!("{a}.{suffix}")));
+        let (head_count, head_count_kv, key_length, value_length) = match hparams {
+            Some(hp) if has("attention.head_count") => (
                 PerLayer::from_values(&hp.n_head),
                 PerLayer::from_values(&hp.n_head_kv),
                 Some(hp.head_k).filter(|&h| h > 0),
                 Some(hp.head_v).filter(|&h| h > 0),
             ),
-            _ => (
-                arch_u32("attention.head_count").map(PerLayer::Same),
-                arch_u32("attention.head_count_kv").map(PerLayer::Same),
-                arch_u32("attention.key_length"),
-                arch_u32("attention.value_length"),
-            ),
+            _ => (None, None, None, None),
         };
 
         ModelInfo {

@@ -363,23 +363,25 @@ fn read_array<R: Read + Seek>(src: &mut Source<R>, key: &str) -> Result<Array, E
             }
             Some(values)
         }
-        // Strings: walk every length (skipping the bytes) so the array is
-        // checked, keep them only while the array is small.
+        // Strings: every length is walked (the array is checked), the
+        // strings are kept only while the array is small.
+        None if len > MAX_KEPT_STRING_ARRAY => {
+            src.skip_strings(len, "array string")?;
+            None
+        }
         None => {
-            let mut kept = (len <= MAX_KEPT_STRING_ARRAY).then(Vec::new);
+            let mut values = Vec::new();
+            let mut keep = true;
             for _ in 0..len {
                 let n = src.string_len("array string")?;
-                match kept.as_mut() {
-                    Some(values) if n <= MAX_KEPT_ARRAY_STRING => {
-                        values.push(Value::String(src.string_bytes(n, "array string")?))
-                    }
-                    _ => {
-                        kept = None;
-                        src.skip(n, "array string")?;
-                    }
+                if keep && n <= MAX_KEPT_ARRAY_STRING {
+                    values.push(Value::String(src.string_bytes(n, "array string")?));
+                } else {
+                    keep = false;
+                    src.skip(n, "array string")?;
                 }
             }
-            kept
+            keep.then_some(values)
         }
     };
     Ok(Array { elem_type, len, values })
@@ -519,6 +521,31 @@ impl<R: Read + Seek> Source<R> {
             ));
         }
         self.pos += n;
+        Ok(())
+    }
+
+    /// Walks `count` length-prefixed strings without keeping them: the
+    /// tokenizer's vocabulary (262,144 strings in gemma 3) goes through here,
+    /// so lengths and bytes inside the window are handled in place; the
+    /// general reads take over at the window's edge and report errors.
+    fn skip_strings(&mut self, count: u64, what: &'static str) -> Result<(), Error> {
+        for _ in 0..count {
+            if let Some(prefix) = self.window().get(..8) {
+                let mut bytes = [0u8; 8];
+                bytes.copy_from_slice(prefix);
+                let len = if self.big_endian {
+                    u64::from_be_bytes(bytes)
+                } else {
+                    u64::from_le_bytes(bytes)
+                };
+                if len <= self.left().saturating_sub(8) {
+                    self.pos += 8 + len;
+                    continue;
+                }
+            }
+            let len = self.string_len(what)?;
+            self.skip(len, what)?;
+        }
         Ok(())
     }
 

@@ -1120,3 +1120,34 @@ proptest! {
         }
     }
 }
+
+// --- files written by the Python gguf package ----------------------------
+
+fn python_fixture(name: &str) -> Model {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/gguf");
+    open(&dir.join(name)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn reads_files_written_by_the_python_writer() {
+    let le = python_fixture("qwen3-0.6b-shape.gguf");
+    let be = python_fixture("qwen3-0.6b-shape-be.gguf");
+    assert!(be.info().big_endian && !le.info().big_endian);
+    assert_eq!(be.tensors(), le.tensors());
+    let kv = |m: &Model| estimate(m, &at_ctx(4096)).unwrap().kv;
+    assert_eq!(kv(&be), kv(&le));
+    assert_eq!(kv(&le).bytes, 448 * MIB);
+    assert_eq!(le.info().head_count_kv, Some(PerLayer::Same(8)));
+
+    let mamba = python_fixture("mamba-130m-shape.gguf");
+    // no head counts in the file: unknown, not 0
+    assert_eq!((mamba.info().head_count.clone(), mamba.info().key_length), (None, None));
+    assert_eq!(
+        estimate(&mamba, &at_ctx(4096)).unwrap().recurrent_state_bytes,
+        Some(2_801_664)
+    );
+
+    let split = python_fixture("tiny-split-00002-of-00002.gguf");
+    assert_eq!((split.parts().len(), split.tensors().len()), (2, 2));
+    assert_eq!(split.metadata().get_u32("qwen3.block_count"), Some(28));
+}

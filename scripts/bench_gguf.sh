@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Times reading the header of the real gemma-3-270m Q4_K_M file (253 MB):
+# our reader (crates/gguf, example gguf_dump, release build) against the
+# Python gguf package's GGUFReader, in the same run, on the same warm file.
+# Results go in BENCHMARKS.md, "GGUF header read".
+#
+#   scripts/bench_gguf.sh [FILE]
+#
+# FILE defaults to $GPUTASKMAN_GEMMA_GGUF, then target/models/ (both set up
+# by scripts/test-env.sh); Python is $GPUTASKMAN_TEST_PYTHON or .venv, with
+# the gguf package installed. Needs hyperfine (Debian: apt-get install hyperfine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+file=${1:-${GPUTASKMAN_GEMMA_GGUF:-target/models/gemma-3-270m-q4_k_m.gguf}}
+py=${GPUTASKMAN_TEST_PYTHON:-.venv/bin/python}
+[ -s "$file" ] || { echo "no model file at $file (run scripts/test-env.sh or pass FILE)" >&2; exit 1; }
+"$py" -c 'import gguf' 2>/dev/null || { echo "$py cannot import gguf (pip install gguf)" >&2; exit 1; }
+command -v hyperfine >/dev/null || { echo "hyperfine not found (apt-get install hyperfine)" >&2; exit 1; }
+
+cargo build --release --quiet -p gguf --example gguf_dump
+dump=${CARGO_TARGET_DIR:-target}/release/examples/gguf_dump
+
+echo "== machine"
+echo "date:   $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "cpu:    $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') ($(nproc) cores)"
+echo "kernel: $(uname -r)"
+echo "rustc:  $(rustc --version)"
+echo "python: $("$py" --version), gguf $("$py" -c 'from importlib.metadata import version; print(version("gguf"))')"
+echo "file:   $file ($(stat -c %s "$file") bytes)"
+
+echo "== whole process, warm page cache (hyperfine)"
+hyperfine -N --warmup 3 --runs 30 \
+  -n "gguf_dump (Rust, this crate)" "$dump $file" \
+  -n "python GGUFReader" "$py -c 'import sys; from gguf import GGUFReader; GGUFReader(sys.argv[1])' $file" \
+  -n "python -c 'import gguf' (startup baseline)" "$py -c 'import gguf'"
+
+echo "== one header read inside the process (startup excluded)"
+"$dump" --repeat 200 "$file" | grep 'header read'
+"$py" - "$file" <<'PY'
+import sys, time
+from gguf import GGUFReader
+n = 5
+start = time.perf_counter()
+for _ in range(n):
+    GGUFReader(sys.argv[1])
+print(f"  GGUFReader: {(time.perf_counter() - start) / n * 1e3:.1f} ms mean over {n} reads")
+PY
