@@ -57,6 +57,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// What a model file is and what it will cost (llama.cpp's own math).
+    Model(crate::model_cmd::ModelArgs),
     /// Print the JSON Schema of a snapshot.
     Schema,
 }

@@ -1,5 +1,6 @@
 mod cli;
 mod collect;
+mod model_cmd;
 mod models;
 mod procs;
 mod snapshot;
@@ -16,7 +17,8 @@ use std::time::{Duration, Instant};
 const CPU_WINDOW: Duration = Duration::from_millis(100);
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `gputaskman model` takes llama.cpp's own spellings (-np, -ctk, ...).
+    let cli = Cli::parse_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -28,10 +30,17 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let mut stdout = std::io::stdout().lock();
-    if let Some(Command::Schema) = cli.command {
-        serde_json::to_writer_pretty(&mut stdout, &snapshot::json_schema())?;
-        writeln!(stdout)?;
-        return Ok(ExitCode::SUCCESS);
+    match &cli.command {
+        Some(Command::Schema) => {
+            serde_json::to_writer_pretty(&mut stdout, &snapshot::json_schema())?;
+            writeln!(stdout)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Model(args)) => {
+            model_cmd::run(args, roomiest_gpu(&cli), &mut stdout)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        None => {}
     }
 
     let options = Options {
@@ -79,6 +88,24 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         write!(stdout, "{}", view::text::render(&snap))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The device with the most free memory (or the one `--gpu` names), for the
+/// model command's fit line. NVML only: nothing else is read.
+fn roomiest_gpu(cli: &Cli) -> Option<model_cmd::GpuFree> {
+    let mut nvml = collect::nvml::NvmlSource::open(cli.nvml_lib.as_deref()).ok()?;
+    let sample = nvml.sample(cli.gpu, &|_| true).ok()?;
+    sample
+        .devices
+        .into_iter()
+        .filter_map(|d| {
+            Some(model_cmd::GpuFree {
+                name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),
+                free_bytes: d.memory_free_bytes?,
+                total_bytes: d.memory_total_bytes?,
+            })
+        })
+        .max_by_key(|g| g.free_bytes)
 }
 
 /// `--gpu N` naming no device is a usage error, not an empty screen.

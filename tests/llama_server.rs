@@ -6,10 +6,9 @@
 mod common;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
@@ -25,9 +24,9 @@ fn environment() -> Option<(PathBuf, PathBuf)> {
     }
 }
 
-/// A running server, stopped by its PID when dropped, even if a test fails.
+/// A running server with its log file.
 struct Server {
-    child: Child,
+    daemon: common::Daemon,
     port: u16,
     log: PathBuf,
     _dir: tempfile::TempDir,
@@ -37,90 +36,34 @@ impl Server {
     fn start(python: &Path, model: &Path, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/llama_server.py");
-        let mut child = Command::new(python)
-            .arg(script)
+        let mut cmd = Command::new(python);
+        cmd.arg(script)
             .arg("--model")
             .arg(model)
             .args(["--port", &port.to_string()])
             .args(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start the llama.cpp server");
-        let stdout = child.stdout.take().unwrap();
-        let mut server = Server {
-            child,
+            .stderr(std::fs::File::create(&log).unwrap());
+        let daemon = common::Daemon::start(cmd, port, Duration::from_secs(120));
+        Server {
+            daemon,
             port,
             log,
             _dir: dir,
-        };
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx.recv_timeout(Duration::from_secs(120)).unwrap_or_default();
-        if !line.starts_with("ready") {
-            let _ = server.child.kill();
-            panic!(
-                "server did not start: {}",
-                std::fs::read_to_string(&server.log).unwrap_or_default()
-            );
         }
-        server.wait_healthy();
-        server
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn wait_healthy(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.port)) {
-                use std::io::{Read, Write};
-                let _ = s.write_all(b"GET /health HTTP/1.0\r\n\r\n");
-                let mut body = String::new();
-                let _ = s.read_to_string(&mut body);
-                if body.contains("\"ok\"") {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("server never became healthy");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.daemon.pid()
     }
 }
 
 fn snapshot() -> Value {
-    let out = assert_cmd::Command::cargo_bin("gputaskman")
-        .unwrap()
-        .env_remove("GPUTASKMAN_NVML_LIB")
-        .arg("--json")
-        .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::snapshot_without_gpu(&[])
 }
 
-fn model_of<'a>(snapshot: &'a Value, pid: u32) -> &'a Value {
+fn model_of(snapshot: &Value, pid: u32) -> &Value {
     let p = common::process(snapshot, pid);
     assert_eq!(p["kind"], "ai", "{p:#}");
     let models = p["models"].as_array().unwrap();

@@ -52,13 +52,38 @@ impl Evidence {
     }
 }
 
+/// A model file found for a process, with what says so.
+struct Found {
+    path: PathBuf,
+    evidence: Vec<Evidence>,
+    deleted: bool,
+}
+
+/// A model the runtime's API says it has loaded.
+#[derive(Debug, Clone, Default)]
+struct ApiModel {
+    /// The file, when the API names one (Ollama: when its blob is here).
+    path: Option<PathBuf>,
+    name: Option<String>,
+    context: Option<u64>,
+    /// Estimated from the model folder's safetensors headers (vLLM).
+    weights_bytes: Option<u64>,
+    kv_bytes_per_token: Option<u64>,
+    reported: Option<ModelReported>,
+}
+
 /// What a process's runtime API said, kept for [`PROBE_INTERVAL`].
 #[derive(Debug, Clone, Default)]
 struct ApiAnswer {
     server_url: Option<String>,
+    /// llama.cpp's server state, which also drives the settings.
     server: Option<ServerState>,
+    models: Vec<ApiModel>,
     notes: Vec<String>,
 }
+
+/// A process: its PID and start time (a reused PID is another process).
+type ProcessKey = (u32, Option<String>);
 
 /// A model file's header, read once per (path, size, mtime).
 type HeaderCache = HashMap<PathBuf, (u64, Option<SystemTime>, Arc<Result<gguf::Model, String>>)>;
@@ -67,7 +92,7 @@ pub struct Discovery {
     root: PathBuf,
     prober: Prober,
     extra_model_flags: Vec<String>,
-    answers: Mutex<HashMap<(u32, Option<String>), (Instant, ApiAnswer)>>,
+    answers: Mutex<HashMap<ProcessKey, (Instant, ApiAnswer)>>,
     headers: Mutex<HeaderCache>,
     /// Whether a mapped file is a GGUF, by path.
     magic: Mutex<HashMap<String, bool>>,
@@ -92,7 +117,6 @@ impl Discovery {
             magic: Mutex::new(HashMap::new()),
         }
     }
-
     /// Discovers the models of every AI process, in parallel (each process
     /// waits on its own probes, at most [`probe::TIMEOUT`] a request).
     /// Returns, per PID, the models and notes.
@@ -113,26 +137,30 @@ impl Discovery {
     fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>) -> (Vec<Model>, Vec<String>) {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
-        let mut found: Vec<(PathBuf, Vec<Evidence>, bool)> = Vec::new();
-        let mut add =
-            |path: PathBuf, evidence: Evidence, deleted: bool| match found.iter_mut().find(|(p, _, _)| *p == path) {
-                Some((_, ev, del)) => {
-                    if !ev.contains(&evidence) {
-                        ev.push(evidence);
-                    }
-                    *del |= deleted;
+        let resolve = |p: &Path| match (&cwd, p.is_relative()) {
+            (Some(cwd), true) => cwd.join(p),
+            _ => p.to_path_buf(),
+        };
+        let mut found: Vec<Found> = Vec::new();
+        let mut add = |path: PathBuf, evidence: Evidence, deleted: bool| match found.iter_mut().find(|f| f.path == path)
+        {
+            Some(f) => {
+                if !f.evidence.contains(&evidence) {
+                    f.evidence.push(evidence);
                 }
-                None => found.push((path, vec![evidence], deleted)),
-            };
+                f.deleted |= deleted;
+            }
+            None => found.push(Found {
+                path,
+                evidence: vec![evidence],
+                deleted,
+            }),
+        };
 
         for path in &launch.model_paths {
-            let p = Path::new(path);
             // vLLM names a Hugging Face repository or a folder; only files
             // are model files here.
-            let resolved = match (&cwd, p.is_relative()) {
-                (Some(cwd), true) => cwd.join(p),
-                _ => p.to_path_buf(),
-            };
+            let resolved = resolve(Path::new(path));
             if resolved.is_file() || path.to_ascii_lowercase().ends_with(".gguf") {
                 add(resolved, Evidence::Cmdline, false);
             }
@@ -146,41 +174,31 @@ impl Discovery {
                 add(PathBuf::from(path), Evidence::Mapped, deleted);
             }
         }
-
-        let mut notes = Vec::new();
         let answer = self.api_answer(info, &launch, listening);
-        notes.extend(answer.notes.iter().cloned());
-        if let Some(path) = answer.server.as_ref().and_then(|s| s.model_path.clone()) {
-            let p = PathBuf::from(&path);
-            let resolved = match (&cwd, p.is_relative()) {
-                (Some(cwd), true) => cwd.join(p),
-                _ => p,
-            };
-            add(resolved, Evidence::Api, false);
-        }
-        if launch.mmap == Some(false) || found.iter().all(|(_, ev, _)| !ev.contains(&Evidence::Mapped)) {
-            if !found.is_empty() {
-                notes.push(
-                    "the model file is not memory-mapped (loaded without mmap, or closed): no `mapped` evidence is possible"
-                        .into(),
-                );
-            }
+        for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
+            add(resolve(path), Evidence::Api, false);
         }
 
+        let mut notes = answer.notes.clone();
+        let mapped = found.iter().any(|f| f.evidence.contains(&Evidence::Mapped));
+        if !found.is_empty() && !mapped {
+            notes.push(
+                "the model file is not memory-mapped (loaded without mmap, or closed): no `mapped` evidence is possible"
+                    .into(),
+            );
+        }
         let log = self.read_log(info, &launch, &mut notes);
-        let models = found
+        let mut models: Vec<Model> = found
             .into_iter()
-            .map(|(path, mut evidence, deleted)| {
-                evidence.sort();
-                let mut model = self.describe(
-                    &path,
-                    &evidence,
-                    &launch,
-                    &answer,
-                    log.as_ref(),
-                    log_names_this_model(&path, log.as_ref()),
-                );
-                if deleted {
+            .map(|mut f| {
+                f.evidence.sort();
+                let api = answer
+                    .models
+                    .iter()
+                    .find(|m| m.path.as_deref().is_some_and(|p| resolve(p) == f.path));
+                let log = log.as_ref().filter(|(_, report)| log_names(report, &f.path));
+                let mut model = self.describe(&f.path, &f.evidence, &launch, &answer, api, log);
+                if f.deleted {
                     model
                         .notes
                         .push("the file was deleted or replaced after it was mapped".into());
@@ -188,6 +206,23 @@ impl Discovery {
                 model
             })
             .collect();
+        // Models the API names without a file here (Ollama names whose blob
+        // is elsewhere, vLLM repositories, LM Studio ids).
+        for api in answer.models.iter().filter(|m| m.path.is_none()) {
+            models.push(Model {
+                name: api.name.clone(),
+                evidence: vec![Evidence::Api.as_str().into()],
+                context: api.context,
+                server_url: answer.server_url.clone(),
+                estimate: (api.kv_bytes_per_token.is_some() || api.weights_bytes.is_some()).then(|| ModelEstimate {
+                    weights_bytes: api.weights_bytes,
+                    kv_bytes_per_token: api.kv_bytes_per_token,
+                    ..ModelEstimate::default()
+                }),
+                reported: api.reported.clone(),
+                ..Model::default()
+            });
+        }
         (models, notes)
     }
 
@@ -252,6 +287,8 @@ impl Discovery {
         let mut addrs: Vec<SocketAddr> = inodes.iter().filter_map(|i| listening.get(i).copied()).collect();
         addrs.sort_by_key(|a| (launch.port != Some(a.port()), a.port()));
         addrs.dedup_by_key(|a| a.port());
+        let api = Api::for_runtimes(&info.runtimes);
+        let key = launch.api_key.as_deref();
         for listen in addrs.into_iter().take(MAX_PORTS) {
             let Some(addr) = probe::loopback_for(listen) else {
                 answer.notes.push(format!(
@@ -259,13 +296,25 @@ impl Discovery {
                 ));
                 continue;
             };
-            match self.probe_llamacpp(addr, launch.api_key.as_deref()) {
-                Ok(server) => {
+            let result = match api {
+                Api::LlamaCpp => self.probe_llamacpp(addr, key).map(|state| {
+                    answer.models = vec![ApiModel {
+                        path: state.model_path.as_ref().map(PathBuf::from),
+                        name: state.model_alias.clone(),
+                        ..ApiModel::default()
+                    }];
+                    answer.server = Some(state);
+                }),
+                Api::Ollama => self.probe_ollama(addr).map(|models| answer.models = models),
+                Api::LmStudio => self.probe_lmstudio(addr).map(|models| answer.models = models),
+                Api::Vllm => self.probe_vllm(addr, key).map(|models| answer.models = models),
+            };
+            match result {
+                Ok(()) => {
                     answer.server_url = Some(format!("http://{addr}"));
-                    answer.server = Some(server);
                     return answer;
                 }
-                Err(e) => answer.notes.push(format!("no llama.cpp API at {addr}: {e}")),
+                Err(e) => answer.notes.push(format!("no {} API at {addr}: {e}", api.name())),
             }
         }
         answer
@@ -275,20 +324,106 @@ impl Discovery {
     /// /metrics (when enabled) add the settings.
     fn probe_llamacpp(&self, addr: SocketAddr, key: Option<&str>) -> Result<ServerState, String> {
         use runtimes::llamacpp;
-        let props = self.prober.get(addr, "/props", key)?;
         let mut state = ServerState::default();
-        state.merge_props(&llamacpp::parse_props(&props)?);
-        if let Ok(body) = self.prober.get(addr, "/slots", key) {
-            if let Ok(slots) = llamacpp::parse_slots(&body) {
-                state.merge_slots(&slots);
-            }
+        state.merge_props(&llamacpp::parse_props(&self.prober.get(addr, "/props", key)?)?);
+        if let Ok(slots) = self
+            .prober
+            .get(addr, "/slots", key)
+            .and_then(|b| llamacpp::parse_slots(&b))
+        {
+            state.merge_slots(&slots);
         }
-        if let Ok(body) = self.prober.get(addr, "/v1/models", key) {
-            if let Ok(models) = llamacpp::parse_v1_models(&body) {
-                state.merge_v1_models(&models);
-            }
+        if let Ok(models) = self
+            .prober
+            .get(addr, "/v1/models", key)
+            .and_then(|b| llamacpp::parse_v1_models(&b))
+        {
+            state.merge_v1_models(&models);
+        }
+        let metrics = self.prober.get(addr, "/metrics", key);
+        if let Ok(metrics) = metrics.and_then(|b| llamacpp::parse_metrics(&String::from_utf8_lossy(&b))) {
+            state.merge_metrics(&metrics);
         }
         Ok(state)
+    }
+
+    /// Ollama's `ollama serve`: /api/ps lists what is loaded and how much of
+    /// each sits in VRAM. Its blobs are named by digest.
+    fn probe_ollama(&self, addr: SocketAddr) -> Result<Vec<ApiModel>, String> {
+        let models = runtimes::ollama::parse_ps(&self.prober.get(addr, "/api/ps", None)?)?;
+        Ok(models
+            .into_iter()
+            .map(|m| ApiModel {
+                path: m.digest.as_deref().and_then(ollama_blob),
+                name: m.name.clone().or(m.model.clone()),
+                context: m.context_length,
+                weights_bytes: None,
+                kv_bytes_per_token: None,
+                reported: Some(ModelReported {
+                    total_bytes: m.size,
+                    device_bytes: m.size_vram,
+                    source: "api:/api/ps".into(),
+                    ..ModelReported::default()
+                }),
+            })
+            .collect())
+    }
+
+    /// LM Studio: /api/v0/models, of which the loaded ones.
+    fn probe_lmstudio(&self, addr: SocketAddr) -> Result<Vec<ApiModel>, String> {
+        let models = runtimes::lmstudio::parse_models(&self.prober.get(addr, "/api/v0/models", None)?)?;
+        Ok(models
+            .into_iter()
+            .filter(|m| m.loaded)
+            .map(|m| ApiModel {
+                name: m.id,
+                context: m.loaded_context_length,
+                ..ApiModel::default()
+            })
+            .collect())
+    }
+
+    /// vLLM: /v1/models names the model (a Hugging Face id or folder);
+    /// config.json in that folder gives the KV cost per token, and /metrics
+    /// the KV capacity vLLM reserved, in blocks.
+    fn probe_vllm(&self, addr: SocketAddr, key: Option<&str>) -> Result<Vec<ApiModel>, String> {
+        use runtimes::vllm;
+        let models = vllm::parse_models(&self.prober.get(addr, "/v1/models", key)?)?;
+        let metrics = self
+            .prober
+            .get(addr, "/metrics", key)
+            .and_then(|b| vllm::parse_metrics(&String::from_utf8_lossy(&b)))
+            .ok();
+        Ok(models
+            .into_iter()
+            .map(|m| {
+                let folder = m
+                    .root
+                    .as_deref()
+                    .or(m.id.as_deref())
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_dir());
+                let config = folder
+                    .as_ref()
+                    .and_then(|f| std::fs::read(f.join("config.json")).ok())
+                    .and_then(|b| vllm::parse_hf_config(&b).ok());
+                let dtype = metrics.as_ref().and_then(|m| m.cache_dtype.as_deref());
+                let per_token = config.as_ref().and_then(|c| vllm::kv_bytes_per_token(c, dtype));
+                let capacity = metrics.as_ref().and_then(|m| m.kv_capacity_tokens());
+                ApiModel {
+                    path: None,
+                    name: m.id,
+                    context: m.max_model_len,
+                    weights_bytes: folder.as_deref().and_then(safetensors_weights),
+                    kv_bytes_per_token: per_token,
+                    reported: capacity.map(|tokens| ModelReported {
+                        kv_bytes: per_token.and_then(|p| p.checked_mul(tokens)),
+                        source: format!("api:/metrics ({tokens} KV tokens reserved)"),
+                        ..ModelReported::default()
+                    }),
+                }
+            })
+            .collect())
     }
 
     /// The runtime's log: stdout or stderr when it is a regular file, or
@@ -329,11 +464,12 @@ impl Discovery {
         evidence: &[Evidence],
         launch: &LaunchSettings,
         answer: &ApiAnswer,
+        api: Option<&ApiModel>,
         log: Option<&(String, logs::LogReport)>,
-        log_is_this_model: bool,
     ) -> Model {
         let server = answer.server.as_ref();
-        let settings = resolve_settings(launch, server, log.map(|(_, r)| r));
+        let mut settings = resolve_settings(launch, server, log.map(|(_, r)| r));
+        settings.context = settings.context.or(api.and_then(|a| a.context));
         let mut model = Model {
             path: Some(path.display().to_string()),
             evidence: evidence.iter().map(|e| e.as_str().to_string()).collect(),
@@ -370,13 +506,16 @@ impl Discovery {
             }
             Err(e) => model.notes.push(format!("model header not readable: {e}")),
         }
-        if let (Some((source, report)), true) = (log, log_is_this_model) {
+        model.reported = api.and_then(|a| a.reported.clone());
+        if let Some((source, report)) = log {
             model.reported = Some(ModelReported {
                 weights_bytes: report.total(logs::BufferKind::Model, false),
                 kv_bytes: report
                     .total(logs::BufferKind::Kv, false)
                     .or_else(|| report.kv_caches.iter().map(|c| c.bytes).reduce(|a, b| a + b)),
                 compute_bytes: report.total(logs::BufferKind::Compute, false),
+                total_bytes: None,
+                device_bytes: None,
                 source: format!("log:{source}"),
                 buffers: report
                     .buffers
@@ -395,9 +534,85 @@ impl Discovery {
     }
 }
 
+/// The runtime APIs gputaskman knows.
+#[derive(Debug, Clone, Copy)]
+enum Api {
+    LlamaCpp,
+    Ollama,
+    LmStudio,
+    Vllm,
+}
+
+impl Api {
+    /// The API to ask, from the runtimes found in the process; llama.cpp's
+    /// server (and servers built on it) otherwise.
+    fn for_runtimes(runtimes: &[String]) -> Api {
+        let has = |r: &str| runtimes.iter().any(|x| x == r);
+        if has("ollama") {
+            Api::Ollama
+        } else if has("lm-studio") {
+            Api::LmStudio
+        } else if has("vllm") {
+            Api::Vllm
+        } else {
+            Api::LlamaCpp
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Api::LlamaCpp => "llama.cpp",
+            Api::Ollama => "Ollama",
+            Api::LmStudio => "LM Studio",
+            Api::Vllm => "vLLM",
+        }
+    }
+}
+
+/// Ollama's blob for a digest (`sha256:abc…` is `blobs/sha256-abc…`) in the
+/// model folders Ollama uses: OLLAMA_MODELS, the user's, the service's.
+fn ollama_blob(digest: &str) -> Option<PathBuf> {
+    let hex = digest.trim_start_matches("sha256:").trim_start_matches("sha256-");
+    let name = format!("sha256-{hex}");
+    let mut roots: Vec<PathBuf> = std::env::var_os("OLLAMA_MODELS")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    roots.extend(std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ollama/models")));
+    roots.push(PathBuf::from("/usr/share/ollama/.ollama/models"));
+    roots.push(PathBuf::from("/var/lib/ollama/models"));
+    roots
+        .into_iter()
+        .map(|r| r.join("blobs").join(&name))
+        .find(|p| p.is_file())
+}
+
+/// The bytes of every tensor in a Hugging Face folder's `.safetensors`
+/// files, from their headers alone. None when a header is unreadable.
+fn safetensors_weights(folder: &Path) -> Option<u64> {
+    use runtimes::vllm::{parse_safetensors_header, safetensors_header_len};
+    let mut total = 0u64;
+    let mut files = 0;
+    for entry in std::fs::read_dir(folder).ok()?.flatten().take(1024) {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
+            continue;
+        }
+        let mut file = std::fs::File::open(&path).ok()?;
+        let mut prefix = [0u8; 8];
+        file.read_exact(&mut prefix).ok()?;
+        let len = safetensors_header_len(&prefix).ok()?;
+        let mut header = prefix.to_vec();
+        file.take(len).read_to_end(&mut header).ok()?;
+        total = total.checked_add(parse_safetensors_header(&header).ok()?.bytes)?;
+        files += 1;
+    }
+    (files > 0).then_some(total)
+}
+
 /// A log describes a model when it names this file, or names none.
-fn log_names_this_model(path: &Path, log: Option<&(String, logs::LogReport)>) -> bool {
-    match log.and_then(|(_, r)| r.model_path.as_deref()) {
+fn log_names(report: &logs::LogReport, path: &Path) -> bool {
+    match report.model_path.as_deref() {
         Some(logged) => Path::new(logged) == path || Path::new(logged).file_name() == path.file_name(),
         None => true,
     }

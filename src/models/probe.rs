@@ -90,7 +90,10 @@ mod tests {
 
     #[test]
     fn a_redirect_is_never_followed() {
-        let addr = serve(b"HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/x\r\nContent-Length: 0\r\n\r\n", 1);
+        let addr = serve(
+            b"HTTP/1.1 302 Found\r\nLocation: http://192.0.2.1/x\r\nContent-Length: 0\r\n\r\n",
+            1,
+        );
         let err = Prober::default().get(addr, "/props", None).unwrap_err();
         assert_eq!(err, "GET /props: HTTP 302");
     }
@@ -113,10 +116,18 @@ mod tests {
 
     #[test]
     fn only_loopback_is_probed() {
-        let err = Prober::default().get("192.0.2.1:80".parse().unwrap(), "/", None).unwrap_err();
+        let err = Prober::default()
+            .get("192.0.2.1:80".parse().unwrap(), "/", None)
+            .unwrap_err();
         assert!(err.contains("not a loopback address"));
-        assert_eq!(loopback_for("0.0.0.0:8080".parse().unwrap()), Some("127.0.0.1:8080".parse().unwrap()));
-        assert_eq!(loopback_for("[::]:8080".parse().unwrap()), Some("[::1]:8080".parse().unwrap()));
+        assert_eq!(
+            loopback_for("0.0.0.0:8080".parse().unwrap()),
+            Some("127.0.0.1:8080".parse().unwrap())
+        );
+        assert_eq!(
+            loopback_for("[::]:8080".parse().unwrap()),
+            Some("[::1]:8080".parse().unwrap())
+        );
         assert_eq!(loopback_for("10.0.0.5:8080".parse().unwrap()), None);
     }
 
@@ -135,6 +146,9 @@ mod tests {
         assert_eq!(body, b"{}");
         let request = seen.join().unwrap();
         assert!(request.starts_with("GET /props HTTP/1.1"), "{request}");
-        assert!(request.contains("authorization: Bearer k3y") || request.contains("Authorization: Bearer k3y"), "{request}");
+        assert!(
+            request.contains("authorization: Bearer k3y") || request.contains("Authorization: Bearer k3y"),
+            "{request}"
+        );
     }
 }

@@ -94,7 +94,10 @@ mod tests {
         let v4 = parse_table(TCP, false);
         assert_eq!(
             v4,
-            vec![(31666, "127.0.0.1:8090".parse().unwrap()), (1234, "0.0.0.0:22".parse().unwrap())]
+            vec![
+                (31666, "127.0.0.1:8090".parse().unwrap()),
+                (1234, "0.0.0.0:22".parse().unwrap())
+            ]
         );
         let v6 = parse_table(TCP6, true);
         assert_eq!(v6, vec![(777, "[::1]:11110".parse().unwrap())]);

@@ -265,6 +265,10 @@ pub struct ModelReported {
     pub weights_bytes: Option<u64>,
     pub kv_bytes: Option<u64>,
     pub compute_bytes: Option<u64>,
+    /// Everything the runtime says the model takes (Ollama's `size`).
+    pub total_bytes: Option<u64>,
+    /// Of which in device memory (Ollama's `size_vram`).
+    pub device_bytes: Option<u64>,
     /// Where it was read, e.g. `log:/var/log/llama.log`, `api:/api/ps`.
     pub source: String,
     /// Every buffer the runtime reported, per device: the GPU buffers are

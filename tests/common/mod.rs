@@ -132,3 +132,81 @@ pub fn device(snapshot: &serde_json::Value, index: u32) -> &serde_json::Value {
         .find(|d| d["index"] == index)
         .unwrap_or_else(|| panic!("device {index} not in {snapshot:#}"))
 }
+
+/// A background server a test starts: it prints a line starting with
+/// "ready" when it serves. Killed by its PID and reaped when dropped, even
+/// when the test fails.
+pub struct Daemon {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Daemon {
+    /// Starts `cmd` (stdout is taken for the ready line) and waits up to
+    /// `wait` for it. `port` is the port the command was told to use.
+    pub fn start(mut cmd: Command, port: u16, wait: std::time::Duration) -> Daemon {
+        use std::io::BufRead;
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let stdout = child.stdout.take().unwrap();
+        let daemon = Daemon { child, port };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(wait).unwrap_or_default();
+        assert!(line.starts_with("ready"), "server did not start: {line:?}");
+        daemon
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free loopback port (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The Python the end-to-end tests use (scripts/test.sh sets it), or None
+/// after a loud SKIPPED line.
+pub fn test_python() -> Option<PathBuf> {
+    match std::env::var_os("GPUTASKMAN_TEST_PYTHON").map(PathBuf::from) {
+        Some(p) if p.exists() => Some(p),
+        _ => {
+            eprintln!("SKIPPED: set GPUTASKMAN_TEST_PYTHON (scripts/test.sh does)");
+            None
+        }
+    }
+}
+
+/// The real binary's JSON snapshot, with no NVIDIA library found.
+pub fn snapshot_without_gpu(envs: &[(&str, &Path)]) -> serde_json::Value {
+    let mut cmd = assert_cmd::Command::cargo_bin("gputaskman").unwrap();
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .arg("--json")
+        .timeout(std::time::Duration::from_secs(60));
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}

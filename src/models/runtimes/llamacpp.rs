@@ -1,6 +1,6 @@
 //! llama.cpp's `llama-server` API (tools/server/README.md and
 //! tools/server/server-context.cpp): `/props`, `/slots`, `/v1/models`,
-//! `/metrics` (with `--metrics`) and `/health`.
+//! `/metrics` (with `--metrics`).
 //!
 //! Context, as the recorded reference server shows it (`-c 4096`, default
 //! `-np` auto = 4 slots sharing one unified cache): `/props`
@@ -221,43 +221,6 @@ pub fn parse_metrics(text: &str) -> Result<Metrics, String> {
     Ok(metrics)
 }
 
-/// `GET /health`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum Health {
-    Ready,
-    /// Still loading the model (HTTP 503 with "Loading model").
-    Loading,
-    /// Anything else the server said, quoted (at most 200 characters).
-    Unavailable(String),
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct RawHealth {
-    #[serde(deserialize_with = "lenient")]
-    status: Option<String>,
-    error: Option<Value>,
-}
-
-/// `{"status":"ok"}`; while loading, `{"error":{"code":503,"message":
-/// "Loading model",...}}` (2024 builds: `{"status":"loading model"}`).
-pub fn parse_health(body: &[u8]) -> Result<Health, String> {
-    let raw: RawHealth = parse_object(body, "llama-server /health")?;
-    let message = match (&raw.status, &raw.error) {
-        (Some(status), _) => status.clone(),
-        (None, Some(error)) => {
-            let message = error.get("message").unwrap_or(error);
-            message.as_str().map_or_else(|| message.to_string(), String::from)
-        }
-        (None, None) => return Err("llama-server /health: no status in the answer".into()),
-    };
-    Ok(match message.to_ascii_lowercase() {
-        m if m == "ok" => Health::Ready,
-        m if m.contains("loading") => Health::Loading,
-        _ => Health::Unavailable(message.chars().take(200).collect()),
-    })
-}
-
 /// What one llama-server says about itself, merged from its endpoints.
 /// Every field is what the server reported; unknown stays `None`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -384,7 +347,6 @@ mod tests {
             "slots_busy" => include_bytes!("../../../tests/data/llama-server/slots_busy.json"),
             "v1_models" => include_bytes!("../../../tests/data/llama-server/v1_models.json"),
             "models" => include_bytes!("../../../tests/data/llama-server/models.json"),
-            "health" => include_bytes!("../../../tests/data/llama-server/health.json"),
             _ => unreachable!(),
         }
     }
@@ -471,20 +433,6 @@ mod tests {
         assert_eq!(busy.n_tokens_max, Some(15));
         let old = parse_metrics("llamacpp:kv_cache_usage_ratio 0.25\nllamacpp:kv_cache_tokens 1024\n");
         assert_eq!(old.unwrap().kv_cache_usage_ratio, Some(0.25));
-    }
-
-    #[test]
-    fn reference_health() {
-        assert_eq!(parse_health(reference("health")), Ok(Health::Ready));
-        let loading = br#"{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}"#;
-        assert_eq!(parse_health(loading), Ok(Health::Loading));
-        assert_eq!(parse_health(br#"{"status":"loading model"}"#), Ok(Health::Loading));
-        assert_eq!(
-            parse_health(br#"{"status":"no slot available"}"#),
-            Ok(Health::Unavailable("no slot available".into()))
-        );
-        assert!(parse_health(b"{}").is_err());
-        assert!(parse_health(b"OK").is_err());
     }
 
     #[test]

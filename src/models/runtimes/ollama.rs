@@ -25,13 +25,6 @@ pub struct OllamaModel {
     pub context_length: Option<u64>,
 }
 
-impl OllamaModel {
-    /// The part of `size` outside VRAM (system RAM), when both are known.
-    pub fn size_ram(&self) -> Option<u64> {
-        self.size?.checked_sub(self.size_vram?)
-    }
-}
-
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct RawPs {
@@ -122,8 +115,6 @@ mod tests {
                 context_length: Some(8192),
             }
         );
-        assert_eq!(models[0].size_ram(), Some(0));
-        assert_eq!(models[1].size_ram(), Some(5 << 30));
         assert_eq!(models[1].family.as_deref(), Some("qwen3moe"));
     }
 
@@ -147,12 +138,5 @@ mod tests {
             parse_ps(br#"{"models":[7,{"name":1,"size":-5,"size_vram":1e99,"details":"x","context_length":"8k"}]}"#)
                 .unwrap();
         assert_eq!(odd, [OllamaModel::default()]);
-        assert_eq!(odd[0].size_ram(), None);
-        let spilled_more_than_size = OllamaModel {
-            size: Some(1),
-            size_vram: Some(2),
-            ..Default::default()
-        };
-        assert_eq!(spilled_more_than_size.size_ram(), None);
     }
 }

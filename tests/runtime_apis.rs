@@ -1,0 +1,183 @@
+//! The runtime probes against live HTTP servers on loopback that serve
+//! recorded API answers (tests/data) under the runtime's process name, and
+//! against servers that misbehave: the process is still listed with its
+//! other evidence and a note, and the snapshot never waits long.
+
+mod common;
+
+use common::{free_port, process, test_python, Daemon};
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn data(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(rel)
+        .display()
+        .to_string()
+}
+
+/// Starts tests/servers/fake_api.py as a process named `name`.
+fn fake_api(python: &Path, dir: &Path, name: &str, mode: &str, routes: &[(&str, &str)], extra: &[&str]) -> Daemon {
+    let exe = dir.join(name);
+    std::os::unix::fs::symlink(std::fs::canonicalize(python).unwrap(), &exe).unwrap();
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/fake_api.py");
+    let mut cmd = Command::new(&exe);
+    cmd.arg(script).args(["--port", &port.to_string(), "--mode", mode]);
+    for (path, file) in routes {
+        cmd.arg(format!("{path}={}", data(file)));
+    }
+    cmd.args(extra);
+    Daemon::start(cmd, port, Duration::from_secs(30))
+}
+
+fn models(s: &Value, pid: u32) -> Vec<Value> {
+    process(s, pid)["models"].as_array().unwrap().clone()
+}
+
+#[test]
+fn ollama_models_come_from_api_ps_with_their_blobs() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // OLLAMA_MODELS with the first model's blob: a real GGUF file.
+    let models_dir = dir.path().join("ollama-models");
+    std::fs::create_dir_all(models_dir.join("blobs")).unwrap();
+    let blob = models_dir
+        .join("blobs")
+        .join("sha256-46e0c10c039e019119339687c3c1757cc81b9da49709a3b3924863ba87ca666e");
+    std::fs::copy(data("gguf/qwen3-0.6b-shape.gguf"), &blob).unwrap();
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "ollama",
+        "serve",
+        &[("/api/ps", "ollama/ps.json")],
+        &["serve"],
+    );
+    let s = common::snapshot_without_gpu(&[("OLLAMA_MODELS", &models_dir)]);
+    let p = process(&s, server.pid());
+    assert_eq!(p["kind"], "ai");
+    assert_eq!(p["runtimes"], serde_json::json!(["ollama"]));
+    let m = models(&s, server.pid());
+    assert_eq!(m.len(), 2, "{m:#?}");
+    // The first: its blob is here, so the file's header is read too.
+    assert_eq!(m[0]["path"], blob.display().to_string());
+    assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
+    assert_eq!(m[0]["confirmed"], false, "one source is not a confirmation");
+    assert_eq!(m[0]["architecture"], "qwen3");
+    assert_eq!(m[0]["context"], 8192);
+    assert_eq!(m[0]["reported"]["total_bytes"], 6_654_289_920u64);
+    assert_eq!(m[0]["reported"]["device_bytes"], 6_654_289_920u64);
+    assert_eq!(m[0]["reported"]["source"], "api:/api/ps");
+    // Qwen3-0.6B shape at 8192 context, f16: 896 MiB, estimated beside.
+    assert_eq!(m[0]["estimate"]["kv_bytes"], 896u64 << 20);
+    assert_eq!(m[0]["server_url"], format!("http://127.0.0.1:{}", server.port));
+    // The second: no blob here, named by the API alone.
+    assert_eq!(m[1]["path"], Value::Null);
+    assert_eq!(m[1]["name"], "qwen3:30b");
+    assert_eq!(m[1]["reported"]["device_bytes"], 16_106_127_360u64);
+    assert_eq!(m[1]["estimate"], Value::Null);
+}
+
+#[test]
+fn lm_studio_lists_only_its_loaded_model() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "lms",
+        "serve",
+        &[("/api/v0/models", "lmstudio/models.json")],
+        &[],
+    );
+    let s = common::snapshot_without_gpu(&[]);
+    let m = models(&s, server.pid());
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert_eq!(m[0]["name"], "meta-llama-3.1-8b-instruct");
+    assert_eq!(m[0]["context"], 8192);
+    assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
+}
+
+#[test]
+fn vllm_gives_the_model_and_kv_capacity_from_config_and_metrics() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "vllm",
+        "serve",
+        &[("/v1/models", "vllm/models.json"), ("/metrics", "vllm/metrics.txt")],
+        &[],
+    );
+    let s = common::snapshot_without_gpu(&[]);
+    let m = models(&s, server.pid());
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert_eq!(m[0]["name"], "Qwen/Qwen3-0.6B");
+    assert_eq!(m[0]["context"], 40960);
+    let reported = m[0]["reported"]["source"].as_str().unwrap_or_default();
+    assert!(reported.starts_with("api:/metrics ("), "{m:#?}");
+}
+
+/// A llama-server whose model file is on its command line, but whose API
+/// misbehaves: listed with cmdline evidence and a note saying why the API
+/// gave nothing, and the snapshot does not wait on it.
+fn misbehaving_llama_server(mode: &str) -> (Value, u32, Duration) {
+    let python = test_python().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let model = data("gguf/qwen3-0.6b-shape.gguf");
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "llama-server",
+        mode,
+        &[],
+        &["-m", &model, "-c", "4096"],
+    );
+    let started = Instant::now();
+    let s = common::snapshot_without_gpu(&[]);
+    let took = started.elapsed();
+    let m = models(&s, server.pid());
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert_eq!(m[0]["path"], model);
+    assert_eq!(m[0]["evidence"], serde_json::json!(["cmdline"]));
+    assert_eq!(m[0]["confirmed"], false);
+    assert_eq!(m[0]["context"], 4096);
+    assert_eq!(m[0]["estimate"]["kv_bytes"], 448u64 << 20);
+    (process(&s, server.pid()).clone(), server.pid(), took)
+}
+
+#[test]
+fn an_api_answering_garbage_leaves_the_other_evidence_and_a_note() {
+    if test_python().is_none() {
+        return;
+    }
+    let (p, _, _) = misbehaving_llama_server("garbage");
+    let notes = p["notes"].to_string();
+    assert!(notes.contains("no llama.cpp API at 127.0.0.1:"), "{notes}");
+}
+
+#[test]
+fn an_api_that_never_answers_costs_one_timeout() {
+    if test_python().is_none() {
+        return;
+    }
+    let (p, _, took) = misbehaving_llama_server("hang");
+    assert!(p["notes"].to_string().contains("no llama.cpp API"), "{p:#}");
+    assert!(took < Duration::from_secs(5), "the snapshot waited {took:?}");
+}
+
+#[test]
+fn a_redirect_is_not_followed_and_a_huge_answer_is_not_read() {
+    if test_python().is_none() {
+        return;
+    }
+    let (p, _, _) = misbehaving_llama_server("redirect");
+    assert!(p["notes"].to_string().contains("HTTP 302"), "{p:#}");
+    let (p, _, _) = misbehaving_llama_server("huge");
+    assert!(p["notes"].to_string().contains("no llama.cpp API"), "{p:#}");
+}
