@@ -146,3 +146,49 @@ fn a_server_whose_api_needs_a_key_is_probed_with_its_own_key() {
         "the key never appears in output"
     );
 }
+
+/// The well-known surprise: raising a Gemma 3 server from -c 4096 to
+/// -c 32768 grows a window-blind KV estimate by 6x what llama.cpp allocates,
+/// since 15 of its 18 layers only hold a 512-token window. The tool shows
+/// both numbers, llama.cpp's own log agrees with the window-aware one, and
+/// the measured growth of the process follows it, not the window-blind one.
+#[test]
+fn raising_the_context_shows_the_sliding_window_gap() {
+    let Some((python, model)) = environment() else { return };
+    let mut rows = Vec::new();
+    for ctx in ["4096", "32768"] {
+        let server = Server::start(&python, &model, &["-c", ctx, "-np", "1"]);
+        let s = snapshot();
+        let m = model_of(&s, server.pid()).clone();
+        let rss = common::process(&s, server.pid())["rss_bytes"].as_u64().unwrap();
+        assert_eq!(
+            m["reported"]["kv_bytes"], m["estimate"]["kv_bytes"],
+            "llama.cpp's log agrees: {m:#}"
+        );
+        rows.push((
+            m["estimate"]["kv_bytes"].as_u64().unwrap(),
+            m["estimate"]["kv_bytes_without_window"].as_u64().unwrap(),
+            rss,
+        ));
+    }
+    let (kv, blind, rss) = (
+        rows[1].0 - rows[0].0,
+        rows[1].1 - rows[0].1,
+        rows[1].2 as i64 - rows[0].2 as i64,
+    );
+    eprintln!(
+        "-c 4096 -> 32768: KV estimate +{} MiB (llama.cpp's log agrees), window-blind estimate +{} MiB, measured RSS {:+} MiB",
+        kv / MIB,
+        blind / MIB,
+        rss / MIB as i64
+    );
+    // 3 full-attention layers x 28672 more cells x 1 KiB per cell.
+    assert_eq!(kv, 84 * MIB);
+    // All 18 layers x 28672 cells x 1 KiB.
+    assert_eq!(blind, 504 * MIB);
+    assert_eq!(blind / kv, 6);
+    assert!(
+        rss < blind as i64,
+        "the process grew {rss} bytes, less than the window-blind {blind}"
+    );
+}

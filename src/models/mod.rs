@@ -491,14 +491,24 @@ impl Discovery {
                 model.file_type = info.file_type.as_ref().map(|f| f.to_string());
                 model.layers = info.layers;
                 model.context_train = info.context_train.map(u64::from);
-                match gguf::estimate(m, &settings.to_kv()) {
+                let kv_settings = settings.to_kv();
+                match gguf::estimate(m, &kv_settings) {
                     Ok(e) => {
+                        let has_window = e.kv.caches.iter().any(|c| c.kind == gguf::CacheKind::Swa);
+                        let without_window = has_window && !kv_settings.swa_full;
+                        let full = gguf::KvSettings {
+                            swa_full: true,
+                            ..kv_settings
+                        };
                         model.context = Some(u64::from(e.kv.context));
                         model.estimate = Some(ModelEstimate {
                             weights_bytes: e.weights_bytes,
                             kv_bytes: Some(e.kv.bytes),
                             kv_bytes_per_token: Some(e.kv.bytes_per_token),
                             recurrent_state_bytes: e.recurrent_state_bytes,
+                            kv_bytes_without_window: without_window
+                                .then(|| gguf::estimate(m, &full).ok().map(|f| f.kv.bytes))
+                                .flatten(),
                         })
                     }
                     Err(e) => model.notes.push(format!("no estimate: {e}")),

@@ -257,6 +257,10 @@ pub struct ModelEstimate {
     pub kv_bytes: Option<u64>,
     pub kv_bytes_per_token: Option<u64>,
     pub recurrent_state_bytes: Option<u64>,
+    /// What the KV cache would take if the sliding-window layers held the
+    /// whole context (llama.cpp's `--swa-full`, and what calculators that
+    /// ignore the window say). Null for models without sliding windows.
+    pub kv_bytes_without_window: Option<u64>,
 }
 
 /// What the runtime said about itself (log lines, API): never summed.

@@ -255,6 +255,14 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
             r.source
         );
     }
+    if let Some(without) = m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window) {
+        let _ = writeln!(
+            out,
+            "{:>16}note: sliding-window layers hold only their window; had they the whole context, the KV cache would be {} (what calculators that ignore the window say)",
+            "",
+            bytes(Some(without))
+        );
+    }
     for n in &m.notes {
         let _ = writeln!(out, "{:>16}note: {n}", "");
     }
