@@ -47,6 +47,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         nvml_lib: cli.nvml_lib.clone(),
         gpu: cli.gpu,
         proc_root: cli.proc_root.clone(),
+        background_discovery: false,
     };
     let started = Instant::now();
     let mut collector = Collector::new(options);

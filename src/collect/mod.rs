@@ -11,6 +11,7 @@ use crate::snapshot::{Attribution, Backend, BackendStatus, Device, Process, Snap
 use nvml::NvmlSource;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 #[derive(Debug, Clone)]
@@ -21,20 +22,24 @@ pub struct Options {
     pub gpu: Option<u32>,
     /// Where /proc is (tests point it at recorded trees).
     pub proc_root: PathBuf,
+    /// Discover models on a background thread: a sample never waits on a
+    /// runtime's API, and processes not yet discovered say so
+    /// (`models_pending`). One-shot output waits instead.
+    pub background_discovery: bool,
 }
 
 pub struct Collector {
     options: Options,
     nvml: Result<NvmlSource, Backend>,
     procs: ProcScanner,
-    discovery: Discovery,
+    discovery: Arc<Discovery>,
 }
 
 impl Collector {
     pub fn new(options: Options) -> Collector {
         let nvml = NvmlSource::open(options.nvml_lib.as_deref());
         let procs = ProcScanner::new(options.proc_root.clone());
-        let discovery = Discovery::new(options.proc_root.clone());
+        let discovery = Arc::new(Discovery::new(options.proc_root.clone()));
         Collector {
             options,
             nvml,
@@ -97,11 +102,27 @@ impl Collector {
             .iter()
             .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid))
             .collect();
-        let mut found = self.discovery.discover(&ai);
-        for p in &mut processes {
-            if let Some((models, notes)) = found.remove(&p.pid) {
-                p.models = models;
-                p.notes.extend(notes);
+        if self.options.background_discovery {
+            for p in &mut processes {
+                let Some(info) = ai.iter().find(|i| i.pid == p.pid) else {
+                    continue;
+                };
+                match self.discovery.latest(p.pid, &info.start_time) {
+                    Some((models, notes)) => {
+                        p.models = models;
+                        p.notes.extend(notes);
+                    }
+                    None => p.models_pending = true,
+                }
+            }
+            self.discovery.discover_in_background(ai.into_iter().cloned().collect());
+        } else {
+            let mut found = self.discovery.discover(&ai);
+            for p in &mut processes {
+                if let Some((models, notes)) = found.remove(&p.pid) {
+                    p.models = models;
+                    p.notes.extend(notes);
+                }
             }
         }
         let attribution = Attribution::compute(&devices, &processes);
@@ -157,6 +178,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -
             rss_bytes: info.rss_bytes,
             gpu,
             models: Vec::new(),
+            models_pending: false,
             notes: info.notes.clone(),
         });
     }
@@ -179,6 +201,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -
             )],
             gpu,
             models: Vec::new(),
+            models_pending: false,
         });
     }
     out.sort_by(|a, b| vram(b).cmp(&vram(a)).then(a.pid.cmp(&b.pid)));
@@ -188,4 +211,50 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -
 /// Measured VRAM over all devices, for ordering rows.
 pub fn vram(p: &Process) -> u64 {
     p.gpu.iter().filter_map(|g| g.vram_bytes).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn background_discovery_never_blocks_a_sample_and_lands_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("llama-server");
+        std::os::unix::fs::symlink("/bin/sh", &exe).unwrap();
+        let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gguf/qwen3-0.6b-shape.gguf");
+        let mut child = Command::new(&exe)
+            .args(["-c", "read _", "llama-server", "-m", model, "-c", "4096"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut collector = Collector::new(Options {
+            nvml_lib: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
+            gpu: None,
+            proc_root: PathBuf::from("/proc"),
+            background_discovery: true,
+        });
+        let first = collector.sample();
+        let find = |s: &Snapshot| s.processes.iter().find(|p| p.pid == child.id()).cloned();
+        let p = find(&first).expect("the server is listed");
+        assert!(p.models_pending, "the first sample does not wait for discovery");
+        assert!(p.models.is_empty());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let landed = loop {
+            std::thread::sleep(Duration::from_millis(50));
+            let p = find(&collector.sample()).unwrap();
+            if !p.models_pending || Instant::now() > deadline {
+                break p;
+            }
+        };
+        child.kill().ok();
+        child.wait().ok();
+        assert!(!landed.models_pending);
+        assert_eq!(landed.models.len(), 1);
+        assert_eq!(landed.models[0].path.as_deref(), Some(model));
+        assert_eq!(landed.models[0].evidence, ["cmdline"]);
+        assert_eq!(landed.models[0].estimate.as_ref().unwrap().kv_bytes, Some(448 << 20));
+    }
 }

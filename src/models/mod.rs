@@ -24,6 +24,7 @@ use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -96,7 +97,14 @@ pub struct Discovery {
     headers: Mutex<HeaderCache>,
     /// Whether a mapped file is a GGUF, by path.
     magic: Mutex<HashMap<String, bool>>,
+    /// A background discovery is running.
+    busy: AtomicBool,
+    /// What the last background discovery found, per process.
+    latest: Mutex<HashMap<ProcessKey, Discovered>>,
 }
+
+/// A process's models and the notes discovery made about it.
+pub type Discovered = (Vec<Model>, Vec<String>);
 
 impl Discovery {
     pub fn new(root: PathBuf) -> Discovery {
@@ -115,12 +123,14 @@ impl Discovery {
             answers: Mutex::new(HashMap::new()),
             headers: Mutex::new(HashMap::new()),
             magic: Mutex::new(HashMap::new()),
+            busy: AtomicBool::new(false),
+            latest: Mutex::new(HashMap::new()),
         }
     }
     /// Discovers the models of every AI process, in parallel (each process
     /// waits on its own probes, at most [`probe::TIMEOUT`] a request).
     /// Returns, per PID, the models and notes.
-    pub fn discover(&self, infos: &[&ProcInfo]) -> HashMap<u32, (Vec<Model>, Vec<String>)> {
+    pub fn discover(&self, infos: &[&ProcInfo]) -> HashMap<u32, Discovered> {
         let listening = sockets::listening(&self.root);
         std::thread::scope(|scope| {
             let handles: Vec<_> = infos
@@ -134,7 +144,36 @@ impl Discovery {
         })
     }
 
-    fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>) -> (Vec<Model>, Vec<String>) {
+    /// Starts a discovery of `infos` on a thread of its own unless one is
+    /// still running, and returns at once. [`Discovery::latest`] gives what
+    /// the last finished run found. The live view and `record` use this, so
+    /// a runtime API that hangs never holds up a sample.
+    pub fn discover_in_background(self: &Arc<Self>, infos: Vec<ProcInfo>) {
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = Arc::clone(self);
+        std::thread::spawn(move || {
+            let found = this.discover(&infos.iter().collect::<Vec<_>>());
+            let mut latest = this.latest.lock().unwrap();
+            latest.clear();
+            for info in &infos {
+                if let Some(d) = found.get(&info.pid) {
+                    latest.insert((info.pid, info.start_time.clone()), d.clone());
+                }
+            }
+            drop(latest);
+            this.busy.store(false, Ordering::Release);
+        });
+    }
+
+    /// What the last background discovery found for a process, if it has
+    /// seen it yet.
+    pub fn latest(&self, pid: u32, start_time: &Option<String>) -> Option<Discovered> {
+        self.latest.lock().unwrap().get(&(pid, start_time.clone())).cloned()
+    }
+
+    fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>) -> Discovered {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
         let resolve = |p: &Path| match (&cwd, p.is_relative()) {

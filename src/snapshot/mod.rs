@@ -170,6 +170,9 @@ pub struct Process {
     pub gpu: Vec<GpuUsage>,
     /// Model files the process runs (filled by model discovery).
     pub models: Vec<Model>,
+    /// Discovery has not looked at this process yet (the live view probes
+    /// runtimes in the background): `models` is not yet known.
+    pub models_pending: bool,
     /// What could not be read, and other things a person should know.
     pub notes: Vec<String>,
 }
@@ -399,6 +402,7 @@ mod tests {
                 })
                 .collect(),
             models: vec![],
+            models_pending: false,
             notes: vec![],
         }
     }
