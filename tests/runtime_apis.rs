@@ -181,3 +181,39 @@ fn a_redirect_is_not_followed_and_a_huge_answer_is_not_read() {
     let (p, _, _) = misbehaving_llama_server("huge");
     assert!(p["notes"].to_string().contains("no llama.cpp API"), "{p:#}");
 }
+
+/// The recorded server ran in another mount namespace (its /props says
+/// /srv/models/...): the API's file and the command line's file with the
+/// same name are one model, named by both.
+#[test]
+fn an_api_path_from_another_mount_namespace_joins_the_same_file() {
+    let Some(python) = test_python() else { return };
+    let Some(model) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
+        eprintln!("SKIPPED: set GPUTASKMAN_GEMMA_GGUF");
+        return;
+    };
+    let model = model.to_string_lossy().into_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "llama-server",
+        "serve",
+        &[
+            ("/props", "llama-server/props.json"),
+            ("/slots", "llama-server/slots.json"),
+            ("/v1/models", "llama-server/v1_models.json"),
+        ],
+        &["-m", &model],
+    );
+    let s = common::snapshot_without_gpu(&[]);
+    let m = models(&s, server.pid());
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert_eq!(m[0]["path"], model);
+    assert_eq!(m[0]["evidence"], serde_json::json!(["api", "cmdline"]));
+    assert_eq!(m[0]["confirmed"], true);
+    // The recorded server: 4 slots of 4096 sharing one unified cache.
+    assert_eq!(m[0]["slots_total"], 4);
+    assert_eq!(m[0]["context"], 4096);
+    assert_eq!(m[0]["estimate"]["kv_bytes"], (12u64 << 20) + (75u64 << 19));
+}

@@ -60,6 +60,23 @@ struct Found {
     deleted: bool,
 }
 
+/// Records `evidence` for `path`, once.
+fn add(found: &mut Vec<Found>, path: PathBuf, evidence: Evidence, deleted: bool) {
+    match found.iter_mut().find(|f| f.path == path) {
+        Some(f) => {
+            if !f.evidence.contains(&evidence) {
+                f.evidence.push(evidence);
+            }
+            f.deleted |= deleted;
+        }
+        None => found.push(Found {
+            path,
+            evidence: vec![evidence],
+            deleted,
+        }),
+    }
+}
+
 /// A model the runtime's API says it has loaded.
 #[derive(Debug, Clone, Default)]
 struct ApiModel {
@@ -181,27 +198,13 @@ impl Discovery {
             _ => p.to_path_buf(),
         };
         let mut found: Vec<Found> = Vec::new();
-        let mut add = |path: PathBuf, evidence: Evidence, deleted: bool| match found.iter_mut().find(|f| f.path == path)
-        {
-            Some(f) => {
-                if !f.evidence.contains(&evidence) {
-                    f.evidence.push(evidence);
-                }
-                f.deleted |= deleted;
-            }
-            None => found.push(Found {
-                path,
-                evidence: vec![evidence],
-                deleted,
-            }),
-        };
 
         for path in &launch.model_paths {
             // vLLM names a Hugging Face repository or a folder; only files
             // are model files here.
             let resolved = resolve(Path::new(path));
             if resolved.is_file() || path.to_ascii_lowercase().ends_with(".gguf") {
-                add(resolved, Evidence::Cmdline, false);
+                add(&mut found, resolved, Evidence::Cmdline, false);
             }
         }
         for mapped in &info.mapped_files {
@@ -210,12 +213,19 @@ impl Discovery {
                 None => (mapped.as_str(), false),
             };
             if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path) {
-                add(PathBuf::from(path), Evidence::Mapped, deleted);
+                add(&mut found, PathBuf::from(path), Evidence::Mapped, deleted);
             }
         }
         let answer = self.api_answer(info, &launch, listening);
         for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
-            add(resolve(path), Evidence::Api, false);
+            // A server in a container names the file as its mount namespace
+            // sees it; the same file name among what we found is that file.
+            let resolved = resolve(path);
+            let same_name = (!resolved.exists())
+                .then(|| found.iter().find(|f| f.path.file_name() == resolved.file_name()))
+                .flatten()
+                .map(|f| f.path.clone());
+            add(&mut found, same_name.unwrap_or(resolved), Evidence::Api, false);
         }
 
         let mut notes = answer.notes.clone();
@@ -231,10 +241,11 @@ impl Discovery {
             .into_iter()
             .map(|mut f| {
                 f.evidence.sort();
-                let api = answer
-                    .models
-                    .iter()
-                    .find(|m| m.path.as_deref().is_some_and(|p| resolve(p) == f.path));
+                let api = answer.models.iter().find(|m| {
+                    m.path
+                        .as_deref()
+                        .is_some_and(|p| resolve(p) == f.path || p.file_name() == f.path.file_name())
+                });
                 let log = log.as_ref().filter(|(_, report)| log_names(report, &f.path));
                 let mut model = self.describe(&f.path, &f.evidence, &launch, &answer, api, log);
                 if f.deleted {
