@@ -1,13 +1,17 @@
 //! Sources of measurement, one module each, and the collector that merges
 //! them with the process scan into a [`Snapshot`].
 
+pub mod container;
 pub mod host;
 pub mod nvml;
 
 use crate::models::Discovery;
 use crate::procs::{ProcInfo, ProcScanner};
 use crate::snapshot::ProcessKind;
-use crate::snapshot::{Attribution, Backend, BackendStatus, Device, Process, Snapshot, SCHEMA_VERSION};
+use crate::snapshot::{
+    Attribution, Backend, BackendStatus, Device, GpuUsage, Match, Process, Snapshot, SCHEMA_VERSION,
+};
+use container::{Candidate, HostPidPairing, Pair};
 use nvml::NvmlSource;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -33,6 +37,10 @@ pub struct Collector {
     nvml: Result<NvmlSource, Backend>,
     procs: ProcScanner,
     discovery: Arc<Discovery>,
+    /// In a child PID namespace NVML's PIDs are the host's: they are paired
+    /// with ours by order instead of taken as they are.
+    child_namespace: bool,
+    pairing: HostPidPairing,
 }
 
 impl Collector {
@@ -40,11 +48,14 @@ impl Collector {
         let nvml = NvmlSource::open(options.nvml_lib.as_deref());
         let procs = ProcScanner::new(options.proc_root.clone());
         let discovery = Arc::new(Discovery::new(options.proc_root.clone()));
+        let child_namespace = container::in_child_pid_namespace(&options.proc_root).unwrap_or(false);
         Collector {
             options,
             nvml,
             procs,
             discovery,
+            child_namespace,
+            pairing: HostPidPairing::default(),
         }
     }
 
@@ -73,17 +84,25 @@ impl Collector {
                 Vec::new()
             }
         };
-        let visible: HashSet<u32> = scanned.iter().map(|p| p.pid).collect();
+        // In a child PID namespace no NVML PID can be checked against ours.
+        let visible: HashSet<u32> = match self.child_namespace {
+            false => scanned.iter().map(|p| p.pid).collect(),
+            true => HashSet::new(),
+        };
 
         let mut devices = Vec::new();
         let mut gpu_processes = Vec::new();
         match &mut self.nvml {
             Ok(source) => match source.sample(self.options.gpu, &|pid| visible.contains(&pid)) {
                 Ok(sample) => {
+                    let mut detail = nvml_summary(&sample.devices);
+                    if self.child_namespace {
+                        detail.push_str("; in a container's PID namespace: NVML's host PIDs are paired with this container's CUDA processes by creation order");
+                    }
                     backends.push(Backend {
                         name: "nvml".into(),
                         status: BackendStatus::Ok,
-                        detail: nvml_summary(&sample.devices),
+                        detail,
                     });
                     devices.extend(sample.devices);
                     gpu_processes.extend(sample.processes);
@@ -97,10 +116,17 @@ impl Collector {
             Err(unavailable) => backends.push(unavailable.clone()),
         }
 
+        let gpu_processes = match self.child_namespace {
+            false => gpu_processes
+                .into_iter()
+                .map(|g| (Owner::Local(g.pid), g.usage))
+                .collect(),
+            true => self.pair_host_pids(&scanned, gpu_processes),
+        };
         let mut processes = merge(&scanned, gpu_processes, self.options.gpu.is_none());
         let ai: Vec<&ProcInfo> = scanned
             .iter()
-            .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid))
+            .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid && p.host_pid.is_none()))
             .collect();
         if self.options.background_discovery {
             for p in &mut processes {
@@ -138,6 +164,63 @@ impl Collector {
     }
 }
 
+impl Collector {
+    /// Gives each NVML entry its owner in this namespace (see
+    /// [`container`]): a container process, paired exactly or by a guess, or
+    /// a host process.
+    fn pair_host_pids(&mut self, scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>) -> Vec<(Owner, GpuUsage)> {
+        let candidates: Vec<Candidate> = scanned
+            .iter()
+            .filter(|i| i.runtimes.iter().any(|r| r == "cuda"))
+            .map(|i| Candidate {
+                started: i.start_ticks,
+                pid: i.pid,
+            })
+            .collect();
+        let mut host_pids: Vec<u32> = gpu.iter().map(|g| g.pid).collect();
+        host_pids.sort_unstable();
+        host_pids.dedup();
+        let pairs = self.pairing.pair(&host_pids, &candidates);
+        gpu.into_iter()
+            .map(|g| {
+                let mut usage = g.usage;
+                let owner = match pairs.get(&g.pid) {
+                    Some(Pair::Exact(pid)) => {
+                        usage.pairing = Some(Match::Exact);
+                        Owner::Paired {
+                            pid: *pid,
+                            host_pid: g.pid,
+                        }
+                    }
+                    Some(Pair::Guess(pid)) => {
+                        usage.pairing = Some(Match::Guess);
+                        Owner::Paired {
+                            pid: *pid,
+                            host_pid: g.pid,
+                        }
+                    }
+                    Some(Pair::Host) | None => {
+                        usage.pairing = None;
+                        Owner::Host(g.pid)
+                    }
+                };
+                (owner, usage)
+            })
+            .collect()
+    }
+}
+
+/// Whose a GPU entry is, in this PID namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Owner {
+    /// The PID is ours (no namespace in between).
+    Local(u32),
+    /// A host PID paired with one of ours.
+    Paired { pid: u32, host_pid: u32 },
+    /// A host PID with no process here.
+    Host(u32),
+}
+
 fn nvml_summary(devices: &[Device]) -> String {
     let first = devices.first();
     let version = |v: Option<&String>| v.cloned().unwrap_or_else(|| "n/a".into());
@@ -150,23 +233,33 @@ fn nvml_summary(devices: &[Device]) -> String {
     )
 }
 
-/// Pairs the GPU backends' processes with the process scan by PID. Listed:
-/// every process a backend names (a PID we cannot see gets a row with a
-/// note), and, with `include_idle`, every process the scan finds
-/// interesting (AI work, a GPU compute runtime) even with no GPU memory.
-fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -> Vec<Process> {
-    let mut usage: BTreeMap<u32, Vec<crate::snapshot::GpuUsage>> = BTreeMap::new();
-    for g in gpu {
-        usage.entry(g.pid).or_default().push(g.usage);
+/// Pairs the GPU backends' processes with the process scan. Listed: every
+/// process a backend names (a PID we cannot see gets a row with a note),
+/// and, with `include_idle`, every process the scan finds interesting (AI
+/// work, a GPU compute runtime) even with no GPU memory.
+fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) -> Vec<Process> {
+    let mut local: BTreeMap<u32, (Option<u32>, Vec<GpuUsage>)> = BTreeMap::new();
+    let mut elsewhere: BTreeMap<(u32, bool), Vec<GpuUsage>> = BTreeMap::new();
+    for (owner, usage) in gpu {
+        match owner {
+            Owner::Local(pid) => local.entry(pid).or_default().1.push(usage),
+            Owner::Paired { pid, host_pid } => {
+                let entry = local.entry(pid).or_default();
+                entry.0 = Some(host_pid);
+                entry.1.push(usage);
+            }
+            Owner::Host(host_pid) => elsewhere.entry((host_pid, true)).or_default().push(usage),
+        }
     }
     let mut out = Vec::new();
     for info in scanned {
-        let gpu = usage.remove(&info.pid).unwrap_or_default();
+        let (host_pid, gpu) = local.remove(&info.pid).unwrap_or_default();
         if gpu.is_empty() && !(include_idle && info.is_interesting()) {
             continue;
         }
         out.push(Process {
             pid: info.pid,
+            host_pid,
             name: Some(info.name.clone()),
             start_time: info.start_time.clone(),
             user: info.user.clone(),
@@ -182,10 +275,25 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -
             notes: info.notes.clone(),
         });
     }
-    for (pid, gpu) in usage {
+    // Local PIDs that are not in our /proc (exited, or the source's view is
+    // not ours), then host PIDs with no process here.
+    elsewhere.extend(local.into_iter().map(|(pid, (_, gpu))| ((pid, false), gpu)));
+    for ((pid, is_host), gpu) in elsewhere {
         let sources: Vec<&str> = gpu.iter().map(|g| g.source.as_str()).collect();
+        let note = if is_host {
+            format!(
+                "H:{pid}: a process outside this container (host PID {pid} from {})",
+                sources.join(", ")
+            )
+        } else {
+            format!(
+                "PID {pid} from {} is not in this /proc: it runs in another PID namespace (a container or the host) or has exited",
+                sources.join(", ")
+            )
+        };
         out.push(Process {
             pid,
+            host_pid: is_host.then_some(pid),
             name: None,
             start_time: None,
             user: None,
@@ -195,10 +303,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<nvml::GpuProcess>, include_idle: bool) -
             runtimes: Vec::new(),
             cpu_percent: None,
             rss_bytes: None,
-            notes: vec![format!(
-                "PID {pid} from {} is not in this /proc: it runs in another PID namespace (a container or the host) or has exited",
-                sources.join(", ")
-            )],
+            notes: vec![note],
             gpu,
             models: Vec::new(),
             models_pending: false,

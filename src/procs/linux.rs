@@ -95,6 +95,7 @@ impl ProcScanner {
             let kind = classify::kind(&stat.comm, fixed.exe.as_deref(), &argv, &runtimes);
             out.push(ProcInfo {
                 pid,
+                start_ticks: stat.starttime,
                 name: stat.comm.clone(),
                 start_time: fixed.start_time.clone(),
                 user: fixed.user.clone(),

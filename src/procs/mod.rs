@@ -33,6 +33,9 @@ pub const MAPS_REFRESH: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct ProcInfo {
     pub pid: u32,
+    /// Start time in clock ticks after boot: creation order, for pairing
+    /// host PIDs inside containers.
+    pub start_ticks: u64,
     pub name: String,
     pub start_time: Option<String>,
     pub user: Option<String>,

@@ -8,6 +8,8 @@
 //! - unknown is `None` (JSON `null`), never 0; a measured 0 stays 0;
 //! - only measured bytes are summed (see [`Attribution`]).
 
+pub mod diff;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -147,7 +149,13 @@ pub enum ProcessKind {
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Process {
+    /// The PID in this PID namespace; for a process outside this
+    /// container, the host PID (then `host_pid` says so too).
     pub pid: u32,
+    /// The PID the GPU driver reported when it is not ours: inside a
+    /// container NVML reports host PIDs (shown as `H:<pid>` when no process
+    /// here pairs with it).
+    pub host_pid: Option<u32>,
     /// The short name (comm); null when the process is not visible in /proc.
     pub name: Option<String>,
     /// RFC 3339 UTC: with the PID it names the process, so a reused PID is
@@ -379,6 +387,7 @@ mod tests {
     fn process(pid: u32, usage: &[(u32, Option<u64>)]) -> Process {
         Process {
             pid,
+            host_pid: None,
             name: None,
             start_time: None,
             user: None,

@@ -147,7 +147,12 @@ fn render_processes(out: &mut String, processes: &[Process]) {
             let _ = writeln!(
                 out,
                 "{:>7}{marker} {:<10} {:<16} {:<10} {:>3} {:>10} {:>4} {:>4} {:>6} {:>10}  {:<20} {}",
-                if first { p.pid.to_string() } else { String::new() },
+                match (first, p.host_pid) {
+                    (false, _) => String::new(),
+                    // A process outside this container: only its host PID.
+                    (true, Some(h)) if h == p.pid && p.name.is_none() => format!("H:{h}"),
+                    (true, _) => p.pid.to_string(),
+                },
                 if first {
                     clip(p.user.as_deref().unwrap_or("n/a"), 10)
                 } else {
