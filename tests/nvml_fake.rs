@@ -485,3 +485,27 @@ fn no_utilization_sample_means_idle_and_a_failed_query_means_unknown() {
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0]["query"], "process utilization");
 }
+
+#[test]
+fn a_driver_call_that_hangs_costs_one_deadline_and_says_so() {
+    let mut s = desktop(1, 1);
+    s["devices"][1]["hang_ms"] = json!({"nvmlDeviceGetTemperature": 10000});
+    let scenario = Scenario::new(&s);
+    let started = std::time::Instant::now();
+    let snap = scenario.json(&["--json"]);
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(6), "waited {took:?}");
+    let nvml = snap["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "nvml")
+        .unwrap();
+    assert_eq!(nvml["status"], "error");
+    let detail = nvml["detail"].as_str().unwrap();
+    assert!(detail.starts_with("NVML has not answered for 3."), "{detail}");
+    assert!(detail.ends_with("no values yet"), "{detail}");
+    // Nothing measured is made up: no devices, no sum.
+    assert_eq!(snap["devices"], json!([]));
+    assert_eq!(snap["attribution"]["measured_sum_bytes"], Value::Null);
+}

@@ -4,6 +4,7 @@
 pub mod container;
 pub mod host;
 pub mod nvml;
+pub mod watchdog;
 
 use crate::models::Discovery;
 use crate::procs::{ProcInfo, ProcScanner};
@@ -17,6 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
+use watchdog::{Request, Watchdog, Watched};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -34,7 +36,7 @@ pub struct Options {
 
 pub struct Collector {
     options: Options,
-    nvml: Result<NvmlSource, Backend>,
+    nvml: Result<Watchdog, Backend>,
     procs: ProcScanner,
     discovery: Arc<Discovery>,
     /// In a child PID namespace NVML's PIDs are the host's: they are paired
@@ -45,7 +47,9 @@ pub struct Collector {
 
 impl Collector {
     pub fn new(options: Options) -> Collector {
-        let nvml = NvmlSource::open(options.nvml_lib.as_deref());
+        let nvml = NvmlSource::open(options.nvml_lib.as_deref()).map(|mut source| {
+            Watchdog::start(move |r: Request| source.sample(r.only, &|pid| r.visible.contains(&pid)))
+        });
         let procs = ProcScanner::new(options.proc_root.clone());
         let discovery = Arc::new(Discovery::new(options.proc_root.clone()));
         let child_namespace = container::in_child_pid_namespace(&options.proc_root).unwrap_or(false);
@@ -93,26 +97,40 @@ impl Collector {
         let mut devices = Vec::new();
         let mut gpu_processes = Vec::new();
         match &mut self.nvml {
-            Ok(source) => match source.sample(self.options.gpu, &|pid| visible.contains(&pid)) {
-                Ok(sample) => {
-                    let mut detail = nvml_summary(&sample.devices);
-                    if self.child_namespace {
-                        detail.push_str("; in a container's PID namespace: NVML's host PIDs are paired with this container's CUDA processes by creation order");
+            Ok(nvml) => {
+                let (status, detail, sample) = match nvml.sample(self.options.gpu, visible, watchdog::DEADLINE) {
+                    Watched::Fresh(sample) => {
+                        let mut detail = nvml_summary(&sample.devices);
+                        if self.child_namespace {
+                            detail.push_str("; in a container's PID namespace: NVML's host PIDs are paired with this container's CUDA processes by creation order");
+                        }
+                        (BackendStatus::Ok, detail, Some(sample))
                     }
-                    backends.push(Backend {
-                        name: "nvml".into(),
-                        status: BackendStatus::Ok,
-                        detail,
-                    });
+                    Watched::Stale(waited, last) => (
+                        BackendStatus::Error,
+                        format!(
+                            "NVML has not answered for {:.1} s (a driver call hangs); {}",
+                            waited.as_secs_f64(),
+                            if last.is_some() {
+                                "showing its last values, marked stale"
+                            } else {
+                                "no values yet"
+                            }
+                        ),
+                        last,
+                    ),
+                    Watched::Failed(e) => (BackendStatus::Error, e, None),
+                };
+                backends.push(Backend {
+                    name: "nvml".into(),
+                    status,
+                    detail,
+                });
+                if let Some(sample) = sample {
                     devices.extend(sample.devices);
                     gpu_processes.extend(sample.processes);
                 }
-                Err(e) => backends.push(Backend {
-                    name: "nvml".into(),
-                    status: BackendStatus::Error,
-                    detail: e,
-                }),
-            },
+            }
             Err(unavailable) => backends.push(unavailable.clone()),
         }
 

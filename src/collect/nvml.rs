@@ -38,7 +38,7 @@ pub struct GpuProcess {
 }
 
 /// One pass over every device.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Sample {
     pub devices: Vec<Device>,
     pub processes: Vec<GpuProcess>,

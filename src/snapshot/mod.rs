@@ -114,6 +114,8 @@ pub struct Device {
     pub errors: Vec<QueryError>,
     /// Things a person should know about how this device was read.
     pub notes: Vec<String>,
+    /// The driver stopped answering: these are the last values it gave.
+    pub stale: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

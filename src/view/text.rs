@@ -114,6 +114,12 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device) {
         }
         let _ = writeln!(out, "{line}");
     }
+    if d.stale {
+        let _ = writeln!(
+            out,
+            "  ! STALE: the driver stopped answering; these are its last values"
+        );
+    }
     for e in &d.errors {
         let _ = writeln!(out, "  ! {} failed: {}", e.query, e.message);
     }
