@@ -29,18 +29,29 @@ echo "rustc:  $(rustc --version)"
 echo "python: $("$py" --version), gguf $("$py" -c 'from importlib.metadata import version; print(version("gguf"))')"
 echo "file:   $file ($(stat -c %s "$file") bytes)"
 
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
 echo "== whole process, warm page cache (hyperfine)"
-hyperfine -N --warmup 3 --runs 30 \
+hyperfine -N --warmup 3 --runs 30 --export-json "$tmp/rust.json" \
   -n "gguf_dump (Rust, this crate)" "$dump $file" \
-  -n "python GGUFReader" "$py -c 'import sys; from gguf import GGUFReader; GGUFReader(sys.argv[1])' $file" \
   -n "python -c 'import gguf' (startup baseline)" "$py -c 'import gguf'"
+# GGUFReader takes tens of seconds on this file: fewer runs.
+hyperfine -N --warmup 1 --runs 3 --export-json "$tmp/python.json" \
+  -n "python GGUFReader" "$py -c 'import sys; from gguf import GGUFReader; GGUFReader(sys.argv[1])' $file"
+"$py" - "$tmp/rust.json" "$tmp/python.json" <<'PY'
+import json, sys
+rust = json.load(open(sys.argv[1]))["results"][0]["mean"]
+python = json.load(open(sys.argv[2]))["results"][0]["mean"]
+print(f"ratio: GGUFReader / gguf_dump = {python / rust:,.0f}x ({python:.3f} s vs {rust * 1e3:.2f} ms)")
+PY
 
 echo "== one header read inside the process (startup excluded)"
 "$dump" --repeat 200 "$file" | grep 'header read'
 "$py" - "$file" <<'PY'
 import sys, time
 from gguf import GGUFReader
-n = 5
+n = 2
 start = time.perf_counter()
 for _ in range(n):
     GGUFReader(sys.argv[1])
