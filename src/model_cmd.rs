@@ -400,8 +400,13 @@ impl Report<'_> {
         };
         writeln!(
             out,
-            "{:<16}{} of {} layers (+ output) on the GPU",
-            "offload", e.offload.n_gpu_layers, layers
+            "{:<16}-ngl {}: {} of {} on the GPU ({layers} layers + output; token embeddings stay on the CPU)",
+            "offload",
+            self.args
+                .n_gpu_layers
+                .map_or_else(|| "all".to_string(), |n| n.to_string()),
+            e.offload.n_gpu_layers,
+            layers.saturating_add(1),
         )?;
         writeln!(out, "  {:<14}{}", "GPU", side(&e.offload.gpu))?;
         writeln!(out, "  {:<14}{}", "CPU", side(&e.offload.cpu))

@@ -247,7 +247,7 @@ fn gpu_split_with_n_gpu_layers() {
     assert_eq!(j["offload"]["gpu"]["weights_bytes"], 256);
     assert_eq!(j["offload"]["cpu"]["weights_bytes"], 256);
     let t = model_text("qwen3-0.6b-shape.gguf", &["--ctx", "4096", "-ngl", "14"]);
-    assert!(t.contains("14 of 28 layers (+ output) on the GPU"), "{t}");
+    assert!(t.contains("-ngl 14: 14 of 29 on the GPU (28 layers + output"), "{t}");
 }
 
 #[test]
