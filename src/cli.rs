@@ -61,4 +61,12 @@ pub enum Command {
     Model(crate::model_cmd::ModelArgs),
     /// Print the JSON Schema of a snapshot.
     Schema,
+    /// Compare two `--json` snapshots: measured moves, then models (estimated, reported) apart.
+    Diff(crate::record::DiffArgs),
+    /// Append one snapshot per interval to a JSON-lines file (zstd when it ends in .zst).
+    Record(crate::record::RecordArgs),
+    /// Per device and process: min/median/max/last memory and peak time of a recording.
+    Summary(crate::record::SummaryArgs),
+    /// Draw a recording's memory over time as an SVG.
+    Plot(crate::record::PlotArgs),
 }

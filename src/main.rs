@@ -3,6 +3,7 @@ mod collect;
 mod model_cmd;
 mod models;
 mod procs;
+mod record;
 mod snapshot;
 mod view;
 
@@ -38,6 +39,28 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Model(args)) => {
             model_cmd::run(args, roomiest_gpu(&cli), &mut stdout)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Diff(args)) => {
+            record::run_diff(args, &mut stdout)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Summary(args)) => {
+            record::run_summary(args, &mut stdout)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Plot(args)) => {
+            record::run_plot(args)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Record(args)) => {
+            let options = Options {
+                nvml_lib: cli.nvml_lib.clone(),
+                gpu: cli.gpu,
+                proc_root: cli.proc_root.clone(),
+                background_discovery: true,
+            };
+            record::run_record(args, options, cli.interval)?;
             return Ok(ExitCode::SUCCESS);
         }
         None => {}

@@ -1,0 +1,239 @@
+//! Before and after: `diff` of two snapshots, `record` of snapshots over
+//! time, and the commands that read recordings back (`summary`, `plot`;
+//! `replay` reads them through [`read_recording`]).
+//!
+//! A recording is JSON lines: one `Snapshot` (the `--json` schema, on one
+//! line) per sample, plain or zstd (`.zst`). See [`write`] for why a
+//! recording cut short still reads, and [`read`] for what is skipped.
+
+pub mod plot;
+pub mod read;
+pub mod summary;
+pub mod write;
+
+pub use read::{read_recording, Recording};
+
+use crate::collect::{Collector, Options};
+use crate::snapshot::diff;
+use anyhow::{bail, Context as _};
+use clap::Args;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// A snapshot from `gputaskman --json`.
+    #[arg(value_name = "BEFORE.json")]
+    pub before: PathBuf,
+    /// A later snapshot from `gputaskman --json`.
+    #[arg(value_name = "AFTER.json")]
+    pub after: PathBuf,
+    /// Print the comparison as JSON, every move included.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Append snapshots to this file, one JSON line each; zstd when the
+    /// name ends in .zst.
+    #[arg(short = 'o', long = "output", value_name = "FILE.jsonl")]
+    pub output: PathBuf,
+    /// Seconds between snapshots (default: the global --interval, 1).
+    #[arg(long, value_name = "S")]
+    pub interval: Option<f64>,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long, value_name = "S")]
+    pub duration: Option<f64>,
+}
+
+#[derive(Debug, Args)]
+pub struct SummaryArgs {
+    /// A recording from `gputaskman record` (plain or .zst).
+    #[arg(value_name = "FILE.jsonl")]
+    pub file: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// A recording from `gputaskman record` (plain or .zst).
+    #[arg(value_name = "FILE.jsonl")]
+    pub file: PathBuf,
+    /// Write the SVG here.
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    pub output: PathBuf,
+    /// Draw this many processes at most, those with the highest peaks.
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub top: usize,
+    /// Draw resident memory (RSS) of the processes too.
+    #[arg(long)]
+    pub rss: bool,
+}
+
+/// `gputaskman diff BEFORE AFTER [--json]`.
+pub fn run_diff(args: &DiffArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let before = diff::load(&args.before)?;
+    let after = diff::load(&args.after)?;
+    let d = diff::diff(
+        &before,
+        &after,
+        &args.before.display().to_string(),
+        &args.after.display().to_string(),
+    );
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &d)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", diff::render(&d))?;
+    }
+    Ok(())
+}
+
+/// Reads a recording that must hold at least one snapshot.
+fn read_some(path: &Path) -> anyhow::Result<Recording> {
+    let rec = read_recording(path)?;
+    if rec.snapshots.is_empty() {
+        let why: Vec<&str> = rec.skipped.iter().take(3).map(String::as_str).collect();
+        if why.is_empty() {
+            bail!("{}: empty, no snapshot in it", path.display());
+        }
+        bail!(
+            "{}: no snapshot in it (not a recording from `gputaskman record`?): {}",
+            path.display(),
+            why.join("; ")
+        );
+    }
+    Ok(rec)
+}
+
+/// `gputaskman summary FILE [--json]`.
+pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let rec = read_some(&args.file)?;
+    let s = summary::summarize(&args.file.display().to_string(), &rec);
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &s)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", summary::render(&s))?;
+    }
+    Ok(())
+}
+
+/// `gputaskman plot FILE -o FILE.svg`.
+pub fn run_plot(args: &PlotArgs) -> anyhow::Result<()> {
+    let rec = read_some(&args.file)?;
+    let title = args
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (svg, account) = plot::plot(
+        &rec,
+        &title,
+        &plot::Options {
+            top: args.top,
+            rss: args.rss,
+        },
+    )
+    .with_context(|| args.file.display().to_string())?;
+    std::fs::write(&args.output, svg).with_context(|| format!("{}: cannot write", args.output.display()))?;
+    eprintln!("{}: {account}", args.output.display());
+    for why in &rec.skipped {
+        eprintln!("skipped: {why}");
+    }
+    Ok(())
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+#[cfg(unix)]
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C and SIGTERM end the recording between snapshots, with the zstd
+/// frame closed (each line is on disk before that anyway).
+fn catch_stop_signals() {
+    #[cfg(unix)]
+    // SAFETY: the handler only stores to an atomic, which is
+    // async-signal-safe.
+    unsafe {
+        let handler = on_stop_signal as extern "C" fn(libc::c_int);
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    }
+}
+
+/// Sleeps until `until` or a stop signal; false when stopped.
+fn sleep_until(until: Instant) -> bool {
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= until {
+            return true;
+        }
+        std::thread::sleep((until - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// `gputaskman record -o FILE [--interval S] [--duration S]`: one snapshot
+/// per interval, each appended as one line and flushed.
+pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
+    let interval = args.interval.unwrap_or(default_interval);
+    if !interval.is_finite() || interval < 0.01 {
+        bail!("--interval {interval}: give a number of seconds, at least 0.01");
+    }
+    if let Some(d) = args.duration {
+        if !d.is_finite() || d < 0.0 {
+            bail!("--duration {d}: give a number of seconds");
+        }
+    }
+    let gpu = options.gpu;
+    let path = &args.output;
+    let mut writer = write::RecordWriter::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    catch_stop_signals();
+    let mut collector = Collector::new(options);
+    collector.prime();
+    eprintln!(
+        "recording to {} every {interval} s{} (Ctrl-C stops; each snapshot is written as it is taken)",
+        path.display(),
+        args.duration.map(|d| format!(" for {d} s")).unwrap_or_default()
+    );
+    // The first CPU% is measured over at least 100 ms.
+    let start = Instant::now() + Duration::from_secs_f64(interval.min(0.1));
+    let mut tick: u64 = 0;
+    loop {
+        if !sleep_until(start + Duration::from_secs_f64(interval * tick as f64)) {
+            break;
+        }
+        let snap = collector.sample();
+        if let Some(n) = gpu {
+            if tick == 0 && !snap.devices.iter().any(|d| d.index == n) {
+                bail!("--gpu {n}: no such device (see --list-gpus)");
+            }
+        }
+        writer
+            .append(&snap)
+            .with_context(|| format!("{}: cannot write", path.display()))?;
+        // The next tick still ahead (a slow sample skips ticks, never
+        // bunches them).
+        let elapsed = Instant::now().saturating_duration_since(start).as_secs_f64();
+        tick = (tick + 1).max((elapsed / interval).ceil() as u64);
+        if args.duration.is_some_and(|d| interval * tick as f64 >= d - 1e-9) {
+            break;
+        }
+    }
+    let lines = writer.lines();
+    writer
+        .finish()
+        .with_context(|| format!("{}: cannot write", path.display()))?;
+    eprintln!("{}: {lines} snapshots written", path.display());
+    Ok(())
+}
