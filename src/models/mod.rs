@@ -230,7 +230,7 @@ impl Discovery {
 
         let mut notes = answer.notes.clone();
         let mapped = found.iter().any(|f| f.evidence.contains(&Evidence::Mapped));
-        if !found.is_empty() && !mapped {
+        if !found.is_empty() && !mapped && info.maps_readable {
             notes.push(
                 "the model file is not memory-mapped (loaded without mmap, or closed): no `mapped` evidence is possible"
                     .into(),

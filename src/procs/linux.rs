@@ -104,6 +104,7 @@ impl ProcScanner {
                 exe: fixed.exe.clone(),
                 runtimes,
                 mapped_files: fixed.mapped_files.clone(),
+                maps_readable: fixed.maps_read_at.is_some(),
                 kind,
                 cpu_percent,
                 rss_bytes: Some(stat.rss * page_size),

@@ -45,6 +45,10 @@ pub struct ProcInfo {
     pub runtimes: Vec<String>,
     /// File-backed mappings (deduplicated paths), for model discovery.
     pub mapped_files: Vec<String>,
+    /// Whether /proc/PID/maps could be read (not another user's process
+    /// without privileges): without it, runtimes and mapped files are
+    /// unknown, not absent.
+    pub maps_readable: bool,
     pub kind: ProcessKind,
     pub cpu_percent: Option<f64>,
     pub rss_bytes: Option<u64>,

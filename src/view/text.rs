@@ -223,11 +223,15 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
     what.extend(m.file_type.clone());
     what.extend(m.params.map(|p| format!("{:.1}M params", p as f64 / 1e6)));
     let sureness = if m.confirmed { "confirmed" } else { "unconfirmed" };
+    let what = if what.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", what.join(", "))
+    };
     let _ = writeln!(
         out,
-        "{:>9}model: {file} ({}) [{}: {sureness}]",
+        "{:>9}model: {file}{what} [{}: {sureness}]",
         "",
-        what.join(", "),
         m.evidence.join(", ")
     );
     let slots = match (m.slots_busy, m.slots_total) {
