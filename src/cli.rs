@@ -61,6 +61,8 @@ pub enum Command {
     Model(crate::model_cmd::ModelArgs),
     /// Print the JSON Schema of a snapshot.
     Schema,
+    /// What can be known about GPU memory, and from where, on this platform.
+    Explain,
     /// Compare two `--json` snapshots: measured moves, then models (estimated, reported) apart.
     Diff(crate::record::DiffArgs),
     /// Append one snapshot per interval to a JSON-lines file (zstd when it ends in .zst).

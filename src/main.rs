@@ -41,6 +41,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             model_cmd::run(args, roomiest_gpu(&cli), &mut stdout)?;
             return Ok(ExitCode::SUCCESS);
         }
+        Some(Command::Explain) => {
+            write!(stdout, "{}", view::explain::text())?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Some(Command::Diff(args)) => {
             record::run_diff(args, &mut stdout)?;
             return Ok(ExitCode::SUCCESS);
@@ -72,6 +76,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         proc_root: cli.proc_root.clone(),
         background_discovery: false,
     };
+    if !(cli.once || cli.json || cli.list_gpus) {
+        let interval = Duration::try_from_secs_f64(cli.interval)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| anyhow::anyhow!("--interval {}: give a positive number of seconds", cli.interval))?;
+        drop(stdout);
+        view::tui::run_live(options, interval)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let started = Instant::now();
     let mut collector = Collector::new(options);
     if cli.list_gpus {
@@ -106,9 +119,6 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         serde_json::to_writer_pretty(&mut stdout, &snap)?;
         writeln!(stdout)?;
     } else {
-        if !cli.once {
-            eprintln!("gputaskman: the live view is not built yet; showing one snapshot (--once).");
-        }
         write!(stdout, "{}", view::text::render(&snap))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,9 @@
 //! Views render a Snapshot and read nothing else, so recordings play back
 //! through the same code.
 
+pub mod explain;
 pub mod text;
+pub mod tui;
 
 /// Binary units, labelled as such; unknown is `n/a`, a measured 0 is `0 B`.
 pub fn bytes(b: Option<u64>) -> String {

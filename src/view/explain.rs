@@ -1,0 +1,291 @@
+//! "What can be known about GPU memory?": the layers of knowledge, where each
+//! comes from on this platform, what kind of number it is and what it is
+//! good for. One source of truth: `gputaskman explain` prints [`text`], and
+//! the live view's `?` overlay shows the same lines.
+
+/// One layer of what can be known, from the device down to single
+/// allocations.
+#[derive(Debug, Clone, Copy)]
+pub struct Layer {
+    pub what: &'static str,
+    /// Measured, reported, estimated or inferred (shared/DESIGN.md rule 1).
+    pub kind: &'static str,
+    /// Where it comes from on this platform.
+    pub source: &'static str,
+    pub good_for: &'static str,
+    /// Where it stops being true.
+    pub limits: &'static str,
+}
+
+/// The platform the layers below describe.
+#[cfg(target_os = "linux")]
+pub const PLATFORM: &str = "Linux (and WSL)";
+#[cfg(target_os = "windows")]
+pub const PLATFORM: &str = "Windows";
+#[cfg(target_os = "macos")]
+pub const PLATFORM: &str = "macOS";
+#[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "macos")))]
+pub const PLATFORM: &str = std::env::consts::OS;
+
+#[cfg(target_os = "linux")]
+const PLATFORM_LAYERS: [Layer; 4] = [
+    Layer {
+        what: "Device totals: used, total, free; GPU and memory activity, temperature, power",
+        kind: "measured",
+        source: "NVML (NVIDIA driver); DRM sysfs mem_info_vram_used/total (AMD); \
+                 DRM fdinfo summed over processes (Intel)",
+        good_for: "how full the card is: the reference every other figure is checked against",
+        limits: "\"used\" includes the driver's own reservations and every process, also those \
+                 in other containers",
+    },
+    Layer {
+        what: "Per-process VRAM",
+        kind: "measured",
+        source: "NVML process lists (compute and graphics contexts); DRM fdinfo \
+                 drm-memory-vram / drm-resident-vram per open GPU file (AMD, Intel)",
+        good_for: "who holds the card",
+        limits: "a PID from another PID namespace has no name here; under WSL the Linux side \
+                 sees no per-process figure (n/a) and the Windows host counters are paired by \
+                 a guess (?)",
+    },
+    Layer {
+        what: "Spill: GPU-accessible system RAM; paged-out memory",
+        kind: "measured",
+        source: "DRM fdinfo drm-memory-gtt (AMD); under WSL the Windows host's \
+                 GPU Process Memory Shared Usage; NVML has no per-process figure",
+        good_for: "seeing working sets that live in system RAM and cross PCIe",
+        limits: "spill is memory the GPU can reach, not proof that VRAM overflowed",
+    },
+    Layer {
+        what: "Which runtime a process runs",
+        kind: "inferred",
+        source: "/proc/PID/maps (libcudart, libggml, libtorch, libonnxruntime, ...), \
+                 the executable's name and the command line",
+        good_for: "telling a model server from a browser or the compositor",
+        limits: "a runtime library names a runtime, never a model",
+    },
+];
+
+#[cfg(target_os = "windows")]
+const PLATFORM_LAYERS: [Layer; 4] = [
+    Layer {
+        what: "Device totals: used, total, free; GPU and memory activity, temperature, power",
+        kind: "measured",
+        source: "NVML (NVIDIA); PDH GPU Adapter Memory (Dedicated/Shared Usage) for every vendor",
+        good_for: "how full the card is: the reference every other figure is checked against",
+        limits: "WDDM keeps part of VRAM for itself; Task Manager shows the same counters",
+    },
+    Layer {
+        what: "Per-process VRAM",
+        kind: "measured",
+        source: "PDH GPU Process Memory(pid_*) Dedicated Usage; NVML says n/a under WDDM",
+        good_for: "who holds the card",
+        limits: "Dedicated Usage double-counts surfaces shared between processes (the \
+                 compositor and every window), so rows can add up to more than the device uses",
+    },
+    Layer {
+        what: "Spill: GPU-accessible system RAM; paged-out memory",
+        kind: "measured (paged: estimated)",
+        source: "PDH GPU Process Memory Shared Usage; committed minus resident for paged",
+        good_for: "seeing working sets that live in system RAM and cross PCIe",
+        limits: "spill is memory the GPU can reach, not proof that VRAM overflowed; paged is an \
+                 estimate",
+    },
+    Layer {
+        what: "Which runtime a process runs",
+        kind: "inferred",
+        source: "loaded modules (cudart, ggml, torch, onnxruntime, DirectML) and the image name",
+        good_for: "telling a model server from a browser or dwm.exe",
+        limits: "a runtime library names a runtime, never a model",
+    },
+];
+
+#[cfg(target_os = "macos")]
+const PLATFORM_LAYERS: [Layer; 4] = [
+    Layer {
+        what: "Device totals: memory in use by the GPU, activity",
+        kind: "measured",
+        source: "IOKit IOAccelerator PerformanceStatistics (In use / Alloc system memory, \
+                 Device Utilization %)",
+        good_for: "how much of the unified memory the GPU holds",
+        limits: "Apple silicon has unified memory: there is no separate VRAM total",
+    },
+    Layer {
+        what: "Per-process GPU memory",
+        kind: "measured",
+        source: "IOKit accelerator user clients per task, where the system exposes them",
+        good_for: "who holds GPU memory",
+        limits: "often not exposed for other users' processes: then n/a",
+    },
+    Layer {
+        what: "Spill: GPU-accessible system RAM",
+        kind: "measured",
+        source: "none: all memory is shared between CPU and GPU",
+        good_for: "nothing on this platform",
+        limits: "use the process's footprint instead",
+    },
+    Layer {
+        what: "Which runtime a process runs",
+        kind: "inferred",
+        source: "loaded images (Metal, MLX, ggml-metal, torch) and the executable's name",
+        good_for: "telling a model server from a browser or WindowServer",
+        limits: "a runtime library names a runtime, never a model",
+    },
+];
+
+#[cfg(not(any(target_os = "linux", target_os = "windows", target_os = "macos")))]
+const PLATFORM_LAYERS: [Layer; 0] = [];
+
+const MODEL_LAYERS: [Layer; 3] = [
+    Layer {
+        what: "Which model file a process has loaded",
+        kind: "evidence, ranked",
+        source: "api: the runtime's local API (llama.cpp /props and /v1/models, Ollama /api/ps, \
+                 LM Studio, vLLM /v1/models); mapped: the file is memory-mapped now; cmdline: \
+                 a launch argument (-m); installed: in an app's model folder (proves nothing)",
+        good_for: "naming the model; two sources, one of them api or mapped, make it confirmed",
+        limits: "probes go to loopback only, GET only, throttled; a runtime without an API or \
+                 mapping is named by its command line at best",
+    },
+    Layer {
+        what: "Weights / KV cache / compute buffers of a model process",
+        kind: "reported, estimated",
+        source: "reported: the runtime's log (llama.cpp \"model buffer size\", \"KV buffer \
+                 size\", \"compute buffer size\"), Ollama /api/ps, vLLM /metrics; estimated: \
+                 the GGUF header and launch settings with llama.cpp's own memory math",
+        good_for: "what the KV cache costs, and what a longer context or more slots would cost",
+        limits: "shown beside the measured figure, never added to it; the measured figure also \
+                 holds the runtime's context (hundreds of MiB); with sliding-window attention \
+                 a window-blind estimate is an upper bound",
+    },
+    Layer {
+        what: "Per-allocation and per-texture names",
+        kind: "not visible to a monitor",
+        source: "only from inside the process: PyTorch torch.cuda.memory_snapshot(), CUDA \
+                 compute-sanitizer / Nsight Systems, RenderDoc or PIX captures, amdgpu_gem_info \
+                 in debugfs (root; buffer sizes, no names)",
+        good_for: "finding which tensor, texture or cache grew",
+        limits: "gputaskman does not read these: it needs the process's cooperation or a \
+                 debugger",
+    },
+];
+
+/// Every layer for this platform, from the device down to allocations.
+pub fn layers() -> Vec<Layer> {
+    PLATFORM_LAYERS.iter().chain(MODEL_LAYERS.iter()).copied().collect()
+}
+
+pub const TITLE: &str = "What can be known about GPU memory?";
+
+/// How to read the figures on screen: the same words in the overlay and in
+/// `gputaskman explain`.
+const READING: [&str; 6] = [
+    "n/a: the source cannot say (never 0). -: the process has nothing on that GPU.",
+    "PID*: paired with the device's entry exactly; PID?: paired by a guess.",
+    "Model [api✓]: the strongest evidence; ✓ confirmed by two sources.",
+    "Bar: one glyph per large process (measured), W K C: weights, KV cache, compute as the \
+     runtime reported or the file implies (not measured), -: used by no listed process, \
+     · free.",
+    "normalized: the measured rows add up to more than the device reports used; the bar is \
+     scaled to the device.",
+    "Units are binary: GiB = 2^30 bytes, MiB = 2^20 bytes.",
+];
+
+/// The explanation as plain text, wrapped at `width` columns.
+pub fn text_wrapped(width: usize) -> String {
+    let width = width.max(40);
+    let mut out = String::new();
+    out.push_str(TITLE);
+    out.push_str(&format!(" (on {PLATFORM})\n\n"));
+    for (i, l) in layers().iter().enumerate() {
+        wrap_into(
+            &mut out,
+            &format!("{}. {} [{}]", i + 1, l.what, l.kind),
+            width,
+            "",
+            "   ",
+        );
+        for (label, body) in [("source", l.source), ("good for", l.good_for), ("limits", l.limits)] {
+            wrap_into(&mut out, &format!("{label}: {}", squeeze(body)), width, "   ", "     ");
+        }
+        out.push('\n');
+    }
+    out.push_str("Reading the screen\n");
+    for r in READING {
+        wrap_into(&mut out, &squeeze(r), width, "   ", "     ");
+    }
+    out
+}
+
+/// The explanation at 80 columns, as `gputaskman explain` prints it.
+pub fn text() -> String {
+    text_wrapped(80)
+}
+
+/// Collapses the runs of spaces left by line continuations.
+fn squeeze(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn wrap_into(out: &mut String, text: &str, width: usize, first: &str, rest: &str) {
+    let mut line = String::from(first);
+    let mut empty = true;
+    for word in text.split(' ') {
+        let len = line.chars().count() + usize::from(!empty) + word.chars().count();
+        if !empty && len > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = String::from(rest);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_layer_names_its_source_and_what_it_is_good_for() {
+        let text = text();
+        assert!(text.starts_with(TITLE));
+        for l in layers() {
+            assert!(!l.source.is_empty() && !l.good_for.is_empty());
+            assert!(text.contains(&squeeze(l.what)), "{}", l.what);
+        }
+        for needle in [
+            "weights",
+            "KV cache",
+            "per-texture",
+            "Per-process VRAM",
+            "Spill",
+            "GGUF header",
+        ] {
+            assert!(text.to_lowercase().contains(&needle.to_lowercase()), "{needle} missing");
+        }
+        #[cfg(target_os = "linux")]
+        for needle in ["NVML", "DRM fdinfo", "/proc/PID/maps"] {
+            assert!(text.contains(needle), "{needle} missing");
+        }
+    }
+
+    #[test]
+    fn lines_fit_the_width() {
+        for width in [60, 80, 100] {
+            for line in text_wrapped(width).lines() {
+                // A single word longer than the width may stand alone.
+                assert!(
+                    line.chars().count() <= width || !line.trim().contains(' '),
+                    "{width}: {line:?}"
+                );
+            }
+        }
+    }
+}

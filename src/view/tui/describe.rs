@@ -1,0 +1,299 @@
+//! Words for what the numbers are: what is inside a process's GPU memory,
+//! model labels and evidence, and the notes that explain surprises.
+
+use crate::snapshot::{GpuUsage, Match, Model, Process, ProcessKind, Snapshot};
+use crate::view::bytes;
+
+/// Runtimes, most telling first: the table shows the first two a process has.
+const RUNTIME_ORDER: &[&str] = &[
+    "llama.cpp",
+    "ollama",
+    "vllm",
+    "lm-studio",
+    "koboldcpp",
+    "tgi",
+    "sglang",
+    "whisper.cpp",
+    "pytorch",
+    "tensorflow",
+    "onnxruntime",
+    "tensorrt",
+    "openvino",
+    "ggml",
+    "cudnn",
+    "cublas",
+    "cudart",
+    "cuda",
+    "hip",
+    "rocm",
+    "level-zero",
+    "opencl",
+    "vulkan",
+    "opengl",
+    "nvenc",
+    "nvdec",
+    "vaapi",
+];
+
+const ML_RUNTIMES: &[&str] = &[
+    "pytorch",
+    "tensorflow",
+    "onnxruntime",
+    "tensorrt",
+    "openvino",
+    "cudnn",
+    "cublas",
+];
+
+pub fn runtime_label(p: &Process) -> String {
+    let mut known: Vec<&str> = RUNTIME_ORDER
+        .iter()
+        .copied()
+        .filter(|r| p.runtimes.iter().any(|x| x == r))
+        .collect();
+    // Anything this list does not know still shows, after the known ones.
+    known.extend(
+        p.runtimes
+            .iter()
+            .map(String::as_str)
+            .filter(|r| !RUNTIME_ORDER.contains(r)),
+    );
+    if known.is_empty() {
+        "-".into()
+    } else {
+        known.into_iter().take(2).collect::<Vec<_>>().join(",")
+    }
+}
+
+pub fn kind_label(k: ProcessKind) -> &'static str {
+    match k {
+        ProcessKind::Ai => "ai",
+        ProcessKind::Compositor => "compositor",
+        ProcessKind::Browser => "browser",
+        ProcessKind::Game => "game",
+        ProcessKind::Other => "other",
+    }
+}
+
+/// The PID, or `H:<pid>` for a process outside this container that only
+/// the driver knows (its host PID).
+pub fn pid_label(p: &Process) -> String {
+    match p.host_pid {
+        Some(h) if h == p.pid && p.name.is_none() => format!("H:{h}"),
+        _ => p.pid.to_string(),
+    }
+}
+
+pub fn pairing_marker(usages: &[&GpuUsage]) -> &'static str {
+    if usages.iter().any(|g| g.pairing == Some(Match::Guess)) {
+        "?"
+    } else if usages.iter().any(|g| g.pairing == Some(Match::Exact)) {
+        "*"
+    } else {
+        " "
+    }
+}
+
+/// The model's short name: its file name without `.gguf`, else its name.
+pub fn model_name(m: &Model) -> String {
+    if let Some(path) = &m.path {
+        let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+        return file.strip_suffix(".gguf").unwrap_or(file).to_string();
+    }
+    m.name.clone().unwrap_or_else(|| "n/a".into())
+}
+
+/// `[api✓]`: the strongest evidence, ✓ when confirmed.
+pub fn evidence_marker(m: &Model) -> String {
+    let strongest = m.evidence.first().map(String::as_str).unwrap_or("?");
+    format!("[{strongest}{}]", if m.confirmed { "✓" } else { "" })
+}
+
+pub fn model_cell(p: &Process) -> String {
+    match p.models.as_slice() {
+        [] if p.models_pending => "discovering…".into(),
+        [] => String::new(),
+        [m] => format!("{} {}", model_name(m), evidence_marker(m)),
+        [m, rest @ ..] => format!("{} {} +{}", model_name(m), evidence_marker(m), rest.len()),
+    }
+}
+
+pub fn evidence_meaning(e: &str) -> &'static str {
+    match e {
+        "api" => "the runtime's local API says it is loaded",
+        "mapped" => "the file is memory-mapped into the process now",
+        "cmdline" => "the file is a launch argument",
+        "installed" => "the file sits in an app's model folder: proves nothing",
+        _ => "a source this version does not describe",
+    }
+}
+
+/// One part of a model's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Weights,
+    Kv,
+    Compute,
+}
+
+impl Part {
+    pub fn glyph(self) -> char {
+        match self {
+            Part::Weights => 'W',
+            Part::Kv => 'K',
+            Part::Compute => 'C',
+        }
+    }
+}
+
+/// What the runtime said (preferred) or the file implies about the model's
+/// split in device memory on `device`, and which of the two it is. Never
+/// measured.
+pub fn model_split(p: &Process, device: u32) -> Option<(Vec<(Part, u64)>, &'static str)> {
+    let m = p.models.iter().find(|m| m.reported.is_some() || m.estimate.is_some())?;
+    if let Some(r) = &m.reported {
+        let single_gpu = p.gpu.iter().filter(|g| g.device != device).count() == 0;
+        let on_device = |name: &str| {
+            single_gpu || {
+                let digits: String = name.chars().rev().take_while(char::is_ascii_digit).collect();
+                digits.chars().rev().collect::<String>().parse::<u32>().ok() == Some(device)
+            }
+        };
+        let mut parts: Vec<(Part, u64)> = Vec::new();
+        for b in r.buffers.iter().filter(|b| b.device_memory && on_device(&b.device)) {
+            let part = match b.kind.as_str() {
+                "model" | "output" => Part::Weights,
+                "kv" | "rs" => Part::Kv,
+                _ => Part::Compute,
+            };
+            match parts.iter_mut().find(|(p, _)| *p == part) {
+                Some((_, n)) => *n += b.bytes,
+                None => parts.push((part, b.bytes)),
+            }
+        }
+        if parts.is_empty() {
+            for (part, v) in [
+                (Part::Weights, r.weights_bytes),
+                (Part::Kv, r.kv_bytes),
+                (Part::Compute, r.compute_bytes),
+            ] {
+                parts.extend(v.map(|v| (part, v)));
+            }
+        }
+        if !parts.is_empty() {
+            parts.sort_by_key(|(p, _)| *p as u8);
+            return Some((parts, "reported"));
+        }
+    }
+    let e = m.estimate.as_ref()?;
+    let mut parts = Vec::new();
+    parts.extend(e.weights_bytes.map(|v| (Part::Weights, v)));
+    let kv = match (e.kv_bytes, e.recurrent_state_bytes) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
+    parts.extend(kv.map(|v| (Part::Kv, v)));
+    (!parts.is_empty()).then_some((parts, "estimated"))
+}
+
+/// The "what is inside" column.
+pub fn inside(p: &Process) -> String {
+    let is = |r: &str| p.runtimes.iter().any(|x| x == r);
+    if let Some(m) = p.models.first() {
+        let kv = m
+            .reported
+            .as_ref()
+            .and_then(|r| r.kv_bytes)
+            .map(|k| (k, "reported"))
+            .or_else(|| m.estimate.as_ref().and_then(|e| e.kv_bytes).map(|k| (k, "est.")));
+        return match kv {
+            Some((k, how)) => format!("weights + KV cache (KV {} {how})", bytes(Some(k))),
+            None => "weights + KV cache".into(),
+        };
+    }
+    if p.models_pending {
+        return "discovering…".into();
+    }
+    match p.kind {
+        ProcessKind::Browser => "page textures, video, canvas/WebGL".into(),
+        ProcessKind::Compositor => "window surfaces".into(),
+        ProcessKind::Game => "textures, meshes, render targets".into(),
+        _ if ML_RUNTIMES.iter().any(|r| is(r)) => "ML runtime tensors and workspaces".into(),
+        ProcessKind::Ai => "model runtime buffers".into(),
+        _ if p.gpu.iter().any(|g| g.contexts.iter().any(|c| c == "G")) => "graphics surfaces".into(),
+        _ if is("cuda") || is("cudart") || p.gpu.iter().any(|g| g.contexts.iter().any(|c| c == "C")) => {
+            "CUDA context and buffers".into()
+        }
+        _ if p.gpu.is_empty() => "nothing on a GPU".into(),
+        _ => "n/a".into(),
+    }
+}
+
+/// Short notes that explain what may surprise in a process's figures.
+pub fn notes(s: &Snapshot, p: &Process) -> Vec<String> {
+    let mut out = Vec::new();
+    if p.models_pending {
+        out.push(
+            "Model discovery has not looked at this process yet: runtime APIs are probed in the background.".into(),
+        );
+    }
+    let vram = crate::view::tui::app::sum(p.gpu.iter().map(|g| g.vram_bytes));
+    let spill = crate::view::tui::app::sum(p.gpu.iter().map(|g| g.spill_bytes));
+    if spill.is_some_and(|s| s > 0) {
+        let more = if spill > vram.or(Some(0)) {
+            " Here it is larger than VRAM: most of the working set lives in system RAM and crosses PCIe."
+        } else {
+            ""
+        };
+        out.push(format!(
+            "Spill is GPU-accessible system RAM, not proof that VRAM overflowed.{more}"
+        ));
+    }
+    if p.gpu.iter().any(|g| g.paged_bytes.is_some()) {
+        out.push("Paged is an estimate of memory moved out of the GPU's view, not a counter.".into());
+    }
+    if !p.gpu.is_empty() && p.gpu.iter().any(|g| g.vram_bytes.is_none()) {
+        out.push(
+            "VRAM n/a: the driver cannot say what this process holds (NVIDIA under Windows WDDM reports no per-process figure).".into(),
+        );
+    }
+    if s.attribution.normalized || p.gpu.iter().any(|g| g.source == "wddm" || g.source == "wsl-host") {
+        out.push(
+            "Dedicated Usage double-counts surfaces shared between processes: rows can add up to more than the device uses.".into(),
+        );
+    }
+    if p.gpu.iter().any(|g| g.pairing == Some(Match::Guess)) {
+        out.push(
+            "? this row was paired with the GPU's entry by a guess (another PID namespace or the Windows host).".into(),
+        );
+    }
+    for m in &p.models {
+        if let Some(without) = m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window) {
+            out.push(format!(
+                "Sliding-window attention: those layers keep only their window. A window-blind estimate ({}) is an upper bound.",
+                bytes(Some(without))
+            ));
+        }
+        let reported = m.reported.as_ref().and_then(|r| {
+            let device: Vec<u64> = r.buffers.iter().filter(|b| b.device_memory).map(|b| b.bytes).collect();
+            if device.is_empty() {
+                None
+            } else {
+                Some(device.iter().sum::<u64>())
+            }
+        });
+        if let (Some(r), Some(v)) = (reported, vram) {
+            if v > r {
+                out.push(format!(
+                    "Measured VRAM is {} more than the runtime's buffers: the CUDA/driver context and workspaces.",
+                    bytes(Some(v - r))
+                ));
+            }
+        }
+    }
+    out.extend(p.notes.iter().cloned());
+    for m in &p.models {
+        out.extend(m.notes.iter().cloned());
+    }
+    out
+}

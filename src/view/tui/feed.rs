@@ -1,0 +1,395 @@
+//! Where the live view's snapshots come from: the collector on a thread of
+//! its own ([`LiveFeed`]) or a recording ([`ReplayFeed`]). The view renders
+//! whatever a feed hands it and never asks a source itself.
+
+use crate::collect::{Collector, Options};
+use crate::snapshot::Snapshot;
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// What a feed hands the view.
+#[derive(Debug)]
+pub enum Update {
+    /// The next snapshot in time: appended to the history.
+    Next(Box<Snapshot>),
+    /// A jump (replay seek): the history is rebuilt from these, oldest
+    /// first; the last one is shown.
+    Seek(Vec<Snapshot>),
+}
+
+/// Commands of the replay keys; a live feed ignores them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedCommand {
+    StepBack,
+    StepForward,
+    Start,
+    End,
+    Faster,
+    Slower,
+    TogglePlay,
+}
+
+pub trait Feed {
+    /// The next update, if one is ready. Never blocks; call until `None`.
+    fn poll(&mut self, now: Instant) -> Option<Update>;
+    /// A replay key. Live feeds ignore it.
+    fn command(&mut self, command: FeedCommand, now: Instant);
+    /// One line for the title bar: "live, every 1.0 s", "replay 3/120 ...".
+    fn status(&self) -> String;
+    /// When `poll` may next have news without outside help (replay timing).
+    fn next_due(&self) -> Option<Instant>;
+    /// Whether this is a recording (the replay keys apply).
+    fn is_replay(&self) -> bool;
+}
+
+/// A collector sampling on its own thread; a sample never blocks the UI.
+pub struct LiveFeed {
+    rx: Receiver<Snapshot>,
+    interval: Duration,
+    stopped: bool,
+}
+
+/// The first sample goes out at once (CPU% is n/a in it: there is no
+/// earlier reading); the second follows this soon, with CPU%.
+const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
+
+impl LiveFeed {
+    /// Starts the sampling thread. Model discovery runs in the background,
+    /// so the first snapshot comes within a few hundred milliseconds and
+    /// says `models_pending` where discovery has not landed.
+    pub fn start(mut options: Options, interval: Duration) -> LiveFeed {
+        options.background_discovery = true;
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("gputaskman-sampler".into())
+            .spawn(move || {
+                let mut collector = Collector::new(options);
+                let mut period = SECOND_SAMPLE_AFTER.min(interval);
+                loop {
+                    let started = Instant::now();
+                    let snapshot = collector.sample();
+                    if tx.send(snapshot).is_err() {
+                        return; // the view is gone
+                    }
+                    if let Some(rest) = period.checked_sub(started.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
+                    period = interval;
+                }
+            })
+            .expect("spawn the sampling thread");
+        LiveFeed {
+            rx,
+            interval,
+            stopped: false,
+        }
+    }
+}
+
+impl Feed for LiveFeed {
+    fn poll(&mut self, _now: Instant) -> Option<Update> {
+        match self.rx.try_recv() {
+            Ok(s) => Some(Update::Next(Box::new(s))),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => {
+                self.stopped = true;
+                None
+            }
+        }
+    }
+
+    fn command(&mut self, _command: FeedCommand, _now: Instant) {}
+
+    fn status(&self) -> String {
+        if self.stopped {
+            "live: the sampler stopped".into()
+        } else {
+            format!("live, every {:.1} s", self.interval.as_secs_f64())
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        None
+    }
+
+    fn is_replay(&self) -> bool {
+        false
+    }
+}
+
+/// Speeds a replay can play at, in times real time.
+const SPEEDS: [f64; 9] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0];
+/// The step between two snapshots whose times cannot be read.
+const DEFAULT_STEP: Duration = Duration::from_secs(1);
+/// How many snapshots before the current one feed the sparklines on a seek.
+pub const HISTORY_WINDOW: usize = super::history::CAPACITY;
+
+/// A recording played back: step, jump, play at a chosen speed.
+pub struct ReplayFeed {
+    snapshots: Vec<Snapshot>,
+    /// Seconds since the first snapshot, per snapshot (None: unreadable).
+    times: Vec<Option<f64>>,
+    pos: usize,
+    playing: bool,
+    speed: usize,
+    /// When the next frame is due while playing.
+    due: Option<Instant>,
+    /// A seek waits to be handed over.
+    seek: bool,
+}
+
+impl ReplayFeed {
+    pub fn new(snapshots: Vec<Snapshot>) -> ReplayFeed {
+        let first = snapshots.first().and_then(|s| unix_seconds(&s.taken_at));
+        let times = snapshots
+            .iter()
+            .map(|s| Some(unix_seconds(&s.taken_at)? - first?))
+            .collect();
+        ReplayFeed {
+            snapshots,
+            times,
+            pos: 0,
+            playing: false,
+            speed: 2,
+            due: None,
+            seek: true,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    #[cfg(test)]
+    pub fn playing(&self) -> bool {
+        self.playing
+    }
+
+    pub fn speed(&self) -> f64 {
+        SPEEDS[self.speed]
+    }
+
+    /// Real time between snapshot `i` and the next, at the current speed.
+    fn step_after(&self, i: usize) -> Duration {
+        let gap = match (
+            self.times.get(i).copied().flatten(),
+            self.times.get(i + 1).copied().flatten(),
+        ) {
+            (Some(a), Some(b)) if b > a => Duration::from_secs_f64((b - a).min(3600.0)),
+            _ => DEFAULT_STEP,
+        };
+        gap.div_f64(self.speed()).max(Duration::from_millis(10))
+    }
+
+    fn go_to(&mut self, pos: usize) {
+        let pos = pos.min(self.snapshots.len().saturating_sub(1));
+        if pos != self.pos {
+            self.pos = pos;
+            self.seek = true;
+        }
+    }
+}
+
+impl Feed for ReplayFeed {
+    fn poll(&mut self, now: Instant) -> Option<Update> {
+        if self.snapshots.is_empty() {
+            return None;
+        }
+        if self.seek {
+            self.seek = false;
+            let from = (self.pos + 1).saturating_sub(HISTORY_WINDOW);
+            if self.playing {
+                self.due = Some(now + self.step_after(self.pos));
+            }
+            return Some(Update::Seek(self.snapshots[from..=self.pos].to_vec()));
+        }
+        if !self.playing {
+            return None;
+        }
+        if self.pos + 1 >= self.snapshots.len() {
+            self.playing = false;
+            self.due = None;
+            return None;
+        }
+        let due = match self.due {
+            Some(due) => due,
+            None => {
+                let due = now + self.step_after(self.pos);
+                self.due = Some(due);
+                due
+            }
+        };
+        if now < due {
+            return None;
+        }
+        self.pos += 1;
+        // Catch up from the due time, not from now, so play keeps its pace.
+        self.due = Some(due.max(now - Duration::from_millis(500)) + self.step_after(self.pos));
+        Some(Update::Next(Box::new(self.snapshots[self.pos].clone())))
+    }
+
+    fn command(&mut self, command: FeedCommand, now: Instant) {
+        let last = self.snapshots.len().saturating_sub(1);
+        match command {
+            FeedCommand::StepBack => self.go_to(self.pos.saturating_sub(1)),
+            FeedCommand::StepForward => self.go_to(self.pos + 1),
+            FeedCommand::Start => self.go_to(0),
+            FeedCommand::End => self.go_to(last),
+            FeedCommand::Faster => self.speed = (self.speed + 1).min(SPEEDS.len() - 1),
+            FeedCommand::Slower => self.speed = self.speed.saturating_sub(1),
+            FeedCommand::TogglePlay => {
+                self.playing = !self.playing;
+                if self.playing && self.pos >= last {
+                    self.go_to(0); // play again from the start
+                }
+            }
+        }
+        self.due = self.playing.then(|| now + self.step_after(self.pos));
+    }
+
+    fn status(&self) -> String {
+        let state = if self.playing {
+            "playing"
+        } else if self.pos + 1 >= self.snapshots.len() {
+            "at the end"
+        } else {
+            "paused"
+        };
+        let at = self.times.get(self.pos).copied().flatten();
+        let at = at.map(|t| format!(" +{}", clock(t))).unwrap_or_default();
+        format!(
+            "replay {}/{}{at}, {state} at {}x",
+            self.pos + 1,
+            self.snapshots.len(),
+            trim_speed(self.speed())
+        )
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.due.filter(|_| self.playing)
+    }
+
+    fn is_replay(&self) -> bool {
+        true
+    }
+}
+
+fn trim_speed(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
+/// "1:02:03" or "2:03".
+fn clock(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time as snapshots write it
+/// (`2026-11-30T17:31:58.123Z`, or with a `+hh:mm` offset).
+pub fn unix_seconds(t: &str) -> Option<f64> {
+    let b = t.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { t.get(r)?.parse().ok() };
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &t[19..];
+    let mut frac = 0.0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+        frac = format!("0.{}", &r[..digits]).parse().ok()?;
+        rest = &r[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let hh: i64 = rest.get(1..3)?.parse().ok()?;
+            let mm: i64 = rest.get(4..6)?.parse().ok()?;
+            sign * (hh * 3600 + mm * 60)
+        }
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + s - offset) as f64 + frac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times_read_back() {
+        assert_eq!(unix_seconds("2023-11-14T22:13:20.123Z"), Some(1_700_000_000.123));
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(unix_seconds("2023-11-14T23:13:20+01:00"), Some(1_700_000_000.0));
+        assert_eq!(unix_seconds("yesterday"), None);
+    }
+
+    fn snap(at: &str) -> Snapshot {
+        let mut s = crate::view::tui::fixture::desktop();
+        s.taken_at = at.into();
+        s
+    }
+
+    #[test]
+    fn replay_steps_jumps_and_plays_at_the_chosen_speed() {
+        let snaps: Vec<Snapshot> = (0..5).map(|i| snap(&format!("2026-01-01T00:00:0{i}Z"))).collect();
+        let mut feed = ReplayFeed::new(snaps);
+        let t0 = Instant::now();
+        // The first poll hands over the start.
+        assert!(matches!(feed.poll(t0), Some(Update::Seek(v)) if v.len() == 1));
+        assert!(feed.poll(t0).is_none(), "paused: nothing more");
+        feed.command(FeedCommand::End, t0);
+        assert!(matches!(feed.poll(t0), Some(Update::Seek(v)) if v.len() == 5));
+        assert_eq!(feed.position(), 4);
+        feed.command(FeedCommand::StepBack, t0);
+        assert!(matches!(feed.poll(t0), Some(Update::Seek(_))));
+        assert_eq!(feed.position(), 3);
+        assert!(
+            feed.status().starts_with("replay 4/5 +0:03, paused at 1x"),
+            "{}",
+            feed.status()
+        );
+
+        feed.command(FeedCommand::Start, t0);
+        feed.poll(t0);
+        feed.command(FeedCommand::Faster, t0); // 2x: one recorded second is 500 ms
+        feed.command(FeedCommand::TogglePlay, t0);
+        assert!(feed.playing());
+        assert!(feed.poll(t0 + Duration::from_millis(400)).is_none());
+        assert!(matches!(
+            feed.poll(t0 + Duration::from_millis(510)),
+            Some(Update::Next(_))
+        ));
+        assert_eq!(feed.position(), 1);
+        // Play stops at the end.
+        let mut t = t0 + Duration::from_millis(510);
+        for _ in 0..10 {
+            t += Duration::from_millis(600);
+            feed.poll(t);
+        }
+        assert_eq!(feed.position(), 4);
+        assert!(!feed.playing());
+        assert!(feed.status().contains("at the end"), "{}", feed.status());
+    }
+}

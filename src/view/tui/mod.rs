@@ -1,0 +1,119 @@
+//! The live view: an htop for what is inside the GPU.
+//!
+//! It renders from a [`Snapshot`] only. Snapshots come from a [`Feed`]: the
+//! collector sampling on a thread of its own ([`run_live`]) or a recording
+//! played back ([`run_replay`]); the UI thread never waits on a source.
+//!
+//! - `app`: state and keys (pure, tested with key events)
+//! - `render`: one frame from the state (tested on ratatui's TestBackend)
+//! - `feed`: live and recorded sources
+//! - `history`: the sparklines' last few minutes
+//! - `describe`: words for what the numbers are
+//! - `term`: the terminal, restored on exit, panic, Ctrl-C, SIGTERM, SIGHUP
+
+pub mod app;
+pub mod describe;
+pub mod feed;
+pub mod history;
+pub mod render;
+mod term;
+
+#[cfg(test)]
+pub mod fixture;
+#[cfg(test)]
+mod tests;
+
+pub use app::App;
+pub use feed::{Feed, LiveFeed, ReplayFeed};
+
+use crate::collect::Options;
+use crate::snapshot::Snapshot;
+use app::Action;
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use std::time::{Duration, Instant};
+
+/// How often the UI looks for a new snapshot and for a signal when no key
+/// comes: cheap (a channel poll), and well inside the 300 ms promise.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The live view of this machine, refreshed every `interval`.
+pub fn run_live(options: Options, interval: Duration) -> anyhow::Result<()> {
+    term::require_terminal()?;
+    let feed = LiveFeed::start(options, interval.max(Duration::from_millis(100)));
+    run(Box::new(feed))
+}
+
+/// `gputaskman replay FILE` calls this with the recording's snapshots.
+#[allow(dead_code)]
+/// A recording played back through the same view: `[` `]` step, `{` `}`
+/// jump to the start and the end, `<` `>` speed, space plays and pauses.
+pub fn run_replay(snapshots: Vec<Snapshot>) -> anyhow::Result<()> {
+    if snapshots.is_empty() {
+        anyhow::bail!("the recording holds no snapshot");
+    }
+    term::require_terminal()?;
+    run(Box::new(ReplayFeed::new(snapshots)))
+}
+
+/// Whether colour is wanted: NO_COLOR set to anything non-empty turns it
+/// off (no-color.org).
+pub fn color_wanted() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn run(mut feed: Box<dyn Feed>) -> anyhow::Result<()> {
+    let mut app = App::new(color_wanted(), feed.is_replay());
+    let mut terminal = term::Terminal::enter()?;
+    let mut dirty = true;
+    loop {
+        if term::signalled() {
+            break;
+        }
+        let now = Instant::now();
+        while let Some(update) = feed.poll(now) {
+            app.apply(update);
+            dirty = true;
+        }
+        let status = feed.status();
+        if status != app.feed_status {
+            app.feed_status = status;
+            dirty = true;
+        }
+        if dirty {
+            terminal.draw(&mut app)?;
+            dirty = false;
+            // The end-to-end test checks that a panic restores the terminal.
+            if app.snapshot.is_some() && std::env::var_os("GPUTASKMAN_TEST_PANIC").is_some() {
+                panic!("GPUTASKMAN_TEST_PANIC is set: panicking on purpose");
+            }
+        }
+        let wait = feed
+            .next_due()
+            .map(|due| due.saturating_duration_since(Instant::now()))
+            .unwrap_or(TICK)
+            .min(TICK);
+        let event = match event::poll(wait).and_then(|ready| ready.then(event::read).transpose()) {
+            Ok(Some(e)) => e,
+            Ok(None) => continue,
+            // A signal interrupted the wait: the loop looks at the flag.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let action = match event {
+            Event::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
+            Event::Mouse(m) => app.on_mouse(m),
+            Event::Resize(..) => Action::Redraw,
+            _ => Action::None,
+        };
+        match action {
+            Action::Quit => break,
+            Action::Feed(cmd) => {
+                feed.command(cmd, Instant::now());
+                dirty = true;
+            }
+            Action::Redraw => dirty = true,
+            Action::None => {}
+        }
+    }
+    terminal.leave()
+}

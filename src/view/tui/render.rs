@@ -1,0 +1,1118 @@
+//! Draws one frame from the App (a Snapshot and the view's settings) and
+//! nothing else. Every figure keeps its kind: measured bytes are drawn
+//! solid, what a runtime reported or a file implies is drawn with letters
+//! and italics beside them, and unknown is `n/a`.
+
+use super::app::{sum, App, Layout as Placed};
+use super::describe::{self, Part};
+use super::history::{self, sparkline};
+use crate::snapshot::{Device, Process, Snapshot};
+use crate::view::{bytes, explain, opt, percent};
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
+use ratatui::Frame;
+
+/// From this width on the view starts with full columns.
+pub const FULL_WIDTH: u16 = 170;
+/// Processes that get a segment of their own in a device's bar.
+const BAR_PROCESSES: usize = 4;
+const PROCESS_GLYPHS: [char; BAR_PROCESSES] = ['█', '▓', '▒', '░'];
+const PROCESS_COLORS: [Color; BAR_PROCESSES] = [Color::Cyan, Color::Magenta, Color::Yellow, Color::Blue];
+const OTHERS_GLYPH: char = ':';
+const UNLISTED_GLYPH: char = '-';
+const FREE_GLYPH: char = '·';
+
+#[derive(Clone, Copy)]
+pub struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn fg(self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+    fn bold(self) -> Style {
+        Style::default().add_modifier(Modifier::BOLD)
+    }
+    fn title(self) -> Style {
+        self.fg(Color::LightCyan).add_modifier(Modifier::BOLD)
+    }
+    fn header(self) -> Style {
+        self.bold().add_modifier(Modifier::UNDERLINED)
+    }
+    fn selected(self) -> Style {
+        Style::default().add_modifier(Modifier::REVERSED)
+    }
+    fn dim(self) -> Style {
+        self.fg(Color::DarkGray)
+    }
+    fn warn(self) -> Style {
+        self.fg(Color::Yellow).add_modifier(Modifier::BOLD)
+    }
+    /// Reported and estimated figures: never mistaken for measured ones.
+    fn not_measured(self) -> Style {
+        self.fg(Color::LightGreen).add_modifier(Modifier::ITALIC)
+    }
+    fn key(self) -> Style {
+        self.fg(Color::Black)
+            .bg(if self.color { Color::Cyan } else { Color::Reset })
+            .add_modifier(if self.color { Modifier::empty() } else { Modifier::BOLD })
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &mut App) {
+    let area = f.area();
+    if app.full_columns.is_none() {
+        app.full_columns = Some(area.width >= FULL_WIDTH);
+    }
+    let theme = Theme { color: app.color };
+    let placed = draw_main(f, app, theme, area);
+    app.layout = placed;
+    if let Some(scroll) = app.overlay {
+        draw_overlay(f, theme, area, scroll);
+    }
+}
+
+fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
+    let title = title_line(app, theme);
+    let status = status_line(app, theme);
+    let Some(snap) = &app.snapshot else {
+        let [t, body, s] =
+            Layout::vertical([Constraint::Length(1), Constraint::Fill(1), Constraint::Length(1)]).areas(area);
+        f.render_widget(Paragraph::new(title), t);
+        f.render_widget(
+            Paragraph::new(vec![
+                Line::default(),
+                Line::from("  Sampling: the first figures come in a moment."),
+            ]),
+            body,
+        );
+        f.render_widget(Paragraph::new(status), s);
+        return Placed::default();
+    };
+
+    let compact = area.height < 30 || snap.devices.len() > 2;
+    let header = header_lines(app, snap, theme, area.width, compact);
+    let rows = app.rows();
+    let selected = app.selected(&rows);
+    let detail = selected
+        .map(|(_, p)| detail_lines(app, snap, p, theme, area.width))
+        .unwrap_or_default();
+
+    // The table takes what its rows need, leaving the detail pane at least
+    // a few lines; the detail pane takes the rest.
+    let fixed = 1 + header.len() as u16 + 1 + 1; // title, header, table title, status
+    let spare = area.height.saturating_sub(fixed);
+    let detail_min = if detail.is_empty() {
+        0
+    } else {
+        (detail.len() as u16 + 1).min(9).min(spare / 2)
+    };
+    let table_h = (rows.len().max(1) as u16 + 1)
+        .min(spare.saturating_sub(detail_min))
+        .max(spare.min(3));
+    let detail_h = if detail.is_empty() { 0 } else { spare - table_h };
+    let [t, h, tt, table_area, d, s] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(header.len() as u16),
+        Constraint::Length(1),
+        Constraint::Length(table_h),
+        Constraint::Length(detail_h),
+        Constraint::Fill(1),
+    ])
+    .areas(area);
+
+    f.render_widget(Paragraph::new(title), t);
+    f.render_widget(Paragraph::new(header), h);
+    f.render_widget(Paragraph::new(table_title(app, rows.len(), theme)), tt);
+    let placed = draw_table(f, app, &rows, selected.map(|(i, _)| i), theme, table_area);
+    if detail_h > 0 {
+        let (pid, name) = selected
+            .map(|(_, p)| (p.pid, opt(p.name.as_deref()).to_string()))
+            .unwrap_or_default();
+        let block = Block::default()
+            .borders(Borders::TOP)
+            .border_style(theme.dim())
+            .title(Span::styled(format!(" PID {pid} {name} "), theme.bold()));
+        f.render_widget(Paragraph::new(detail).block(block).wrap(Wrap { trim: false }), d);
+    }
+    f.render_widget(Paragraph::new(status), s);
+    placed
+}
+
+fn title_line(app: &App, theme: Theme) -> Line<'static> {
+    let mut spans = vec![Span::styled("gputaskman", theme.title())];
+    if let Some(s) = &app.snapshot {
+        spans.push(Span::raw(format!(
+            "  {}",
+            s.host.hostname.as_deref().unwrap_or("this machine")
+        )));
+    }
+    if !app.feed_status.is_empty() {
+        spans.push(Span::raw(format!("  {}", app.feed_status)));
+    }
+    if let Some(s) = &app.snapshot {
+        spans.push(Span::styled(format!("  {}", s.taken_at), theme.dim()));
+    }
+    if app.paused {
+        spans.push(Span::styled("  PAUSED (p resumes)", theme.warn()));
+    }
+    if app.discovering() {
+        spans.push(Span::styled("  discovering models…", theme.warn()));
+    }
+    Line::from(spans)
+}
+
+fn status_line(app: &App, theme: Theme) -> Line<'static> {
+    if app.typing_filter {
+        return Line::from(vec![
+            Span::styled(" / ", theme.key()),
+            Span::raw(format!(" filter: {}▏  Enter keeps it, Esc clears it", app.filter)),
+        ]);
+    }
+    let sort = format!("sort {}{}", app.sort.label(), arrow(app));
+    let mut keys: Vec<(&str, String)> = Vec::new();
+    if app.replay {
+        keys.extend([
+            ("[ ]", "step".to_string()),
+            ("{ }", "start/end".into()),
+            ("< >", "speed".into()),
+            ("space", "play".into()),
+        ]);
+    }
+    keys.extend([
+        ("s", sort),
+        ("S", "reverse".into()),
+        ("a", if app.show_all { "all".into() } else { "top".into() }),
+        (
+            "m",
+            if app.full_columns == Some(true) {
+                "full".into()
+            } else {
+                "slim".into()
+            },
+        ),
+    ]);
+    if !app.replay {
+        keys.push(("p", if app.paused { "resume".into() } else { "pause".into() }));
+    }
+    keys.extend([
+        (
+            "/",
+            if app.filter.is_empty() {
+                "filter".into()
+            } else {
+                format!("filter:{}", app.filter)
+            },
+        ),
+        (
+            "g",
+            format!("GPU {}", app.gpu.map(|g| g.to_string()).unwrap_or_else(|| "all".into())),
+        ),
+        ("?", "explain".into()),
+        ("q", "quit".into()),
+    ]);
+    let mut spans = Vec::new();
+    for (k, label) in keys {
+        spans.push(Span::styled(k.to_string(), theme.key()));
+        spans.push(Span::raw(format!(" {label} ")));
+    }
+    Line::from(spans)
+}
+
+fn arrow(app: &App) -> &'static str {
+    // The column's natural order, flipped by S.
+    let descending = !matches!(app.sort, super::app::SortKey::Name | super::app::SortKey::Pid);
+    if descending != app.reversed {
+        "↓"
+    } else {
+        "↑"
+    }
+}
+
+fn table_title(app: &App, shown: usize, theme: Theme) -> Line<'static> {
+    let hidden = app.hidden_count();
+    let mut text = format!("PROCESSES  {shown} shown");
+    if !app.show_all && hidden > 0 {
+        text.push_str(&format!(", {hidden} more not on a GPU (a shows all)"));
+    }
+    if !app.filter.is_empty() {
+        text.push_str(&format!(", filter \"{}\"", app.filter));
+    }
+    if let Some(g) = app.gpu {
+        text.push_str(&format!(", GPU {g} only"));
+    }
+    Line::from(Span::styled(text, theme.bold()))
+}
+
+// ---------------------------------------------------------------- devices
+
+fn header_lines(app: &App, snap: &Snapshot, theme: Theme, width: u16, compact: bool) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    if snap.devices.is_empty() {
+        out.push(Line::from(Span::styled(
+            "No GPU found. What each source said:",
+            theme.warn(),
+        )));
+    }
+    for b in &snap.backends {
+        let status = match b.status {
+            crate::snapshot::BackendStatus::Ok => continue,
+            crate::snapshot::BackendStatus::Unavailable => "unavailable",
+            crate::snapshot::BackendStatus::Error => "ERROR",
+        };
+        let style = if snap.devices.is_empty() {
+            theme.dim()
+        } else {
+            theme.warn()
+        };
+        out.push(Line::from(Span::styled(
+            format!("  {}: {status}: {}", b.name, b.detail),
+            style,
+        )));
+    }
+    for d in snap.devices.iter().filter(|d| app.gpu.is_none_or(|g| g == d.index)) {
+        out.extend(device_lines(app, snap, d, theme, width, compact));
+    }
+    out
+}
+
+fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16, compact: bool) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    // Narrow terminals keep the readings and leave the versions out.
+    let narrow = width < 130;
+    let mut first = vec![
+        Span::styled(format!("GPU {} ", d.index), theme.bold()),
+        Span::styled(opt(d.name.as_deref()).to_string(), theme.bold()),
+    ];
+    if !narrow {
+        first.push(Span::raw(format!(
+            "  driver {}  CUDA {}",
+            opt(d.driver_version.as_deref()),
+            opt(d.cuda_version.as_deref())
+        )));
+    }
+    if let Some(m) = &d.driver_model {
+        first.push(Span::raw(format!("  {m}")));
+    }
+    let power = match (d.power_w, d.power_limit_w) {
+        (Some(p), Some(l)) if narrow => format!("{p:.0}/{l:.0} W"),
+        (Some(p), Some(l)) => format!("power {p:.0} W of {l:.0} W"),
+        (Some(p), None) => format!("power {p:.0} W"),
+        _ => "power n/a".into(),
+    };
+    first.push(Span::raw(format!(
+        "  {}gpu {}  mem act {}  {}  {power}",
+        if narrow { "" } else { "│ " },
+        percent(d.gpu_util_percent),
+        percent(d.memory_activity_percent),
+        d.temperature_c
+            .map(|t| format!("{t} °C"))
+            .unwrap_or_else(|| "temp n/a".into()),
+    )));
+    out.push(Line::from(first));
+
+    // The memory bar.
+    let bar = Bar::of(snap, d);
+    let mut figures = format!(
+        " {} used of {}, {} free",
+        bytes(d.memory_used_bytes),
+        bytes(d.memory_total_bytes),
+        bytes(d.memory_free_bytes),
+    );
+    let shared = format!("shared {}", bytes(d.shared_memory_used_bytes));
+    if !narrow {
+        figures = format!("{figures}  {shared}");
+    }
+    let bar_width = (width as usize)
+        .saturating_sub(figures.chars().count() + 6)
+        .clamp(10, 80);
+    let mut line = vec![Span::raw("mem [")];
+    line.extend(bar.spans(theme, bar_width));
+    line.push(Span::raw("]"));
+    line.push(Span::raw(figures));
+    out.push(Line::from(line));
+
+    // What the segments are, packed into as few lines as the width allows.
+    let mut entries = Vec::new();
+    if let Some(n) = &bar.normalized {
+        entries.push(vec![Span::styled(format!("NORMALIZED: {n}."), theme.warn())]);
+    }
+    entries.extend(bar.legend(theme));
+    if narrow {
+        entries.push(vec![Span::raw(shared)]);
+    }
+    let max_lines = if compact { 2 } else { 3 };
+    out.extend(pack(entries, width as usize, max_lines));
+
+    if !compact {
+        let hist = app.history.device(d.index);
+        let total = app.history.device_total(d.index).or(d.memory_total_bytes);
+        let w = (width as usize).saturating_sub(32).clamp(10, history::CAPACITY);
+        let mut line = vec![
+            Span::raw("used over time "),
+            Span::styled(sparkline(&hist, total, w), theme.fg(Color::Cyan)),
+            Span::styled(
+                match hist.len().min(w) {
+                    1 => " the last sample".to_string(),
+                    n => format!(" the last {n} samples"),
+                },
+                theme.dim(),
+            ),
+        ];
+        if !d.process_list_complete {
+            line.push(Span::styled(
+                "  ! process list incomplete: a query failed",
+                theme.warn(),
+            ));
+        }
+        out.push(Line::from(line));
+    } else if !d.process_list_complete {
+        out.push(Line::from(Span::styled(
+            "  ! process list incomplete: a query failed",
+            theme.warn(),
+        )));
+    }
+    if d.stale {
+        out.push(Line::from(Span::styled(
+            "  ! STALE: the driver stopped answering; these are its last values",
+            theme.warn(),
+        )));
+    }
+    for e in &d.errors {
+        out.push(Line::from(Span::styled(
+            format!("  ! {} failed: {}", e.query, e.message),
+            theme.warn(),
+        )));
+    }
+    out
+}
+
+/// Lays entries out left to right, two spaces apart, starting a new line
+/// when one would not fit; at most `max_lines` (the rest is cut).
+fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, max_lines: usize) -> Vec<Line<'static>> {
+    let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut used = 0;
+    for entry in entries {
+        let w: usize = entry.iter().map(|s| s.width()).sum();
+        let count = lines.len();
+        match lines.last_mut() {
+            Some(line) if used + 2 + w <= width => {
+                line.push(Span::raw("  "));
+                line.extend(entry);
+                used += 2 + w;
+            }
+            _ if count < max_lines => {
+                lines.push(entry);
+                used = w;
+            }
+            _ => break,
+        }
+    }
+    lines.into_iter().map(Line::from).collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Seg {
+    Process(usize),
+    Model(Part),
+    Others,
+    Unlisted,
+}
+
+/// A device's memory bar: segments in bytes on the scale of the device
+/// total, with their legend.
+pub struct Bar {
+    total: Option<u64>,
+    /// (bytes drawn, what)
+    segments: Vec<(f64, Seg)>,
+    /// (glyph, label) of the legend, in order.
+    legend: Vec<(String, String, Seg)>,
+    /// Why the bar is scaled, when it is.
+    normalized: Option<String>,
+}
+
+impl Bar {
+    pub fn of(snap: &Snapshot, d: &Device) -> Bar {
+        let mut holders: Vec<(&Process, u64)> = snap
+            .processes
+            .iter()
+            .filter_map(|p| {
+                // Two sources measuring one device are not added.
+                let v = p
+                    .gpu
+                    .iter()
+                    .filter(|g| g.device == d.index)
+                    .filter_map(|g| g.vram_bytes)
+                    .max()?;
+                Some((p, v))
+            })
+            .filter(|(_, v)| *v > 0)
+            .collect();
+        holders.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.pid.cmp(&b.0.pid)));
+        let measured: u64 = holders.iter().map(|(_, v)| v).sum();
+        let used = d.memory_used_bytes;
+        // Rows over the device's used figure: scale them into it.
+        let (scale, normalized) = match used {
+            Some(u) if measured > u && measured > 0 => (
+                u as f64 / measured as f64,
+                Some(format!(
+                    "rows add up to {}, more than the {} the device reports used; segments scaled to it",
+                    bytes(Some(measured)),
+                    bytes(Some(u))
+                )),
+            ),
+            _ => (1.0, None),
+        };
+        let mut segments = Vec::new();
+        let mut legend = Vec::new();
+        for (i, (p, v)) in holders.iter().take(BAR_PROCESSES).enumerate() {
+            let name = opt(p.name.as_deref()).to_string();
+            let mut drawn = 0u64;
+            let mut label = format!("{name} {}", bytes(Some(*v)));
+            if let Some((parts, how)) = describe::model_split(p, d.index) {
+                let parts_sum: u64 = parts.iter().map(|(_, b)| b).sum();
+                // Parts never outgrow the measured segment they sit in.
+                let fit = if parts_sum > *v {
+                    *v as f64 / parts_sum as f64
+                } else {
+                    1.0
+                };
+                let mut words = Vec::new();
+                for (part, b) in &parts {
+                    segments.push((*b as f64 * fit * scale, Seg::Model(*part)));
+                    drawn += (*b as f64 * fit) as u64;
+                    words.push(format!("{} {}", part.glyph(), bytes(Some(*b))));
+                }
+                label = format!("{label} = {} {how}", words.join(" "));
+            }
+            segments.push((v.saturating_sub(drawn) as f64 * scale, Seg::Process(i)));
+            legend.push((PROCESS_GLYPHS[i].to_string(), label, Seg::Process(i)));
+        }
+        let rest: Vec<u64> = holders.iter().skip(BAR_PROCESSES).map(|(_, v)| *v).collect();
+        if !rest.is_empty() {
+            let r: u64 = rest.iter().sum();
+            segments.push((r as f64 * scale, Seg::Others));
+            legend.push((
+                OTHERS_GLYPH.to_string(),
+                format!("{} more {}", rest.len(), bytes(Some(r))),
+                Seg::Others,
+            ));
+        }
+        if let Some(u) = used {
+            let unlisted = u.saturating_sub(measured);
+            if unlisted > 0 {
+                segments.push((unlisted as f64, Seg::Unlisted));
+                legend.push((
+                    UNLISTED_GLYPH.to_string(),
+                    format!("no listed process {}", bytes(Some(unlisted))),
+                    Seg::Unlisted,
+                ));
+            }
+        }
+        Bar {
+            total: d.memory_total_bytes,
+            segments,
+            legend,
+            normalized,
+        }
+    }
+
+    fn style(theme: Theme, seg: Option<Seg>) -> Style {
+        match seg {
+            Some(Seg::Process(i)) => theme.fg(PROCESS_COLORS[i]),
+            Some(Seg::Model(_)) => theme.not_measured(),
+            Some(Seg::Others) => theme.fg(Color::Gray),
+            Some(Seg::Unlisted) => theme.fg(Color::Red),
+            None => theme.dim(),
+        }
+    }
+
+    fn glyph(seg: Seg) -> char {
+        match seg {
+            Seg::Process(i) => PROCESS_GLYPHS[i],
+            Seg::Model(p) => p.glyph(),
+            Seg::Others => OTHERS_GLYPH,
+            Seg::Unlisted => UNLISTED_GLYPH,
+        }
+    }
+
+    /// The bar's cells: cumulative rounding, so segments never drift.
+    pub fn cells(&self, width: usize) -> Vec<(char, Option<Seg>)> {
+        let Some(total) = self.total.filter(|t| *t > 0) else {
+            return vec![('?', None); width];
+        };
+        let mut out = Vec::with_capacity(width);
+        let mut at = 0.0;
+        for (b, seg) in &self.segments {
+            let end = ((at + b) / total as f64 * width as f64).round().min(width as f64) as usize;
+            while out.len() < end {
+                out.push((Bar::glyph(*seg), Some(*seg)));
+            }
+            at += b;
+        }
+        while out.len() < width {
+            out.push((FREE_GLYPH, None));
+        }
+        out
+    }
+
+    fn spans(&self, theme: Theme, width: usize) -> Vec<Span<'static>> {
+        let mut spans: Vec<Span<'static>> = Vec::new();
+        let mut run = String::new();
+        let mut run_seg: Option<Option<Seg>> = None;
+        for (c, seg) in self.cells(width) {
+            if run_seg.is_some() && run_seg != Some(seg) {
+                spans.push(Span::styled(
+                    std::mem::take(&mut run),
+                    Bar::style(theme, run_seg.flatten()),
+                ));
+            }
+            run_seg = Some(seg);
+            run.push(c);
+        }
+        if !run.is_empty() {
+            spans.push(Span::styled(run, Bar::style(theme, run_seg.flatten())));
+        }
+        spans
+    }
+
+    /// One entry (a few spans) per segment.
+    fn legend(&self, theme: Theme) -> Vec<Vec<Span<'static>>> {
+        let mut out = Vec::new();
+        for (glyph, label, seg) in &self.legend {
+            out.push(vec![
+                Span::styled(glyph.clone(), Bar::style(theme, Some(*seg))),
+                Span::raw(format!(" {label}")),
+            ]);
+        }
+        if self.legend.iter().any(|(_, l, _)| l.contains(" = ")) {
+            out.push(vec![Span::styled(
+                "W weights K KV cache C compute: not measured".to_string(),
+                theme.not_measured(),
+            )]);
+        }
+        out
+    }
+}
+
+// ---------------------------------------------------------------- table
+
+#[derive(Clone, Copy, PartialEq)]
+enum Col {
+    Pid,
+    Name,
+    Kind,
+    Runtime,
+    Vram,
+    Spill,
+    Paged,
+    Gpu,
+    Cpu,
+    Rss,
+    Model,
+    Inside,
+}
+
+const FULL: [Col; 12] = [
+    Col::Pid,
+    Col::Name,
+    Col::Kind,
+    Col::Runtime,
+    Col::Vram,
+    Col::Spill,
+    Col::Paged,
+    Col::Gpu,
+    Col::Cpu,
+    Col::Rss,
+    Col::Model,
+    Col::Inside,
+];
+const SLIM: [Col; 8] = [
+    Col::Pid,
+    Col::Name,
+    Col::Vram,
+    Col::Spill,
+    Col::Gpu,
+    Col::Cpu,
+    Col::Model,
+    Col::Inside,
+];
+
+impl Col {
+    fn title(self) -> &'static str {
+        match self {
+            Col::Pid => "PID",
+            Col::Name => "NAME",
+            Col::Kind => "KIND",
+            Col::Runtime => "RUNTIME",
+            Col::Vram => "VRAM",
+            Col::Spill => "SPILL",
+            Col::Paged => "PAGED",
+            Col::Gpu => "GPU%",
+            Col::Cpu => "CPU%",
+            Col::Rss => "RSS",
+            Col::Model => "MODEL",
+            Col::Inside => "WHAT IS INSIDE",
+        }
+    }
+
+    fn width(self) -> Constraint {
+        match self {
+            Col::Pid => Constraint::Length(8),
+            Col::Name => Constraint::Length(15),
+            Col::Kind => Constraint::Length(10),
+            Col::Runtime => Constraint::Length(16),
+            Col::Vram | Col::Spill | Col::Paged | Col::Rss => Constraint::Length(10),
+            Col::Gpu => Constraint::Length(4),
+            Col::Cpu => Constraint::Length(6),
+            Col::Model => Constraint::Length(26),
+            Col::Inside => Constraint::Min(14),
+        }
+    }
+
+    fn right(self) -> bool {
+        matches!(
+            self,
+            Col::Vram | Col::Spill | Col::Paged | Col::Gpu | Col::Cpu | Col::Rss | Col::Pid
+        )
+    }
+
+    fn sort_key(self) -> Option<super::app::SortKey> {
+        use super::app::SortKey;
+        Some(match self {
+            Col::Pid => SortKey::Pid,
+            Col::Name => SortKey::Name,
+            Col::Vram => SortKey::Vram,
+            Col::Spill => SortKey::Spill,
+            Col::Gpu => SortKey::Gpu,
+            Col::Cpu => SortKey::Cpu,
+            _ => return None,
+        })
+    }
+
+    fn value(self, app: &App, p: &Process) -> String {
+        let usages: Vec<_> = app.usages(p).collect();
+        let on_gpu = !usages.is_empty();
+        let figure = |f: fn(&crate::snapshot::GpuUsage) -> Option<u64>| {
+            if on_gpu {
+                bytes(app.figure(p, f))
+            } else {
+                "-".into()
+            }
+        };
+        match self {
+            Col::Pid => format!("{}{}", describe::pid_label(p), describe::pairing_marker(&usages)),
+            Col::Name => opt(p.name.as_deref()).to_string(),
+            Col::Kind => describe::kind_label(p.kind).to_string(),
+            Col::Runtime => describe::runtime_label(p),
+            Col::Vram => figure(|g| g.vram_bytes),
+            Col::Spill => figure(|g| g.spill_bytes),
+            Col::Paged => figure(|g| g.paged_bytes),
+            Col::Gpu if !on_gpu => "-".into(),
+            Col::Gpu => app
+                .gpu_percent(p)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "n/a".into()),
+            Col::Cpu => p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into()),
+            Col::Rss => bytes(p.rss_bytes),
+            Col::Model => describe::model_cell(p),
+            Col::Inside => describe::inside(p),
+        }
+    }
+}
+
+fn draw_table(
+    f: &mut Frame,
+    app: &App,
+    rows: &[&Process],
+    selected: Option<usize>,
+    theme: Theme,
+    area: Rect,
+) -> Placed {
+    // Slim columns leave SPILL out where no source can say it (NVML on
+    // Linux): a column of n/a says nothing a glance needs.
+    let cols: Vec<Col> = if app.full_columns == Some(true) {
+        FULL.to_vec()
+    } else {
+        let spill_known = rows.iter().any(|p| app.figure(p, |g| g.spill_bytes).is_some());
+        SLIM.into_iter().filter(|c| *c != Col::Spill || spill_known).collect()
+    };
+    let cols = cols.as_slice();
+    let body = Rect {
+        y: area.y + 1,
+        height: area.height.saturating_sub(1),
+        ..area
+    };
+    let visible = body.height as usize;
+    // Keep the selection in view, moving the window as little as possible.
+    let mut offset = app.layout.offset.min(rows.len().saturating_sub(visible));
+    if let Some(i) = selected {
+        if i < offset {
+            offset = i;
+        } else if visible > 0 && i >= offset + visible {
+            offset = i + 1 - visible;
+        }
+    }
+    let header = Row::new(cols.iter().map(|c| {
+        let mut t = c.title().to_string();
+        if c.sort_key() == Some(app.sort) {
+            t.push_str(arrow(app));
+        }
+        let line = Line::from(t);
+        Cell::from(if c.right() {
+            line.alignment(Alignment::Right)
+        } else {
+            line
+        })
+    }))
+    .style(theme.header());
+    let body_rows: Vec<Row> = if rows.is_empty() {
+        let msg = if app.filter.is_empty() {
+            "No process holds GPU memory or runs an AI or GPU runtime."
+        } else {
+            "No process matches the filter (/ then Esc clears it)."
+        };
+        vec![Row::new(vec![Cell::from(Line::from(Span::styled(msg, theme.dim())))])]
+    } else {
+        rows.iter()
+            .enumerate()
+            .skip(offset)
+            .take(visible)
+            .map(|(i, p)| {
+                let cells = cols.iter().map(|c| {
+                    let v = c.value(app, p);
+                    let style = match c {
+                        Col::Model | Col::Inside if p.models_pending && p.models.is_empty() => theme.warn(),
+                        Col::Inside if !p.models.is_empty() => theme.not_measured(),
+                        _ if v == "n/a" => theme.dim(),
+                        _ => Style::default(),
+                    };
+                    let line = Line::from(Span::styled(v, style));
+                    Cell::from(if c.right() {
+                        line.alignment(Alignment::Right)
+                    } else {
+                        line
+                    })
+                });
+                let row = Row::new(cells);
+                if Some(i) == selected {
+                    row.style(theme.selected())
+                } else {
+                    row
+                }
+            })
+            .collect()
+    };
+    let widths: Vec<Constraint> = if rows.is_empty() {
+        vec![Constraint::Fill(1)]
+    } else {
+        cols.iter().map(|c| c.width()).collect()
+    };
+    let table = Table::new(body_rows, widths).header(header).column_spacing(1);
+    f.render_widget(table, area);
+    Placed {
+        table_body: body,
+        offset,
+    }
+}
+
+// ---------------------------------------------------------------- detail
+
+fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u16) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let mut head = vec![describe::kind_label(p.kind).to_string()];
+    if !p.runtimes.is_empty() {
+        head.push(p.runtimes.join(", "));
+    }
+    head.push(format!("user {}", opt(p.user.as_deref())));
+    head.push(format!(
+        "CPU {}",
+        p.cpu_percent
+            .map(|c| format!("{c:.1}%"))
+            .unwrap_or_else(|| "n/a".into())
+    ));
+    head.push(format!("RSS {}", bytes(p.rss_bytes)));
+    if let Some(t) = &p.start_time {
+        head.push(format!("started {t}"));
+    }
+    out.push(Line::from(head.join(" · ")));
+
+    for g in &p.gpu {
+        let pairing = match g.pairing {
+            Some(crate::snapshot::Match::Exact) => ", PID exact",
+            Some(crate::snapshot::Match::Guess) => ", PID paired by a guess",
+            None => "",
+        };
+        let mut engines: Vec<String> = g.engines.iter().map(|(k, v)| format!("{k} {v}%")).collect();
+        if engines.is_empty() {
+            engines.push("engines n/a".into());
+        }
+        out.push(Line::from(vec![
+            Span::raw(format!("GPU {}: ", g.device)),
+            Span::styled(format!("VRAM {}", bytes(g.vram_bytes)), theme.bold()),
+            Span::raw(format!(
+                " measured ({}{pairing}) · spill {} · paged {} · contexts {} · {}",
+                g.source,
+                bytes(g.spill_bytes),
+                bytes(g.paged_bytes),
+                if g.contexts.is_empty() {
+                    "n/a".into()
+                } else {
+                    g.contexts.join("+")
+                },
+                engines.join(" "),
+            )),
+        ]));
+    }
+    if p.gpu.is_empty() {
+        out.push(Line::from(Span::styled(
+            "No GPU lists this process: it holds no GPU memory (it may run on the CPU).",
+            theme.dim(),
+        )));
+    }
+    let hist = app.history.process(&history::key(p));
+    if hist.iter().any(Option::is_some) {
+        let w = (width as usize).saturating_sub(30).clamp(10, history::CAPACITY);
+        let max = hist.iter().flatten().copied().max();
+        out.push(Line::from(vec![
+            Span::raw("VRAM over time "),
+            Span::styled(sparkline(&hist, max, w), theme.fg(Color::Magenta)),
+            Span::styled(format!(" peak {}", bytes(max)), theme.dim()),
+        ]));
+    }
+
+    let measured = sum(p.gpu.iter().map(|g| g.vram_bytes));
+    for m in &p.models {
+        out.extend(model_lines(m, measured, theme));
+    }
+    if p.models.is_empty() && p.models_pending {
+        out.push(Line::from(Span::styled("model: discovering…", theme.warn())));
+    }
+    for n in describe::notes(snap, p) {
+        out.push(Line::from(vec![Span::styled("note: ", theme.warn()), Span::raw(n)]));
+    }
+    out.push(Line::from(vec![
+        Span::styled("cmd ", theme.dim()),
+        Span::raw(opt(p.cmdline.as_deref()).to_string()),
+    ]));
+    out
+}
+
+fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    let mut what = Vec::new();
+    what.extend(m.architecture.clone());
+    what.extend(m.file_type.clone());
+    what.extend(m.params.map(|p| {
+        if p >= 1_000_000_000 {
+            format!("{:.1}B params", p as f64 / 1e9)
+        } else {
+            format!("{:.0}M params", p as f64 / 1e6)
+        }
+    }));
+    what.extend(m.layers.map(|l| format!("{l} layers")));
+    out.push(Line::from(vec![
+        Span::styled("model ", theme.bold()),
+        Span::styled(describe::model_name(m), theme.bold()),
+        Span::raw(format!(" {}  {}", describe::evidence_marker(m), what.join(", "))),
+    ]));
+    // estimate | reported | measured, side by side.
+    let row = |label: &str, w: Option<u64>, k: Option<u64>, c: Option<u64>, total: Option<u64>, src: String| {
+        format!(
+            "  {label:<10}{:>11}{:>11}{:>11}{:>11}  {src}",
+            bytes(w),
+            bytes(k),
+            bytes(c),
+            bytes(total)
+        )
+    };
+    out.push(Line::from(Span::styled(
+        format!(
+            "  {:<10}{:>11}{:>11}{:>11}{:>11}  source",
+            "", "weights", "KV cache", "compute", "total"
+        ),
+        theme.header(),
+    )));
+    if let Some(e) = &m.estimate {
+        let kv = match (e.kv_bytes, e.recurrent_state_bytes) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        let total = e.weights_bytes.zip(kv).map(|(a, b)| a + b);
+        out.push(Line::from(Span::styled(
+            row(
+                "estimated",
+                e.weights_bytes,
+                kv,
+                None,
+                total,
+                "GGUF header + settings".into(),
+            ),
+            theme.not_measured(),
+        )));
+    } else {
+        out.push(Line::from(Span::styled(
+            row("estimated", None, None, None, None, "no estimate".into()),
+            theme.dim(),
+        )));
+    }
+    if let Some(r) = &m.reported {
+        let total = r.total_bytes.or_else(|| {
+            let parts = [r.weights_bytes, r.kv_bytes, r.compute_bytes];
+            parts.iter().all(Option::is_some).then(|| parts.iter().flatten().sum())
+        });
+        out.push(Line::from(Span::styled(
+            row(
+                "reported",
+                r.weights_bytes,
+                r.kv_bytes,
+                r.compute_bytes,
+                total,
+                r.source.clone(),
+            ),
+            theme.not_measured(),
+        )));
+        if let Some(dev) = r.device_bytes {
+            out.push(Line::from(Span::styled(
+                format!("  of which in device memory {}", bytes(Some(dev))),
+                theme.not_measured(),
+            )));
+        }
+    } else {
+        out.push(Line::from(Span::styled(
+            row("reported", None, None, None, None, "the runtime said nothing".into()),
+            theme.dim(),
+        )));
+    }
+    out.push(Line::from(row(
+        "measured",
+        None,
+        None,
+        None,
+        measured,
+        "the whole process's VRAM (a GPU counter cannot split it)".into(),
+    )));
+    if let Some(e) = &m.estimate {
+        let mut extra = Vec::new();
+        extra.extend(e.kv_bytes_per_token.map(|b| format!("KV per token {}", bytes(Some(b)))));
+        extra.extend(
+            e.kv_bytes_without_window
+                .map(|b| format!("window-blind KV {} (upper bound)", bytes(Some(b)))),
+        );
+        if !extra.is_empty() {
+            out.push(Line::from(Span::styled(
+                format!("  {}", extra.join(" · ")),
+                theme.not_measured(),
+            )));
+        }
+    }
+    let evidence: Vec<String> = m
+        .evidence
+        .iter()
+        .map(|e| format!("{e} ({})", describe::evidence_meaning(e)))
+        .collect();
+    let verdict = if m.confirmed {
+        "confirmed: two sources, one of them api or mapped"
+    } else {
+        "unconfirmed"
+    };
+    out.push(Line::from(vec![
+        Span::styled("  evidence: ", theme.bold()),
+        Span::raw(format!(
+            "{}; {verdict}",
+            if evidence.is_empty() {
+                "none".into()
+            } else {
+                evidence.join(", ")
+            }
+        )),
+    ]));
+    let mut settings = Vec::new();
+    let context = m.settings.as_ref().and_then(|s| s.context).or(m.context);
+    settings.push(format!(
+        "context {}{}",
+        context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into()),
+        m.context_train.map(|c| format!(" (trained {c})")).unwrap_or_default()
+    ));
+    settings.push(match (m.slots_busy, m.slots_total) {
+        (Some(b), Some(t)) => format!("slots {b}/{t} busy"),
+        (None, Some(t)) => format!("slots n/a/{t} busy"),
+        _ => "slots n/a".into(),
+    });
+    if let Some(s) = &m.settings {
+        settings.push(format!("cache K {} V {}", s.cache_type_k, s.cache_type_v));
+        if s.kv_unified {
+            settings.push("kv unified".into());
+        }
+        if let Some(n) = s.n_gpu_layers {
+            settings.push(format!("GPU layers {n}"));
+        }
+        if let Some(fa) = &s.flash_attn {
+            settings.push(format!("flash attn {fa}"));
+        }
+        if let Some(u) = s.ubatch {
+            settings.push(format!("ubatch {u}"));
+        }
+        if s.swa_full {
+            settings.push("swa-full".into());
+        }
+    }
+    out.push(Line::from(vec![
+        Span::styled("  settings: ", theme.bold()),
+        Span::raw(settings.join(" · ")),
+    ]));
+    out.push(Line::from(vec![
+        Span::styled("  server: ", theme.bold()),
+        Span::raw(opt(m.server_url.as_deref()).to_string()),
+        Span::raw(m.path.as_deref().map(|p| format!("  file {p}")).unwrap_or_default()),
+    ]));
+    out
+}
+
+// ---------------------------------------------------------------- overlay
+
+fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
+    let w = area.width.saturating_sub(4).min(100);
+    let h = area.height.saturating_sub(2);
+    let rect = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    f.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(format!(" {} ", explain::TITLE), theme.title()))
+        .title_bottom(Line::from(" ↑↓ scroll · ? or Esc closes · q quits ").alignment(Alignment::Right));
+    let inner_w = w.saturating_sub(2) as usize;
+    let text = explain::text_wrapped(inner_w.saturating_sub(1));
+    let lines: Vec<Line> = text
+        .lines()
+        .skip(2) // the title is the block's
+        .map(|l| {
+            if l.chars().next().is_some_and(|c| c.is_ascii_digit()) || l == "Reading the screen" {
+                Line::from(Span::styled(l.to_string(), theme.bold()))
+            } else {
+                Line::from(l.to_string())
+            }
+        })
+        .collect();
+    let max_scroll = (lines.len() as u16).saturating_sub(h.saturating_sub(2));
+    let mut all = vec![Line::from(Span::styled(
+        format!("on {}", explain::PLATFORM),
+        theme.dim(),
+    ))];
+    all.extend(lines);
+    f.render_widget(
+        Paragraph::new(all).block(block).scroll((scroll.min(max_scroll), 0)),
+        rect,
+    );
+}
