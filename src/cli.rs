@@ -71,4 +71,9 @@ pub enum Command {
     Summary(crate::record::SummaryArgs),
     /// Draw a recording's memory over time as an SVG.
     Plot(crate::record::PlotArgs),
+    /// Play a recording back in the live view (step, jump, play at a speed).
+    Replay {
+        /// A file written by `gputaskman record` (.jsonl or .jsonl.zst).
+        file: std::path::PathBuf,
+    },
 }

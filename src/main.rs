@@ -57,6 +57,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             record::run_plot(args)?;
             return Ok(ExitCode::SUCCESS);
         }
+        Some(Command::Replay { file }) => {
+            let recording = record::read::read_recording(file)?;
+            for skipped in &recording.skipped {
+                eprintln!("gputaskman: {}: skipped {skipped}", file.display());
+            }
+            drop(stdout);
+            view::tui::run_replay(recording.snapshots)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         Some(Command::Record(args)) => {
             let options = Options {
                 nvml_lib: cli.nvml_lib.clone(),

@@ -43,8 +43,6 @@ pub fn run_live(options: Options, interval: Duration) -> anyhow::Result<()> {
     run(Box::new(feed))
 }
 
-/// `gputaskman replay FILE` calls this with the recording's snapshots.
-#[allow(dead_code)]
 /// A recording played back through the same view: `[` `]` step, `{` `}`
 /// jump to the start and the end, `<` `>` speed, space plays and pauses.
 pub fn run_replay(snapshots: Vec<Snapshot>) -> anyhow::Result<()> {
