@@ -2,6 +2,8 @@
 //! them with the process scan into a [`Snapshot`].
 
 pub mod container;
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod drm;
 pub mod host;
 pub mod nvml;
 pub mod watchdog;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# What does a DRM refresh cost? Generates a /proc of 1000 processes (3 to
+# 39 fds each: ttys, sockets, pipes, eventfds), 20 of which hold DRM fds
+# with real amdgpu fdinfo text (one of them a dup, one of them inherited
+# by a child), and the amdgpu /sys of tests/data/drm/amdgpu-dgpu; then
+# times DrmSource::sample in a release build on that tree: the steady
+# refresh (list /proc, look at new PIDs, reread the known DRM fdinfo), the
+# full scan (every fd of every process, every 5 s) and the mix at a 1 s
+# interval. Also a full scan of this machine's real /proc. Peers in the
+# same run: reading the same 21 fdinfo files with cat (one cat, and a
+# shell loop of cats), and finding the DRM fds with find -lname.
+# Needs: hyperfine. Usage: scripts/bench_drm.sh [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-500}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "== generating the tree in $work"
+cp -a tests/data/drm/amdgpu-dgpu/sys "$work/sys"
+proc=$work/proc
+fdinfo_text() {
+  printf 'pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t%s\n' "$2"
+  printf 'drm-driver:\tamdgpu\ndrm-client-id:\t%s\ndrm-pdev:\t0000:03:00.0\npasid:\t%s\n' "$1" "$((32768 + $1))"
+  for r in cpu gtt vram; do
+    printf 'drm-total-%s:\t%s KiB\ndrm-shared-%s:\t0\ndrm-active-%s:\t0\ndrm-resident-%s:\t%s KiB\ndrm-purgeable-%s:\t0\n' \
+      $r $((4096 * $1)) $r $r $r $((4096 * $1)) $r
+  done
+  printf 'amd-evicted-vram:\t0\namd-requested-vram:\t%s KiB\namd-requested-gtt:\t8192 KiB\n' $((4096 * $1))
+  printf 'drm-engine-gfx:\t%s ns\ndrm-engine-compute:\t0 ns\ndrm-engine-dma:\t1000 ns\n' $((1000000 * $1))
+}
+drm_files=()
+for pid in $(seq 1 1000); do
+  mkdir -p "$proc/$pid/fd" "$proc/$pid/fdinfo"
+  n=$((3 + (pid * 7) % 37))
+  for fd in $(seq 0 $((n - 1))); do
+    case $((fd % 5)) in
+      0) t=/dev/pts/0 ;; 1) t="socket:[$((pid * 100 + fd))]" ;; 2) t="pipe:[$((pid * 100 + fd))]" ;;
+      3) t='anon_inode:[eventfd]' ;; *) t=/usr/lib/x86_64-linux-gnu/libc.so.6 ;;
+    esac
+    ln -s "$t" "$proc/$pid/fd/$fd"
+  done
+  if ((pid % 50 == 0)); then
+    fd=$n
+    ln -s /dev/dri/renderD128 "$proc/$pid/fd/$fd"
+    fdinfo_text "$pid" "$fd" > "$proc/$pid/fdinfo/$fd"
+    drm_files+=("$proc/$pid/fdinfo/$fd")
+    if ((pid == 500)); then # a dup of the same client
+      ln -s /dev/dri/renderD128 "$proc/$pid/fd/$((fd + 1))"
+      fdinfo_text "$pid" "$fd" > "$proc/$pid/fdinfo/$((fd + 1))"
+      drm_files+=("$proc/$pid/fdinfo/$((fd + 1))")
+    fi
+  fi
+done
+# PID 1000's client inherited by PID 999 (which also has one of its own? no: 999 % 50 != 0).
+n=$((3 + (999 * 7) % 37))
+ln -s /dev/dri/renderD128 "$proc/999/fd/$n"
+cp "$proc/1000/fdinfo/$((3 + (1000 * 7) % 37))" "$proc/999/fdinfo/$n"
+drm_files+=("$proc/999/fdinfo/$n")
+echo "processes: $(ls "$proc" | wc -l), fds: $(find "$proc" -path '*/fd/*' | wc -l), DRM fds: ${#drm_files[@]} in $(find "$proc" -path '*/fd/*' -lname '/dev/dri/*' -printf '%h\n' | sort -u | wc -l) processes"
+printf '%s\n' "${drm_files[@]}" > "$work/files"
+
+echo "== gputaskman DrmSource::sample (release), $rounds refreshes"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+GPUTASKMAN_DRM_BENCH_ROOT=$work GPUTASKMAN_DRM_BENCH_ROUNDS=$rounds GPUTASKMAN_DRM_BENCH_REAL_PROC=1 \
+  cargo test --release --quiet --bin gputaskman collect::drm::bench::bench_drm_scan -- --ignored --nocapture \
+  | grep '^BENCH'
+echo "real /proc here: $(ls -d /proc/[0-9]* | wc -l) processes"
+
+echo "== peers (hyperfine; each includes starting the process)"
+hyperfine -N --warmup 20 --runs 200 --export-markdown "$work/peers.md" \
+  -n "cat of the 21 fdinfo files (one process)" "xargs -a $work/files cat" \
+  -n "find the DRM fds of 1000 processes (find -lname)" "find $proc -path '*/fd/*' -lname '/dev/dri/*'" \
+  2>&1 | grep -v '^ *$' || true
+hyperfine --warmup 5 --runs 50 --export-markdown "$work/loop.md" \
+  -n "shell loop: cat each fdinfo file" "while read -r f; do cat \"\$f\"; done < $work/files > /dev/null" \
+  2>&1 | grep -v '^ *$' || true
+cat "$work/peers.md" "$work/loop.md"
