@@ -222,10 +222,11 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
         writer
             .append(&snap)
             .with_context(|| format!("{}: cannot write", path.display()))?;
-        // The next tick still ahead (a slow sample skips ticks, never
-        // bunches them).
+        // The next tick. A sample that ran late is followed at once by
+        // the one due; one more than an interval late skips what was
+        // missed rather than bunching samples.
         let elapsed = Instant::now().saturating_duration_since(start).as_secs_f64();
-        tick = (tick + 1).max((elapsed / interval).ceil() as u64);
+        tick = (tick + 1).max((elapsed / interval).floor() as u64);
         if args.duration.is_some_and(|d| interval * tick as f64 >= d - 1e-9) {
             break;
         }

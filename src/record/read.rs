@@ -169,7 +169,8 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
         .take(4)
         .read_to_end(&mut head)
         .with_context(|| format!("{name}: cannot read"))?;
-    let zstd = head == ZSTD_MAGIC;
+    // A file cut inside the magic number is still a zstd one.
+    let zstd = !head.is_empty() && ZSTD_MAGIC.starts_with(&head);
 
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
     let (tx, rx) = sync_channel::<Vec<Item>>(workers * 2);
@@ -302,18 +303,25 @@ fn find_magic(data: &[u8], from: usize) -> Option<usize> {
 /// Decodes concatenated zstd frames into `lines`, going on past damage
 /// from the next frame, and saying where a frame ends early.
 fn decode_zstd(data: &[u8], lines: &mut Lines) {
-    use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
-    let mut decoder = match Decoder::new() {
+    let mut decoder = match zstd::stream::raw::Decoder::new() {
         Ok(d) => d,
         Err(e) => {
             lines.note(format!("cannot start a zstd decoder: {e}"));
             return;
         }
     };
-    let mut out = vec![0u8; 1 << 17];
+    let mut buf = vec![0u8; 1 << 17];
+    let mut frame = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
-        if !data[pos..].starts_with(&ZSTD_MAGIC) {
+        let rest = &data[pos..];
+        if rest.len() < ZSTD_MAGIC.len() && ZSTD_MAGIC.starts_with(rest) {
+            lines.note(format!(
+                "the zstd frame at byte {pos} ends early: the recording was cut short"
+            ));
+            break;
+        }
+        if !rest.starts_with(&ZSTD_MAGIC) {
             let next = find_magic(data, pos + 1);
             let end = next.unwrap_or(data.len());
             lines.break_line("data that is not zstd");
@@ -321,34 +329,33 @@ fn decode_zstd(data: &[u8], lines: &mut Lines) {
             pos = end;
             continue;
         }
-        if let Err(e) = decoder.reinit() {
-            lines.note(format!("cannot reset the zstd decoder: {e}"));
-            return;
-        }
-        let mut input = InBuffer::around(&data[pos..]);
-        let outcome: Result<bool, String> = loop {
-            let before_in = input.pos();
-            let mut output = OutBuffer::around(&mut out[..]);
-            let step = decoder.run(&mut input, &mut output);
-            let produced = output.pos();
-            lines.push(&out[..produced]);
-            match step {
-                Err(e) => break Err(e.to_string()),
-                // The frame is decoded and flushed.
-                Ok(0) => break Ok(true),
-                Ok(_) => {
-                    let drained = input.pos() == input.src.len();
-                    if produced < out.len() && drained {
-                        break Ok(false);
-                    }
-                    if produced == 0 && input.pos() == before_in {
-                        break Err("the decoder made no progress".into());
-                    }
-                }
+        frame.clear();
+        let (mut outcome, mut consumed) = decode_frame(&mut decoder, rest, rest.len(), &mut buf, &mut frame);
+        let mut dropped = 0;
+        match &outcome {
+            // Every block decoded but the frame's checksum says one of them
+            // is not what was written: none of its lines can be trusted.
+            Err(e) if e.contains("checksum") => {
+                dropped = frame.iter().filter(|&&b| b == b'\n').count();
+                frame.clear();
             }
-        };
+            // zstd drops what the failing call decoded before the damage:
+            // decode the frame again a byte at a time to keep every block
+            // before it (a recording cut short, then appended to).
+            Err(_) => {
+                frame.clear();
+                (outcome, consumed) = decode_frame(&mut decoder, rest, 1, &mut buf, &mut frame);
+            }
+            Ok(_) => {}
+        }
+        lines.push(&frame);
+        if dropped > 0 {
+            lines.note(format!(
+                "the zstd frame at byte {pos} fails its checksum: its {dropped} lines are dropped"
+            ));
+        }
         match outcome {
-            Ok(true) => pos += input.pos(),
+            Ok(true) => pos += consumed,
             Ok(false) => {
                 lines.note(format!(
                     "the zstd frame at byte {pos} ends early: the recording was cut short (every line before the cut is kept)"
@@ -368,6 +375,56 @@ fn decode_zstd(data: &[u8], lines: &mut Lines) {
                 ));
                 pos = next.unwrap_or(data.len());
             }
+        }
+    }
+}
+
+/// Decodes the frame at the start of `data` into `sink`, handing the
+/// decoder at most `step` bytes a call. Ok(true): the frame is complete;
+/// Ok(false): the data ends inside it; Err: it is damaged (what the failing
+/// call decoded is not kept). Also returns the bytes consumed.
+fn decode_frame(
+    decoder: &mut zstd::stream::raw::Decoder,
+    data: &[u8],
+    step: usize,
+    buf: &mut [u8],
+    sink: &mut Vec<u8>,
+) -> (Result<bool, String>, usize) {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+    if let Err(e) = decoder.reinit() {
+        return (Err(e.to_string()), 0);
+    }
+    let mut pos = 0;
+    loop {
+        let limit = (pos + step.max(1)).min(data.len());
+        let mut input = InBuffer::around(&data[..limit]);
+        input.set_pos(pos);
+        loop {
+            let before = input.pos();
+            let mut output = OutBuffer::around(&mut *buf);
+            let result = decoder.run(&mut input, &mut output);
+            let produced = output.pos();
+            match result {
+                Err(e) => return (Err(e.to_string()), input.pos()),
+                // The frame is decoded and flushed.
+                Ok(0) => {
+                    sink.extend_from_slice(&buf[..produced]);
+                    return (Ok(true), input.pos());
+                }
+                Ok(_) => {
+                    sink.extend_from_slice(&buf[..produced]);
+                    if produced < buf.len() && input.pos() == limit {
+                        break;
+                    }
+                    if produced == 0 && input.pos() == before {
+                        return (Err("the decoder made no progress".into()), input.pos());
+                    }
+                }
+            }
+        }
+        pos = limit;
+        if limit == data.len() {
+            return (Ok(false), pos);
         }
     }
 }

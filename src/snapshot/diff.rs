@@ -494,11 +494,15 @@ fn pair_devices(before: &[Device], after: &[Device]) -> Vec<(Option<usize>, Opti
     pairs
 }
 
+/// Start times are read as boot time (whole seconds in /proc/stat) plus
+/// ticks, so they may read up to a second early.
+const START_TIME_SLACK_S: f64 = 2.0;
+
 /// True when `after` was already running when BEFORE was taken: then it
 /// is not a restart of a process listed in BEFORE under another PID.
 fn alive_at(after: &Process, before_taken_at: Option<f64>) -> bool {
     match (after.start_time.as_deref().and_then(unix_seconds), before_taken_at) {
-        (Some(started), Some(taken)) => started < taken,
+        (Some(started), Some(taken)) => started < taken - START_TIME_SLACK_S,
         _ => false,
     }
 }
@@ -701,24 +705,25 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
         let pb = i.map(|i| &before.processes[i]);
         let pa = j.map(|j| &after.processes[j]);
         let listed = (pb.is_some(), pa.is_some());
-        // GPU entries, paired through the device pairing.
+        // GPU entries, paired through the device pairing; entries on a
+        // device that neither snapshot lists pair by source and index.
         #[derive(PartialEq, Eq, Hash, Clone, Copy)]
         enum DevKey<'a> {
             Paired(usize),
-            Unknown(bool, &'a str, u32),
+            Unlisted(&'a str, u32),
         }
         let mut slots: Vec<(DevKey, Option<&GpuUsage>, Option<&GpuUsage>)> = Vec::new();
         for g in pb.map(|p| p.gpu.as_slice()).unwrap_or_default() {
             let key = match dev_b.get(&(g.source.as_str(), g.device)) {
                 Some(&k) => DevKey::Paired(k),
-                None => DevKey::Unknown(false, g.source.as_str(), g.device),
+                None => DevKey::Unlisted(g.source.as_str(), g.device),
             };
             slots.push((key, Some(g), None));
         }
         for g in pa.map(|p| p.gpu.as_slice()).unwrap_or_default() {
             let key = match dev_a.get(&(g.source.as_str(), g.device)) {
                 Some(&k) => DevKey::Paired(k),
-                None => DevKey::Unknown(true, g.source.as_str(), g.device),
+                None => DevKey::Unlisted(g.source.as_str(), g.device),
             };
             match slots.iter_mut().find(|s| s.0 == key && s.2.is_none()) {
                 Some(slot) => slot.2 = Some(g),
@@ -730,7 +735,7 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
             .map(|(key, gb, ga)| {
                 let k = match key {
                     DevKey::Paired(k) => Some(k),
-                    DevKey::Unknown(..) => None,
+                    DevKey::Unlisted(..) => None,
                 };
                 let listed = (gb.is_some(), ga.is_some());
                 let field = |f: fn(&GpuUsage) -> Option<u64>| pick(gb.and_then(f), ga.and_then(f), bytes, listed);
@@ -1043,7 +1048,7 @@ fn pairing_words(p: &ProcessDiff) -> String {
             "  [restarted: same name, listening on port {}]",
             p.port.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
         ),
-        Some(Pairing::Name) => "  [new PID; paired by its name, the only one on each side]".into(),
+        Some(Pairing::Name) => "  [another start: paired by name, the only one of that name on each side]".into(),
         None => String::new(),
     }
 }
@@ -1139,7 +1144,7 @@ pub fn render(d: &Diff) -> String {
                     let _ = writeln!(
                         out,
                         "      {:<22} {}",
-                        format!("{label} {}", g.device),
+                        format!("{label} {}", short_device(g)),
                         fmt_change(c, fmt_bytes)
                     );
                 }
@@ -1219,7 +1224,7 @@ pub fn render(d: &Diff) -> String {
                 // The measured move of the same process, for comparison.
                 let mut measured = vec![format!("rss {}", short_move(&p.rss_bytes))];
                 for g in &p.gpu {
-                    measured.push(format!("vram {} {}", g.device, short_move(&g.vram_bytes)));
+                    measured.push(format!("vram {} {}", short_device(g), short_move(&g.vram_bytes)));
                 }
                 let _ = writeln!(out, "      {:<27} {}", "measured, same process", measured.join(", "));
             }
@@ -1230,6 +1235,14 @@ pub fn render(d: &Diff) -> String {
 
 /// A line of the models section: label, change, unit.
 type Row<'a> = (&'a str, &'a Bytes, fn(Option<u64>) -> String);
+
+/// `GPU 1` (the device's index in AFTER, or in BEFORE when only there).
+fn short_device(g: &GpuDiff) -> String {
+    match g.device_after.or(g.device_before) {
+        Some(i) => format!("GPU {i}"),
+        None => g.device.clone(),
+    }
+}
 
 fn short_move(c: &Bytes) -> String {
     match c.state {
