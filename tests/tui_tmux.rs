@@ -401,3 +401,30 @@ fn the_terminal_is_restored_after_ctrl_c_sigterm_sighup_and_a_panic() {
         }
     }
 }
+
+/// Closing the terminal (here: killing the tmux server, so the pty hangs up)
+/// ends the view. crossterm alone would spin at 100% CPU reading the dead
+/// tty forever; the view polls for the hang-up first.
+#[test]
+fn the_view_ends_when_its_terminal_goes_away() {
+    let Some(tmux) = tmux_path() else { return };
+    let d = desktop();
+    let t = Tmux::new(tmux, "hangup");
+    t.start(&view_command(d.scenario.path(), ""));
+    t.wait_for("the first figures", Duration::from_secs(10), |s| {
+        s.contains("RTX 4080 SUPER")
+    });
+    let shell: u32 = t.display("#{pane_pid}").parse().unwrap();
+    let view = child_of(shell).expect("the view runs under the pane's shell");
+    t.run(&["kill-server"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::path::Path::new(&format!("/proc/{view}")).exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let state = std::fs::read_to_string(format!("/proc/{view}/stat")).unwrap_or_default();
+    // Gone, or a zombie waiting for its (also ending) parent.
+    assert!(
+        state.is_empty() || state.contains(") Z "),
+        "the view still runs: {state}"
+    );
+}

@@ -90,27 +90,39 @@ fn run(mut feed: Box<dyn Feed>) -> anyhow::Result<()> {
             .map(|due| due.saturating_duration_since(Instant::now()))
             .unwrap_or(TICK)
             .min(TICK);
-        let event = match event::poll(wait).and_then(|ready| ready.then(event::read).transpose()) {
-            Ok(Some(e)) => e,
-            Ok(None) => continue,
-            // A signal interrupted the wait: the loop looks at the flag.
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let action = match event {
-            Event::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
-            Event::Mouse(m) => app.on_mouse(m),
-            Event::Resize(..) => Action::Redraw,
-            _ => Action::None,
-        };
-        match action {
-            Action::Quit => break,
-            Action::Feed(cmd) => {
-                feed.command(cmd, Instant::now());
-                dirty = true;
+        // The terminal is gone: nothing to draw on, nobody to answer. A
+        // timeout or a signal (SIGWINCH included) ends the wait early too.
+        if term::wait_for_input(wait) == term::Input::HungUp {
+            break;
+        }
+        // Everything crossterm has: keys, mouse, and resizes (which reach
+        // it through its own SIGWINCH pipe, not stdin).
+        let mut quit = false;
+        while !quit {
+            let event = match event::poll(Duration::ZERO).and_then(|ready| ready.then(event::read).transpose()) {
+                Ok(Some(e)) => e,
+                Ok(None) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => break,
+                Err(e) => return Err(e.into()),
+            };
+            let action = match event {
+                Event::Key(k) if k.kind != KeyEventKind::Release => app.on_key(k),
+                Event::Mouse(m) => app.on_mouse(m),
+                Event::Resize(..) => Action::Redraw,
+                _ => Action::None,
+            };
+            match action {
+                Action::Quit => quit = true,
+                Action::Feed(cmd) => {
+                    feed.command(cmd, Instant::now());
+                    dirty = true;
+                }
+                Action::Redraw => dirty = true,
+                Action::None => {}
             }
-            Action::Redraw => dirty = true,
-            Action::None => {}
+        }
+        if quit {
+            break;
         }
     }
     terminal.leave()

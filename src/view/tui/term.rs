@@ -27,6 +27,52 @@ pub fn signalled() -> bool {
     SIGNALLED.load(Ordering::SeqCst)
 }
 
+/// What waiting on the terminal gave.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Bytes to read.
+    Ready,
+    /// The wait ended with nothing to read (timeout, or a signal).
+    Idle,
+    /// The terminal is gone (its window closed, the ssh session dropped).
+    HungUp,
+}
+
+/// Waits up to `wait` for input on the terminal (stdin, which the view
+/// requires to be one, and which crossterm reads). This comes before every
+/// crossterm read because crossterm 0.28 spins forever in its read loop
+/// once the terminal hangs up (the tty then reads 0 bytes or EIO without
+/// end), which left a closed view running at 100% CPU; poll(2) reports the
+/// hang-up instead, and returns early on a signal.
+#[cfg(unix)]
+pub fn wait_for_input(wait: std::time::Duration) -> Input {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = wait.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, ms) };
+    if n <= 0 {
+        return Input::Idle;
+    }
+    if fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+        Input::HungUp
+    } else {
+        Input::Ready
+    }
+}
+
+#[cfg(not(unix))]
+pub fn wait_for_input(wait: std::time::Duration) -> Input {
+    match ratatui::crossterm::event::poll(wait) {
+        Ok(true) => Input::Ready,
+        Ok(false) => Input::Idle,
+        Err(_) => Input::HungUp,
+    }
+}
+
 #[cfg(unix)]
 extern "C" fn on_signal(_: libc::c_int) {
     // Only an atomic store: async-signal-safe.
