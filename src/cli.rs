@@ -36,6 +36,15 @@ pub struct Cli {
     #[arg(long)]
     pub no_host: bool,
 
+    /// Show these hosts' `gputaskman serve` instead of this machine
+    /// (comma-separated http://host:port; with --once or --json).
+    #[arg(long, value_name = "URLS", conflicts_with = "list_gpus")]
+    pub remote: Option<String>,
+
+    /// Send the token in this file to the --remote hosts.
+    #[arg(long, value_name = "FILE", requires = "remote")]
+    pub remote_token_file: Option<PathBuf>,
+
     /// Load this NVML library instead of the system's libnvidia-ml.
     #[arg(long, value_name = "PATH", env = "GPUTASKMAN_NVML_LIB", global = true)]
     pub nvml_lib: Option<PathBuf>,
@@ -76,4 +85,6 @@ pub enum Command {
         /// A file written by `gputaskman record` (.jsonl or .jsonl.zst).
         file: std::path::PathBuf,
     },
+    /// Serve Prometheus /metrics, /snapshot (JSON, as --json) and /healthz over HTTP.
+    Serve(crate::serve::ServeArgs),
 }

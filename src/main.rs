@@ -4,6 +4,7 @@ mod model_cmd;
 mod models;
 mod procs;
 mod record;
+mod serve;
 mod snapshot;
 mod view;
 
@@ -76,7 +77,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             record::run_record(args, options, cli.interval)?;
             return Ok(ExitCode::SUCCESS);
         }
+        Some(Command::Serve(args)) => {
+            let options = Options {
+                nvml_lib: cli.nvml_lib.clone(),
+                gpu: cli.gpu,
+                proc_root: cli.proc_root.clone(),
+                background_discovery: true,
+            };
+            drop(stdout);
+            serve::run(args, options, cli.interval)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         None => {}
+    }
+    if let Some(list) = &cli.remote {
+        if !(cli.once || cli.json) {
+            anyhow::bail!(
+                "--remote: the live fleet view is not wired into the terminal view yet; give --once or --json"
+            );
+        }
+        serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, &mut stdout)?;
+        return Ok(ExitCode::SUCCESS);
     }
 
     let options = Options {

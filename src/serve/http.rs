@@ -1,0 +1,720 @@
+//! A deliberately small HTTP/1.1 server: GET of a few fixed paths, one
+//! request per connection, every resource bounded.
+//!
+//! Written on std rather than on tiny_http because what matters here is the
+//! bounds, and tiny_http offers none of them as settings: it has no deadline
+//! for reading a request (a per-read timeout lets a client that trickles a
+//! byte at a time hold a connection forever), no bound on header count or
+//! size, and no cap on concurrent connections (its pool grows a thread per
+//! waiting client). What is needed is little: read one request head under a
+//! size, count and time limit, answer from memory, close.
+//!
+//! - The head (request line and headers) must arrive whole within
+//!   [`Limits::read_deadline`] of the connection being accepted, in at most
+//!   [`Limits::max_head_bytes`] with at most [`Limits::max_headers`] headers.
+//!   A request with a body (`Content-Length` other than 0, or
+//!   `Transfer-Encoding`) is refused: no path takes one.
+//! - At most [`Limits::max_connections`] connections are served at once,
+//!   each on a thread of its own with a small stack; beyond that a
+//!   connection gets `503` at once and is closed.
+//! - With a token, every request needs `Authorization: Bearer <token>`,
+//!   compared in constant time, before anything else is looked at.
+//! - Only GET; the answer depends on the path alone (the query string and
+//!   every header but `Authorization` are ignored).
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Request line and headers together, in bytes.
+    pub max_head_bytes: usize,
+    pub max_headers: usize,
+    /// The request target (path and query), in bytes.
+    pub max_target_bytes: usize,
+    /// From accept to the end of the request head.
+    pub read_deadline: Duration,
+    /// For the whole response.
+    pub write_deadline: Duration,
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_head_bytes: 8 * 1024,
+            max_headers: 64,
+            max_target_bytes: 2 * 1024,
+            read_deadline: Duration::from_secs(5),
+            write_deadline: Duration::from_secs(30),
+            max_connections: 512,
+        }
+    }
+}
+
+/// A secret every request must present as `Authorization: Bearer <token>`.
+#[derive(Clone)]
+pub struct Token(Vec<u8>);
+
+impl Token {
+    pub fn new(token: &str) -> Token {
+        Token(token.as_bytes().to_vec())
+    }
+
+    /// Compares in time that depends on the token's length only, never on
+    /// where the first differing byte is.
+    pub fn matches(&self, given: &[u8]) -> bool {
+        let mut diff = (self.0.len() != given.len()) as u8;
+        for (i, &b) in self.0.iter().enumerate() {
+            // Reading past the end of a shorter guess compares with 0; the
+            // length check above already failed it.
+            let g = given.get(i).copied().unwrap_or(0);
+            diff |= std::hint::black_box(b ^ g);
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+pub enum Body {
+    Static(&'static str),
+    Owned(String),
+    Shared(Arc<Vec<u8>>),
+}
+
+impl Body {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Body::Static(s) => s.as_bytes(),
+            Body::Owned(s) => s.as_bytes(),
+            Body::Shared(b) => b,
+        }
+    }
+}
+
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Body,
+}
+
+impl Response {
+    pub fn text(status: u16, body: &'static str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: Body::Static(body),
+        }
+    }
+}
+
+/// What the server serves: the answer to a GET of a path, or None (404).
+pub trait Handler: Send + Sync + 'static {
+    fn get(&self, path: &str) -> Option<Response>;
+}
+
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    limits: Limits,
+    token: Option<Token>,
+    handler: Arc<dyn Handler>,
+    active: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// Stops a server started with [`Server::spawn`] (in-process servers: the
+/// tests of the fleet view).
+#[cfg_attr(not(test), allow(dead_code))]
+pub struct Handle {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+impl Handle {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting (the listening socket is closed once this returns);
+    /// connections being served finish.
+    pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept call.
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(match wake {
+                SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop_now();
+        }
+    }
+}
+
+/// The stack of a connection thread: it reads into a heap buffer and
+/// copies a prepared answer, nothing deep.
+const CONNECTION_STACK: usize = 128 * 1024;
+
+impl Server {
+    pub fn new(listener: TcpListener, limits: Limits, token: Option<Token>, handler: Arc<dyn Handler>) -> Server {
+        Server {
+            listener,
+            shared: Arc::new(Shared {
+                limits,
+                token,
+                handler,
+                active: AtomicUsize::new(0),
+                stop: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// Serves on a thread of its own until the handle is stopped or dropped.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn spawn(self) -> std::io::Result<Handle> {
+        let addr = self.listener.local_addr()?;
+        let shared = self.shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("gputaskman-http".into())
+            .spawn(move || self.run())?;
+        Ok(Handle {
+            shared,
+            addr,
+            thread: Some(thread),
+        })
+    }
+
+    /// Accepts connections until stopped.
+    pub fn run(self) {
+        let rejecter = Rejecter::start();
+        for conn in self.listener.incoming() {
+            if self.shared.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let stream = match conn {
+                Ok(s) => s,
+                Err(e) => {
+                    // Out of descriptors or memory: give the system a moment
+                    // rather than spinning on the error.
+                    if !matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::ConnectionAborted) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    continue;
+                }
+            };
+            let shared = &self.shared;
+            if shared.active.fetch_add(1, Ordering::SeqCst) >= shared.limits.max_connections {
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+                rejecter.reject(stream);
+                continue;
+            }
+            let for_thread = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("gputaskman-conn".into())
+                .stack_size(CONNECTION_STACK)
+                .spawn(move || {
+                    let _guard = ActiveGuard(&for_thread.active);
+                    serve_connection(stream, &for_thread);
+                });
+            if spawned.is_err() {
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+struct ActiveGuard<'a>(&'a AtomicUsize);
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Over the connection cap: a 503 that fits any socket buffer, written at
+/// once; then, on one thread for all of them, a short drain of what the
+/// client sent (so that closing does not reset the connection before the
+/// client reads the 503). When that thread is behind, the connection is
+/// just closed.
+struct Rejecter(Option<std::sync::mpsc::SyncSender<TcpStream>>);
+
+impl Rejecter {
+    fn start() -> Rejecter {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<TcpStream>(64);
+        let spawned = std::thread::Builder::new()
+            .name("gputaskman-busy".into())
+            .stack_size(CONNECTION_STACK)
+            .spawn(move || {
+                for mut stream in rx {
+                    let _ = stream.set_nonblocking(false);
+                    drain(&mut stream, Duration::from_millis(100), 64 * 1024);
+                }
+            });
+        Rejecter(spawned.ok().map(|_| tx))
+    }
+
+    fn reject(&self, mut stream: TcpStream) {
+        let _ = stream.set_nonblocking(true);
+        let _ = stream.write_all(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
+        );
+        let _ = stream.shutdown(Shutdown::Write);
+        if let Some(tx) = &self.0 {
+            let _ = tx.try_send(stream);
+        }
+    }
+}
+
+enum HeadError {
+    /// The client closed before sending anything: nothing to answer.
+    Closed,
+    Timeout,
+    TooLarge,
+    Io,
+}
+
+/// Reads up to the end of the request head (an empty line) within the
+/// deadline and the size limit. What follows the head is never read.
+fn read_head(stream: &mut TcpStream, limits: &Limits, deadline: Instant) -> Result<Vec<u8>, HeadError> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 2048];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(HeadError::Timeout);
+        }
+        stream.set_read_timeout(Some(left)).map_err(|_| HeadError::Io)?;
+        let room = (limits.max_head_bytes + 1 - buf.len()).min(chunk.len());
+        let n = match stream.read(&mut chunk[..room]) {
+            Ok(0) if buf.is_empty() => return Err(HeadError::Closed),
+            Ok(0) => return Err(HeadError::Io),
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(HeadError::Timeout)
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return Err(HeadError::Io),
+        };
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = head_end(&buf[from..]) {
+            buf.truncate(from + end);
+            return Ok(buf);
+        }
+        if buf.len() > limits.max_head_bytes {
+            return Err(HeadError::TooLarge);
+        }
+    }
+}
+
+/// Where the head ends (after its blank line), CRLF or bare LF.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    (0..buf.len()).find_map(|i| {
+        if buf[i..].starts_with(b"\r\n\r\n") {
+            Some(i + 4)
+        } else if buf[i..].starts_with(b"\n\n") {
+            Some(i + 2)
+        } else if buf[i..].starts_with(b"\n\r\n") {
+            Some(i + 3)
+        } else {
+            None
+        }
+    })
+}
+
+/// The parts of a request that matter.
+#[derive(Debug, PartialEq)]
+struct Request<'a> {
+    method: &'a str,
+    /// The path, without query or fragment.
+    path: &'a str,
+    authorization: Vec<&'a str>,
+    has_body: bool,
+}
+
+/// Parses a request head, or says which error status it earns.
+fn parse<'a>(head: &'a [u8], limits: &Limits) -> Result<Request<'a>, u16> {
+    let head = std::str::from_utf8(head).map_err(|_| 400u16)?;
+    let mut lines = head.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let request_line = lines.next().ok_or(400u16)?;
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(400);
+    };
+    if target.len() > limits.max_target_bytes {
+        return Err(414);
+    }
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(400);
+    }
+    if !version.starts_with("HTTP/1.") {
+        return Err(505);
+    }
+    if !target.starts_with('/') {
+        return Err(400);
+    }
+    let path = target.split(['?', '#']).next().unwrap_or(target);
+    let mut request = Request {
+        method,
+        path,
+        authorization: Vec::new(),
+        has_body: false,
+    };
+    let mut count = 0;
+    for line in lines {
+        if line.is_empty() {
+            continue; // the blank line that ends the head
+        }
+        count += 1;
+        if count > limits.max_headers {
+            return Err(431);
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err(400); // obsolete line folding
+        }
+        let (name, value) = line.split_once(':').ok_or(400u16)?;
+        if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+            return Err(400);
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("authorization") {
+            request.authorization.push(value);
+        } else if name.eq_ignore_ascii_case("transfer-encoding")
+            || (name.eq_ignore_ascii_case("content-length") && value != "0")
+        {
+            request.has_body = true;
+        }
+    }
+    Ok(request)
+}
+
+/// Whether the request carries exactly one `Authorization: Bearer` with
+/// the token.
+fn authorized(token: &Token, authorization: &[&str]) -> bool {
+    let [value] = authorization else { return false };
+    let Some((scheme, credentials)) = value.split_once(' ') else {
+        return false;
+    };
+    scheme.eq_ignore_ascii_case("bearer") && token.matches(credentials.trim_start_matches(' ').as_bytes())
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    }
+}
+
+fn error(status: u16) -> Response {
+    Response::text(
+        status,
+        match status {
+            400 => "bad request\n",
+            401 => "unauthorized: send Authorization: Bearer <token>\n",
+            404 => "not found: /metrics, /snapshot, /healthz\n",
+            405 => "method not allowed: only GET\n",
+            408 => "request timeout\n",
+            413 => "request body not allowed\n",
+            414 => "request target too long\n",
+            431 => "request header fields too large\n",
+            505 => "HTTP/1.x only\n",
+            _ => "error\n",
+        },
+    )
+}
+
+fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+    let limits = &shared.limits;
+    let _ = stream.set_nodelay(true);
+    let deadline = Instant::now() + limits.read_deadline;
+    let head = match read_head(&mut stream, limits, deadline) {
+        Ok(head) => head,
+        Err(HeadError::Closed | HeadError::Io) => return,
+        Err(HeadError::Timeout) => return respond(&mut stream, limits, &error(408), None, true),
+        Err(HeadError::TooLarge) => return respond(&mut stream, limits, &error(431), None, true),
+    };
+    let request = match parse(&head, limits) {
+        Ok(r) => r,
+        Err(status) => return respond(&mut stream, limits, &error(status), None, true),
+    };
+    if let Some(token) = &shared.token {
+        if !authorized(token, &request.authorization) {
+            return respond(
+                &mut stream,
+                limits,
+                &error(401),
+                Some("WWW-Authenticate: Bearer realm=\"gputaskman\"\r\n"),
+                request.has_body,
+            );
+        }
+    }
+    if request.method != "GET" {
+        return respond(
+            &mut stream,
+            limits,
+            &error(405),
+            Some("Allow: GET\r\n"),
+            request.has_body,
+        );
+    }
+    if request.has_body {
+        return respond(&mut stream, limits, &error(413), None, true);
+    }
+    let response = shared.handler.get(request.path).unwrap_or_else(|| error(404));
+    respond(&mut stream, limits, &response, None, false);
+}
+
+/// Writes the response within the write deadline and closes. After an
+/// error the client may still be sending: its input is drained for a
+/// moment first, so that closing does not reset the connection before the
+/// client reads the answer.
+fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, extra: Option<&str>, linger: bool) {
+    let body = response.body.bytes();
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+         X-Content-Type-Options: nosniff\r\nConnection: close\r\n{}\r\n",
+        response.status,
+        reason(response.status),
+        response.content_type,
+        body.len(),
+        extra.unwrap_or("")
+    );
+    let deadline = Instant::now() + limits.write_deadline;
+    if write_before(stream, head.as_bytes(), deadline).is_ok() {
+        let _ = write_before(stream, body, deadline);
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    if linger {
+        drain(stream, Duration::from_secs(1), 1 << 20);
+    }
+}
+
+fn write_before(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> std::io::Result<()> {
+    while !data.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(&data[..data.len().min(256 * 1024)]) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Reads and discards what the client still sends, for at most `time` and
+/// `bytes`.
+fn drain(stream: &mut TcpStream, time: Duration, bytes: usize) {
+    let deadline = Instant::now() + time;
+    let mut sink = [0u8; 4096];
+    let mut total = 0;
+    while total < bytes {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => total += n,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) struct Fixed(pub Arc<Vec<u8>>);
+
+    impl Handler for Fixed {
+        fn get(&self, path: &str) -> Option<Response> {
+            (path == "/snapshot").then(|| Response {
+                status: 200,
+                content_type: "application/json",
+                body: Body::Shared(self.0.clone()),
+            })
+        }
+    }
+
+    fn limits() -> Limits {
+        Limits::default()
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        let t = Token::new("s3cret-token");
+        assert!(t.matches(b"s3cret-token"));
+        assert!(!t.matches(b"s3cret-tokem"));
+        assert!(!t.matches(b"s3cret-token2"));
+        assert!(!t.matches(b"s3cret"));
+        assert!(!t.matches(b""));
+        assert_eq!(format!("{t:?}"), "Token(<redacted>)");
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive_and_single() {
+        let t = Token::new("abc");
+        assert!(authorized(&t, &["Bearer abc"]));
+        assert!(authorized(&t, &["bearer abc"]));
+        assert!(!authorized(&t, &["Basic abc"]));
+        assert!(!authorized(&t, &["Bearer abc", "Bearer abc"]));
+        assert!(!authorized(&t, &[]));
+        assert!(!authorized(&t, &["Bearer"]));
+    }
+
+    #[test]
+    fn parse_takes_the_path_and_ignores_the_query() {
+        let r = parse(
+            b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\n\r\n",
+            &limits(),
+        )
+        .unwrap();
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.path, "/metrics");
+        assert_eq!(r.authorization, ["Bearer t"]);
+        assert!(!r.has_body);
+    }
+
+    #[test]
+    fn parse_refuses_what_it_does_not_serve() {
+        let l = limits();
+        assert_eq!(parse(b"GET /x HTTP/2.0\r\n\r\n", &l), Err(505));
+        assert_eq!(parse(b"GET http://a/x HTTP/1.1\r\n\r\n", &l), Err(400));
+        assert_eq!(parse(b"GET  /x HTTP/1.1\r\n\r\n", &l), Err(400));
+        assert_eq!(parse(b"get /x HTTP/1.1\r\n\r\n", &l), Err(400));
+        assert_eq!(parse(b"GET /x HTTP/1.1\r\nbad header\r\n\r\n", &l), Err(400));
+        assert_eq!(parse(b"GET /x HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", &l), Err(400));
+        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(3000));
+        assert_eq!(parse(long.as_bytes(), &l), Err(414));
+        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(65));
+        assert_eq!(parse(many.as_bytes(), &l), Err(431));
+        let body = parse(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", &l).unwrap();
+        assert!(body.has_body);
+        let chunked = parse(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &l).unwrap();
+        assert!(chunked.has_body);
+        assert!(
+            !parse(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &l)
+                .unwrap()
+                .has_body
+        );
+    }
+
+    #[test]
+    fn head_ends_at_the_blank_line() {
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(16));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n"), None);
+    }
+
+    fn get(addr: SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn serves_over_loopback_and_stops() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let body = Arc::new(b"{\"a\":1}".to_vec());
+        let handle = Server::new(listener, limits(), Some(Token::new("t0ken")), Arc::new(Fixed(body)))
+            .spawn()
+            .unwrap();
+        let addr = handle.addr();
+        let ok = get(addr, b"GET /snapshot HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\n{\"a\":1}"), "{ok}");
+        let no = get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n");
+        assert!(no.starts_with("HTTP/1.1 401 "), "{no}");
+        assert!(!no.contains("{\"a\""));
+        let post = get(addr, b"POST /snapshot HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
+        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+        assert!(post.contains("Allow: GET\r\n"));
+        let missing = get(addr, b"GET /nothing HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
+        assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
+        handle.stop();
+        assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err());
+    }
+
+    #[test]
+    fn a_head_that_never_ends_times_out() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let limits = Limits {
+            read_deadline: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n");
+        assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn over_the_connection_cap_answers_503_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let limits = Limits {
+            max_connections: 2,
+            ..Limits::default()
+        };
+        let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
+            .spawn()
+            .unwrap();
+        let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(handle.addr()).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(100));
+        let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
+        drop(idle);
+        std::thread::sleep(Duration::from_millis(100));
+        let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+    }
+}

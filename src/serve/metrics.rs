@@ -1,0 +1,731 @@
+//! A [`Snapshot`] in the Prometheus text exposition format (0.0.4).
+//!
+//! Written by hand rather than through prometheus-client: that crate's model
+//! is a registry of long-lived metric families whose series are updated in
+//! place, which suits counters a program owns. Here every sample is a fresh
+//! picture (processes come and go, models appear, a device answers or not),
+//! so the text is rendered from scratch once per sample; a series of a
+//! process that exited is simply not written again. Doing that through a
+//! registry would mean clearing and refilling every family each sample, for
+//! a format that is a few lines of escaping.
+//!
+//! The rules the output keeps (shared/DESIGN.md):
+//! - unknown (`null`) writes no sample at all, never a 0;
+//! - measured, estimated and reported numbers are different metric names
+//!   (`gputaskman_process_vram_bytes`, `gputaskman_model_estimated_kv_bytes`,
+//!   `gputaskman_model_reported_kv_bytes`), never a label on one name;
+//! - base units in the name (`_bytes`, `_ratio`, `_celsius`, `_watts`,
+//!   `_hertz`, `_seconds`), none in labels;
+//! - every family has HELP and TYPE; a label set appears once per family.
+
+use crate::snapshot::{Device, GpuUsage, Model, Process, Snapshot};
+use std::collections::HashSet;
+use std::fmt::Write;
+
+/// How long a command-line label may be, in bytes; longer ones are cut at a
+/// character boundary and end in `...`.
+const CMDLINE_LABEL_MAX: usize = 1024;
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Gauge,
+}
+
+/// One metric family: its name, help and type.
+struct Def {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+}
+
+macro_rules! families {
+    ($($id:ident = $name:literal, $help:literal;)*) => {
+        #[allow(non_camel_case_types, clippy::upper_case_acronyms)]
+        #[derive(Clone, Copy)]
+        #[repr(usize)]
+        enum F { $($id,)* }
+        const DEFS: &[Def] = &[$(Def { name: $name, help: $help, kind: Kind::Gauge },)*];
+    };
+}
+
+families! {
+    BUILD_INFO = "gputaskman_build_info", "The gputaskman version serving these metrics (always 1).";
+    HOST_INFO = "gputaskman_host_info", "The host the sample was taken on (always 1).";
+    SAMPLE_TIMESTAMP = "gputaskman_sample_timestamp_seconds", "When the sample these metrics come from was taken, in Unix seconds. Samples are taken on their own schedule (--interval), not per scrape.";
+    SAMPLE_DURATION = "gputaskman_sample_duration_seconds", "How long taking the last sample took.";
+    BACKEND_UP = "gputaskman_backend_up", "Whether a measurement source answered in the last sample (1) or not (0); the status label says unavailable (absent here) or error.";
+    DEVICE_INFO = "gputaskman_device_info", "A device and what it is (always 1).";
+    DEVICE_MEMORY_TOTAL = "gputaskman_device_memory_total_bytes", "Measured: device memory in total.";
+    DEVICE_MEMORY_USED = "gputaskman_device_memory_used_bytes", "Measured: device memory in use, by every process and the driver.";
+    DEVICE_MEMORY_FREE = "gputaskman_device_memory_free_bytes", "Measured: device memory free.";
+    DEVICE_MEMORY_RESERVED = "gputaskman_device_memory_reserved_bytes", "Measured: device memory the driver keeps for itself.";
+    DEVICE_SHARED_MEMORY_USED = "gputaskman_device_shared_memory_used_bytes", "Measured: GPU-accessible system memory in use (WDDM shared usage).";
+    DEVICE_UTILIZATION = "gputaskman_device_utilization_ratio", "Measured: share of the last sample period the GPU was busy (0 to 1).";
+    DEVICE_MEMORY_ACTIVITY = "gputaskman_device_memory_activity_ratio", "Measured: share of the last sample period the memory controller was busy (0 to 1). Not bandwidth, not capacity.";
+    DEVICE_TEMPERATURE = "gputaskman_device_temperature_celsius", "Measured: GPU temperature.";
+    DEVICE_POWER = "gputaskman_device_power_watts", "Measured: power draw.";
+    DEVICE_POWER_LIMIT = "gputaskman_device_power_limit_watts", "The enforced power limit.";
+    DEVICE_FAN = "gputaskman_device_fan_speed_ratio", "Measured: fan speed as a share of its maximum (0 to 1).";
+    DEVICE_CLOCK = "gputaskman_device_clock_hertz", "Measured: current clock, per clock domain.";
+    DEVICE_CLOCK_MAX = "gputaskman_device_clock_max_hertz", "The highest clock of a clock domain.";
+    DEVICE_PCIE_TX = "gputaskman_device_pcie_tx_bytes_per_second", "Measured: PCIe transmit throughput over the last sample window.";
+    DEVICE_PCIE_RX = "gputaskman_device_pcie_rx_bytes_per_second", "Measured: PCIe receive throughput over the last sample window.";
+    DEVICE_STALE = "gputaskman_device_stale", "1 when the driver stopped answering and these are its last values.";
+    DEVICE_LIST_COMPLETE = "gputaskman_device_process_list_complete", "0 when a process-list query on the device failed: its process series are then incomplete, not absent.";
+    DEVICE_QUERY_ERRORS = "gputaskman_device_query_errors", "How many queries against the device failed in the last sample.";
+    DEVICE_ATTRIBUTED = "gputaskman_device_attributed_memory_bytes", "Measured: the sum of per-process device memory on the device (only measured figures are summed).";
+    DEVICE_UNATTRIBUTED = "gputaskman_device_unattributed_memory_bytes", "Measured: device memory used that no listed process accounts for (driver, other PID namespaces).";
+    DEVICE_NORMALIZED = "gputaskman_device_attribution_normalized", "1 when the per-process sum exceeds the device's used memory.";
+    PROCESS_INFO = "gputaskman_process_info", "A process the sample lists, with its user, start time and (redacted) command line (always 1).";
+    PROCESS_RSS = "gputaskman_process_resident_memory_bytes", "Measured: resident system memory of the process.";
+    PROCESS_CPU = "gputaskman_process_cpu_ratio", "Measured: CPU time over the last sample period, as a share of one core.";
+    PROCESS_VRAM = "gputaskman_process_vram_bytes", "Measured: device memory the process holds on a device.";
+    PROCESS_SPILL = "gputaskman_process_spill_bytes", "Measured: GPU-accessible system memory the process holds (WDDM shared).";
+    PROCESS_PAGED = "gputaskman_process_paged_bytes", "Measured: memory of the process paged out of the GPU's view.";
+    PROCESS_GPU_UTILIZATION = "gputaskman_process_gpu_utilization_ratio", "Measured: share of the last sample period the process kept a GPU engine busy (0 to 1).";
+    MODEL_INFO = "gputaskman_model_info", "A model a process runs, with its kind and whether two sources confirm it (always 1).";
+    MODEL_PARAMETERS = "gputaskman_model_parameters", "From the model file: number of parameters.";
+    MODEL_CONTEXT = "gputaskman_model_context_tokens", "The context the runtime runs the model with, in tokens (all slots).";
+    MODEL_CONTEXT_TRAIN = "gputaskman_model_context_train_tokens", "From the model file: the context it was trained with, in tokens.";
+    MODEL_SLOTS = "gputaskman_model_slots", "Reported: parallel slots the runtime serves the model with.";
+    MODEL_SLOTS_BUSY = "gputaskman_model_slots_busy", "Reported: slots processing a request now.";
+    MODEL_EST_WEIGHTS = "gputaskman_model_estimated_weights_bytes", "Estimated from the model file: the weights. Never part of measured totals.";
+    MODEL_EST_KV = "gputaskman_model_estimated_kv_bytes", "Estimated from the model file and launch settings: the KV cache, as llama.cpp allocates it. Never part of measured totals.";
+    MODEL_EST_KV_PER_TOKEN = "gputaskman_model_estimated_kv_per_token_bytes", "Estimated: KV cache cost of one more token of context in the full-attention layers.";
+    MODEL_EST_RECURRENT = "gputaskman_model_estimated_recurrent_state_bytes", "Estimated: recurrent state (Mamba, RWKV layers).";
+    MODEL_EST_KV_NO_WINDOW = "gputaskman_model_estimated_kv_without_window_bytes", "Estimated: the KV cache if sliding-window layers held the whole context (what window-blind calculators say).";
+    MODEL_REP_WEIGHTS = "gputaskman_model_reported_weights_bytes", "Reported by the runtime: the weights.";
+    MODEL_REP_KV = "gputaskman_model_reported_kv_bytes", "Reported by the runtime: the KV cache.";
+    MODEL_REP_COMPUTE = "gputaskman_model_reported_compute_bytes", "Reported by the runtime: compute buffers.";
+    MODEL_REP_TOTAL = "gputaskman_model_reported_total_bytes", "Reported by the runtime: everything the model takes (Ollama's size).";
+    MODEL_REP_DEVICE = "gputaskman_model_reported_device_bytes", "Reported by the runtime: of which in device memory (Ollama's size_vram).";
+    RENDER_DURATION = "gputaskman_render_duration_seconds", "How long rendering these metrics from the sample took (once per sample, not per scrape).";
+}
+
+/// Family buffers: samples are grouped by family, whatever order the
+/// snapshot is walked in.
+struct Out {
+    bodies: Vec<String>,
+    seen: Vec<HashSet<String>>,
+}
+
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+impl Out {
+    fn new() -> Out {
+        Out {
+            bodies: vec![String::new(); DEFS.len()],
+            seen: vec![HashSet::new(); DEFS.len()],
+        }
+    }
+
+    /// One sample. `labels` is a list of `name="value"` pairs already
+    /// escaped and joined by commas (see [`Labels`]). A label set already
+    /// written in this family is dropped: a duplicate would make Prometheus
+    /// reject the whole scrape.
+    fn sample(&mut self, family: F, labels: &str, value: Value) {
+        let i = family as usize;
+        if let Value::Float(f) = value {
+            if !f.is_finite() {
+                return;
+            }
+        }
+        if !self.seen[i].insert(labels.to_string()) {
+            return;
+        }
+        let body = &mut self.bodies[i];
+        body.push_str(DEFS[i].name);
+        if !labels.is_empty() {
+            body.push('{');
+            body.push_str(labels);
+            body.push('}');
+        }
+        body.push(' ');
+        let _ = match value {
+            Value::Int(v) => write!(body, "{v}"),
+            Value::Float(v) => write!(body, "{v}"),
+        };
+        body.push('\n');
+    }
+
+    fn opt_u64(&mut self, family: F, labels: &str, value: Option<u64>) {
+        if let Some(v) = value {
+            self.sample(family, labels, Value::Int(v));
+        }
+    }
+
+    fn opt_f64(&mut self, family: F, labels: &str, value: Option<f64>) {
+        if let Some(v) = value {
+            self.sample(family, labels, Value::Float(v));
+        }
+    }
+
+    fn flag(&mut self, family: F, labels: &str, value: bool) {
+        self.sample(family, labels, Value::Int(value as u64));
+    }
+
+    fn finish(self, out: &mut String) {
+        for (def, body) in DEFS.iter().zip(&self.bodies) {
+            if body.is_empty() {
+                continue;
+            }
+            write_header(out, def);
+            out.push_str(body);
+        }
+    }
+}
+
+fn write_header(out: &mut String, def: &Def) {
+    let kind = match def.kind {
+        Kind::Gauge => "gauge",
+    };
+    let _ = writeln!(out, "# HELP {} {}", def.name, def.help);
+    let _ = writeln!(out, "# TYPE {} {kind}", def.name);
+}
+
+/// A label set being built: `a="x",b="y"`. Unknown values leave the label
+/// out (in Prometheus an empty label and a missing one are the same).
+#[derive(Clone, Default)]
+struct Labels(String);
+
+impl Labels {
+    fn add(&mut self, name: &str, value: Option<&str>) -> &mut Labels {
+        let Some(value) = value else { return self };
+        if value.is_empty() {
+            return self;
+        }
+        if !self.0.is_empty() {
+            self.0.push(',');
+        }
+        self.0.push_str(name);
+        self.0.push_str("=\"");
+        escape_label(&mut self.0, value);
+        self.0.push('"');
+        self
+    }
+
+    fn with(&self, name: &str, value: Option<&str>) -> Labels {
+        let mut l = self.clone();
+        l.add(name, value);
+        l
+    }
+
+    /// These labels followed by `more`'s.
+    fn join(&self, more: &Labels) -> Labels {
+        match (self.0.is_empty(), more.0.is_empty()) {
+            (_, true) => self.clone(),
+            (true, false) => more.clone(),
+            (false, false) => Labels(format!("{},{}", self.0, more.0)),
+        }
+    }
+}
+
+/// The text format's label-value escaping: backslash, double quote, newline.
+fn escape_label(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn ratio(percent: Option<u32>) -> Option<f64> {
+    percent.map(|p| p as f64 / 100.0)
+}
+
+fn mhz(m: Option<u32>) -> Option<u64> {
+    m.map(|m| m as u64 * 1_000_000)
+}
+
+/// At most [`CMDLINE_LABEL_MAX`] bytes, cut at a character boundary.
+fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= CMDLINE_LABEL_MAX {
+        return s.into();
+    }
+    let mut end = CMDLINE_LABEL_MAX - 3;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end]).into()
+}
+
+/// What a sample says about itself beyond the snapshot.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SampleInfo {
+    /// How long `Collector::sample` took.
+    pub duration_s: Option<f64>,
+}
+
+/// The whole exposition for one snapshot. Rendered once per sample; a
+/// scrape only copies the result.
+pub fn render(snap: &Snapshot, info: SampleInfo) -> String {
+    let started = std::time::Instant::now();
+    let mut out = Out::new();
+
+    out.sample(
+        F::BUILD_INFO,
+        &Labels::default().with("version", Some(env!("CARGO_PKG_VERSION"))).0,
+        Value::Int(1),
+    );
+    let mut host = Labels::default();
+    host.add("hostname", snap.host.hostname.as_deref())
+        .add("os", Some(&snap.host.os))
+        .add("os_name", snap.host.os_name.as_deref())
+        .add("kernel", snap.host.kernel.as_deref())
+        .add("wsl", Some(bool_str(snap.host.wsl)))
+        .add("container", Some(bool_str(snap.host.container)));
+    out.sample(F::HOST_INFO, &host.0, Value::Int(1));
+    out.opt_f64(F::SAMPLE_TIMESTAMP, "", unix_seconds(&snap.taken_at));
+    out.opt_f64(F::SAMPLE_DURATION, "", info.duration_s);
+    for b in &snap.backends {
+        let status = serde_json::to_value(b.status).ok();
+        let mut l = Labels::default();
+        l.add("backend", Some(&b.name))
+            .add("status", status.as_ref().and_then(|s| s.as_str()));
+        out.flag(F::BACKEND_UP, &l.0, b.status == crate::snapshot::BackendStatus::Ok);
+    }
+
+    for d in &snap.devices {
+        device(&mut out, snap, d);
+    }
+    for p in &snap.processes {
+        process(&mut out, snap, p);
+    }
+
+    let mut text = String::with_capacity(out.bodies.iter().map(|b| b.len()).sum::<usize>() + 16 * 1024);
+    out.finish(&mut text);
+    // The render's own cost, measured up to here, closes the exposition.
+    write_header(&mut text, &DEFS[F::RENDER_DURATION as usize]);
+    let _ = writeln!(
+        text,
+        "{} {}",
+        DEFS[F::RENDER_DURATION as usize].name,
+        started.elapsed().as_secs_f64()
+    );
+    text
+}
+
+fn bool_str(b: bool) -> &'static str {
+    if b {
+        "true"
+    } else {
+        "false"
+    }
+}
+
+/// The labels that name a device in every device and process-on-device
+/// series: backend, index, uuid.
+fn device_labels(backend: &str, index: u32, uuid: Option<&str>) -> Labels {
+    let mut l = Labels::default();
+    l.add("backend", Some(backend))
+        .add("device", Some(&index.to_string()))
+        .add("uuid", uuid);
+    l
+}
+
+fn device(out: &mut Out, snap: &Snapshot, d: &Device) {
+    let l = device_labels(&d.backend, d.index, d.uuid.as_deref());
+    let ls = l.0.as_str();
+    let mut info = l.clone();
+    info.add("name", d.name.as_deref())
+        .add("vendor", Some(&d.vendor))
+        .add("pci_bus_id", d.pci_bus_id.as_deref())
+        .add("driver_version", d.driver_version.as_deref())
+        .add("cuda_version", d.cuda_version.as_deref())
+        .add("driver_model", d.driver_model.as_deref());
+    out.sample(F::DEVICE_INFO, &info.0, Value::Int(1));
+    out.opt_u64(F::DEVICE_MEMORY_TOTAL, ls, d.memory_total_bytes);
+    out.opt_u64(F::DEVICE_MEMORY_USED, ls, d.memory_used_bytes);
+    out.opt_u64(F::DEVICE_MEMORY_FREE, ls, d.memory_free_bytes);
+    out.opt_u64(F::DEVICE_MEMORY_RESERVED, ls, d.memory_reserved_bytes);
+    out.opt_u64(F::DEVICE_SHARED_MEMORY_USED, ls, d.shared_memory_used_bytes);
+    out.opt_f64(F::DEVICE_UTILIZATION, ls, ratio(d.gpu_util_percent));
+    out.opt_f64(F::DEVICE_MEMORY_ACTIVITY, ls, ratio(d.memory_activity_percent));
+    out.opt_u64(F::DEVICE_TEMPERATURE, ls, d.temperature_c.map(u64::from));
+    out.opt_f64(F::DEVICE_POWER, ls, d.power_w);
+    out.opt_f64(F::DEVICE_POWER_LIMIT, ls, d.power_limit_w);
+    out.opt_f64(F::DEVICE_FAN, ls, ratio(d.fan_percent));
+    if let Some(c) = &d.clocks {
+        for (domain, v) in [("graphics", c.graphics_mhz), ("sm", c.sm_mhz), ("memory", c.memory_mhz)] {
+            out.opt_u64(F::DEVICE_CLOCK, &l.with("clock", Some(domain)).0, mhz(v));
+        }
+        for (domain, v) in [("graphics", c.graphics_max_mhz), ("memory", c.memory_max_mhz)] {
+            out.opt_u64(F::DEVICE_CLOCK_MAX, &l.with("clock", Some(domain)).0, mhz(v));
+        }
+    }
+    if let Some(p) = &d.pcie {
+        out.opt_u64(F::DEVICE_PCIE_TX, ls, p.tx_bytes_per_s);
+        out.opt_u64(F::DEVICE_PCIE_RX, ls, p.rx_bytes_per_s);
+    }
+    out.flag(F::DEVICE_STALE, ls, d.stale);
+    out.flag(F::DEVICE_LIST_COMPLETE, ls, d.process_list_complete);
+    out.sample(F::DEVICE_QUERY_ERRORS, ls, Value::Int(d.errors.len() as u64));
+    // The attribution entry of this device (matched by index, in order).
+    if let Some(a) = snap
+        .attribution
+        .devices
+        .iter()
+        .zip(&snap.devices)
+        .find(|(a, dev)| a.device == d.index && dev.backend == d.backend)
+        .map(|(a, _)| a)
+    {
+        out.opt_u64(F::DEVICE_ATTRIBUTED, ls, a.measured_sum_bytes);
+        out.opt_u64(F::DEVICE_UNATTRIBUTED, ls, a.unattributed_bytes);
+        out.flag(F::DEVICE_NORMALIZED, ls, a.normalized);
+    }
+}
+
+/// The labels that name a process: pid, process name, kind, runtimes
+/// (comma-joined), and the host PID where the driver reported another one.
+fn process_labels(p: &Process) -> Labels {
+    let kind = serde_json::to_value(p.kind).ok();
+    let runtime = p.runtimes.join(",");
+    let host_pid = p.host_pid.map(|h| h.to_string());
+    let mut l = Labels::default();
+    l.add("pid", Some(&p.pid.to_string()))
+        .add("host_pid", host_pid.as_deref())
+        .add("process", p.name.as_deref())
+        .add("kind", kind.as_ref().and_then(|k| k.as_str()))
+        .add("runtime", Some(&runtime));
+    l
+}
+
+fn process(out: &mut Out, snap: &Snapshot, p: &Process) {
+    let l = process_labels(p);
+    let ls = l.0.as_str();
+    let mut info = l.clone();
+    info.add("user", p.user.as_deref())
+        .add("start_time", p.start_time.as_deref())
+        .add("cmdline", p.cmdline.as_deref().map(clip).as_deref());
+    out.sample(F::PROCESS_INFO, &info.0, Value::Int(1));
+    out.opt_u64(F::PROCESS_RSS, ls, p.rss_bytes);
+    out.opt_f64(F::PROCESS_CPU, ls, p.cpu_percent.map(|c| c / 100.0));
+    for g in &p.gpu {
+        gpu_usage(out, snap, &l, g);
+    }
+    for m in &p.models {
+        model(out, &l, m);
+    }
+}
+
+fn gpu_usage(out: &mut Out, snap: &Snapshot, process: &Labels, g: &GpuUsage) {
+    let uuid = snap
+        .devices
+        .iter()
+        .find(|d| d.index == g.device && d.backend == g.source)
+        .and_then(|d| d.uuid.as_deref());
+    let mut l = process.join(&device_labels(&g.source, g.device, uuid));
+    let pairing = g.pairing.and_then(|m| serde_json::to_value(m).ok());
+    l.add("match", pairing.as_ref().and_then(|m| m.as_str()));
+    let ls = l.0.as_str();
+    out.opt_u64(F::PROCESS_VRAM, ls, g.vram_bytes);
+    out.opt_u64(F::PROCESS_SPILL, ls, g.spill_bytes);
+    out.opt_u64(F::PROCESS_PAGED, ls, g.paged_bytes);
+    for (engine, percent) in &g.engines {
+        out.opt_f64(
+            F::PROCESS_GPU_UTILIZATION,
+            &l.with("engine", Some(engine)).0,
+            ratio(Some(*percent)),
+        );
+    }
+}
+
+fn model(out: &mut Out, process: &Labels, m: &Model) {
+    // A model is named by its name, else by its file's name.
+    let file_name = m
+        .path
+        .as_deref()
+        .and_then(|p| std::path::Path::new(p).file_name())
+        .and_then(|f| f.to_str());
+    let evidence = m.evidence.join(",");
+    let mut l = process.clone();
+    l.add("model", m.name.as_deref().or(file_name))
+        .add("path", m.path.as_deref())
+        .add("architecture", m.architecture.as_deref())
+        .add("file_type", m.file_type.as_deref())
+        .add("evidence", Some(&evidence));
+    let ls = l.0.as_str();
+    let mut info = l.clone();
+    info.add("model_kind", m.kind.as_deref())
+        .add("confirmed", Some(bool_str(m.confirmed)))
+        .add("server_url", m.server_url.as_deref());
+    out.sample(F::MODEL_INFO, &info.0, Value::Int(1));
+    out.opt_u64(F::MODEL_PARAMETERS, ls, m.params);
+    out.opt_u64(F::MODEL_CONTEXT, ls, m.context);
+    out.opt_u64(F::MODEL_CONTEXT_TRAIN, ls, m.context_train);
+    out.opt_u64(F::MODEL_SLOTS, ls, m.slots_total.map(u64::from));
+    out.opt_u64(F::MODEL_SLOTS_BUSY, ls, m.slots_busy.map(u64::from));
+    if let Some(e) = &m.estimate {
+        out.opt_u64(F::MODEL_EST_WEIGHTS, ls, e.weights_bytes);
+        out.opt_u64(F::MODEL_EST_KV, ls, e.kv_bytes);
+        out.opt_u64(F::MODEL_EST_KV_PER_TOKEN, ls, e.kv_bytes_per_token);
+        out.opt_u64(F::MODEL_EST_RECURRENT, ls, e.recurrent_state_bytes);
+        out.opt_u64(F::MODEL_EST_KV_NO_WINDOW, ls, e.kv_bytes_without_window);
+    }
+    if let Some(r) = &m.reported {
+        let l = l.with("source", Some(&r.source));
+        let ls = l.0.as_str();
+        out.opt_u64(F::MODEL_REP_WEIGHTS, ls, r.weights_bytes);
+        out.opt_u64(F::MODEL_REP_KV, ls, r.kv_bytes);
+        out.opt_u64(F::MODEL_REP_COMPUTE, ls, r.compute_bytes);
+        out.opt_u64(F::MODEL_REP_TOTAL, ls, r.total_bytes);
+        out.opt_u64(F::MODEL_REP_DEVICE, ls, r.device_bytes);
+    }
+}
+
+/// RFC 3339 to Unix seconds.
+fn unix_seconds(rfc3339: &str) -> Option<f64> {
+    use time::format_description::well_known::Rfc3339;
+    let t = time::OffsetDateTime::parse(rfc3339, &Rfc3339).ok()?;
+    Some(t.unix_timestamp_nanos() as f64 / 1e9)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::snapshot::*;
+    use std::collections::BTreeMap;
+
+    pub(crate) fn snapshot() -> Snapshot {
+        let device = Device {
+            index: 0,
+            backend: "nvml".into(),
+            vendor: "NVIDIA".into(),
+            name: Some("NVIDIA GeForce RTX 4080 SUPER".into()),
+            uuid: Some("GPU-0".into()),
+            memory_total_bytes: Some(17_171_480_576),
+            memory_used_bytes: Some(5_379_194_880),
+            memory_free_bytes: Some(11_792_285_696),
+            gpu_util_percent: Some(15),
+            memory_activity_percent: None,
+            temperature_c: Some(37),
+            power_w: Some(26.0),
+            process_list_complete: true,
+            ..Device::default()
+        };
+        let usage = |vram| GpuUsage {
+            device: 0,
+            vram_bytes: vram,
+            spill_bytes: None,
+            paged_bytes: None,
+            source: "nvml".into(),
+            pairing: Some(Match::Exact),
+            contexts: vec!["C".into()],
+            engines: BTreeMap::from([("sm".to_string(), 15), ("mem".to_string(), 3)]),
+        };
+        let process = |pid, name: &str, vram| Process {
+            pid,
+            host_pid: None,
+            name: Some(name.into()),
+            start_time: Some("2026-01-01T00:00:00Z".into()),
+            user: Some("me".into()),
+            cmdline: Some(format!("{name} --api-key <redacted> \"quoted\"\nnext\\line")),
+            exe: None,
+            kind: ProcessKind::Ai,
+            runtimes: vec!["cuda".into(), "llama.cpp".into()],
+            cpu_percent: Some(12.5),
+            rss_bytes: Some(1 << 30),
+            gpu: vec![usage(vram)],
+            models: vec![],
+            models_pending: false,
+            notes: vec![],
+        };
+        let mut llama = process(4242, "llama-server", Some(1_406_669_824));
+        llama.models.push(Model {
+            path: Some("/models/gemma.gguf".into()),
+            name: Some("gemma-3-270m".into()),
+            architecture: Some("gemma3".into()),
+            file_type: Some("Q4_K_M".into()),
+            evidence: vec!["api".into(), "mapped".into()],
+            confirmed: true,
+            context: Some(4096),
+            estimate: Some(ModelEstimate {
+                weights_bytes: Some(253_000_000),
+                kv_bytes: Some(44_040_192),
+                ..ModelEstimate::default()
+            }),
+            reported: Some(ModelReported {
+                kv_bytes: Some(44_040_192),
+                source: "log:/tmp/llama.log".into(),
+                ..ModelReported::default()
+            }),
+            ..Model::default()
+        });
+        let wddm = process(4343, "game", None);
+        let processes = vec![llama, wddm];
+        let devices = vec![device];
+        Snapshot {
+            schema_version: SCHEMA_VERSION,
+            taken_at: "2026-11-30T12:00:00.5Z".into(),
+            host: Host {
+                hostname: Some("box".into()),
+                os: "linux".into(),
+                os_name: None,
+                kernel: Some("6.1".into()),
+                wsl: false,
+                container: false,
+            },
+            backends: vec![Backend {
+                name: "nvml".into(),
+                status: BackendStatus::Ok,
+                detail: String::new(),
+            }],
+            attribution: Attribution::compute(&devices, &processes),
+            devices,
+            processes,
+        }
+    }
+
+    fn lines_of<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .collect()
+    }
+
+    #[test]
+    fn device_and_process_series_carry_their_labels_and_values() {
+        let text = render(&snapshot(), SampleInfo::default());
+        assert_eq!(
+            lines_of(&text, "gputaskman_device_memory_used_bytes"),
+            [r#"gputaskman_device_memory_used_bytes{backend="nvml",device="0",uuid="GPU-0"} 5379194880"#]
+        );
+        assert_eq!(
+            lines_of(&text, "gputaskman_device_utilization_ratio"),
+            [r#"gputaskman_device_utilization_ratio{backend="nvml",device="0",uuid="GPU-0"} 0.15"#]
+        );
+        assert_eq!(
+            lines_of(&text, "gputaskman_process_vram_bytes"),
+            [concat!(
+                r#"gputaskman_process_vram_bytes{pid="4242",process="llama-server",kind="ai",runtime="cuda,llama.cpp","#,
+                r#"backend="nvml",device="0",uuid="GPU-0",match="exact"} 1406669824"#
+            )]
+        );
+        assert!(text.contains(r#"engine="sm"} 0.15"#), "{text}");
+        assert!(text.contains("# TYPE gputaskman_process_vram_bytes gauge\n"));
+        assert!(text.contains("# HELP gputaskman_process_vram_bytes Measured: "));
+        assert_eq!(
+            lines_of(&text, "gputaskman_sample_timestamp_seconds"),
+            ["gputaskman_sample_timestamp_seconds 1796040000.5"]
+        );
+    }
+
+    #[test]
+    fn unknown_values_write_no_sample() {
+        let text = render(&snapshot(), SampleInfo::default());
+        // The second process's VRAM is unknown (WDDM): no series, not a 0.
+        let vram = lines_of(&text, "gputaskman_process_vram_bytes");
+        assert_eq!(vram.len(), 1);
+        assert!(!vram[0].contains(r#"pid="4343""#));
+        // Its utilization is known, so that series exists.
+        assert!(lines_of(&text, "gputaskman_process_gpu_utilization_ratio")
+            .iter()
+            .any(|l| l.contains(r#"pid="4343""#)));
+        // Memory activity is unknown on the device: no family at all.
+        assert!(!text.contains("gputaskman_device_memory_activity_ratio"));
+        assert!(!text.contains(" NaN"));
+    }
+
+    #[test]
+    fn estimate_and_reported_are_different_names() {
+        let text = render(&snapshot(), SampleInfo::default());
+        let est = lines_of(&text, "gputaskman_model_estimated_kv_bytes");
+        let rep = lines_of(&text, "gputaskman_model_reported_kv_bytes");
+        assert_eq!(est.len(), 1);
+        assert_eq!(rep.len(), 1);
+        assert!(est[0].contains(r#"model="gemma-3-270m""#));
+        assert!(est[0].contains(r#"architecture="gemma3",file_type="Q4_K_M",evidence="api,mapped""#));
+        assert!(rep[0].contains(r#"source="log:/tmp/llama.log""#));
+        // A value absent from the estimate writes nothing.
+        assert!(!text.contains("gputaskman_model_estimated_recurrent_state_bytes"));
+    }
+
+    #[test]
+    fn no_series_repeats_a_label_name() {
+        let text = render(&snapshot(), SampleInfo::default());
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some(labels) = line.split_once('{').map(|(_, rest)| rest) else {
+                continue;
+            };
+            let mut names = HashSet::new();
+            // Label values are escaped, so `",` only ends a value.
+            for pair in labels.split("\",") {
+                let name = pair.split('=').next().unwrap();
+                assert!(names.insert(name.to_string()), "{name} twice in {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let text = render(&snapshot(), SampleInfo::default());
+        let info = lines_of(&text, "gputaskman_process_info");
+        assert!(
+            info[0].contains(r#"cmdline="llama-server --api-key <redacted> \"quoted\"\nnext\\line""#),
+            "{}",
+            info[0]
+        );
+        assert!(text.lines().all(|l| !l.is_empty()));
+    }
+
+    #[test]
+    fn a_long_command_line_is_clipped_at_a_character_boundary() {
+        let long = "é".repeat(1000);
+        let c = clip(&long);
+        assert!(c.len() <= CMDLINE_LABEL_MAX);
+        assert!(c.ends_with("..."));
+    }
+
+    #[test]
+    fn duplicate_label_sets_are_written_once() {
+        let mut snap = snapshot();
+        let dup = snap.processes[0].clone();
+        snap.processes.push(dup);
+        let text = render(&snap, SampleInfo::default());
+        assert_eq!(lines_of(&text, "gputaskman_process_vram_bytes").len(), 1);
+    }
+
+    #[test]
+    fn every_family_has_help_and_type_once_and_its_samples_together() {
+        let text = render(&snapshot(), SampleInfo::default());
+        let mut seen = HashSet::new();
+        let mut current = "";
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(seen.insert(name.to_string()), "{name} twice");
+                current = DEFS.iter().find(|d| d.name == name).unwrap().name;
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap();
+                assert_eq!(name, current, "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_grafana_dashboard_names_only_metrics_that_exist() {
+        let dashboard = include_str!("../../contrib/grafana/gputaskman.json");
+        let mut names = HashSet::new();
+        let mut rest = dashboard;
+        while let Some(i) = rest.find("gputaskman_") {
+            rest = &rest[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            names.insert(&rest[..end]);
+            rest = &rest[end..];
+        }
+        assert!(names.len() > 10, "{names:?}");
+        for name in names {
+            assert!(
+                DEFS.iter().any(|d| d.name == name),
+                "the dashboard uses {name}, which is not exported"
+            );
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! `gputaskman serve`: the latest sample over HTTP, for Prometheus
+//! (`/metrics`), for scripts and other gputaskman instances (`/snapshot`,
+//! the same JSON as `--json`), and for liveness checks (`/healthz`).
+//!
+//! Sampling is decoupled from scrapes. One sampler thread owns the
+//! [`Collector`] (model discovery in the background, so a sample never
+//! waits on a runtime's API) and takes a sample every `--interval`; it
+//! renders the metrics text and the JSON once per sample and publishes
+//! them. A scrape copies the latest rendering: however often scrapes come,
+//! they never cause a sample, a probe or a render.
+
+pub mod http;
+pub mod metrics;
+// The live fleet view (a Feed for view::tui) waits on the view to take a
+// feed from outside; `--remote --once/--json` uses the rest.
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod remote;
+
+use crate::collect::{Collector, Options};
+use anyhow::{bail, Context};
+use clap::Args;
+use http::{Body, Handler, Limits, Response, Server, Token};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+/// Loopback only unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9464";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Anything but a loopback address needs
+    /// --token-file (or --insecure-no-auth).
+    #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
+    pub listen: String,
+    /// Require `Authorization: Bearer <token>` on every request; the token
+    /// is this file's content (surrounding whitespace ignored).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure_no_auth")]
+    pub token_file: Option<PathBuf>,
+    /// Serve a non-loopback address without authentication (anyone who can
+    /// reach it sees every process's name, user and redacted command line).
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Leave command lines out of /metrics and /snapshot altogether.
+    #[arg(long)]
+    pub no_cmdline: bool,
+    /// Seconds between samples (default: the global --interval, 1).
+    #[arg(long, value_name = "S")]
+    pub interval: Option<f64>,
+}
+
+/// The shortest sampling period: a sample of a busy machine takes tens of
+/// milliseconds.
+const MIN_INTERVAL: f64 = 0.1;
+
+/// The first sample goes out at once (CPU% is unknown in it); the second
+/// follows this soon, with CPU%.
+const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
+
+/// How the server is to authenticate, from the address and the flags.
+#[derive(Debug)]
+pub enum Auth {
+    Token(Token),
+    None,
+    /// Not loopback, no token, and the user said so: warn.
+    Insecure,
+}
+
+/// Decides authentication, or refuses with a message a person can act on.
+pub fn auth_for(addr: SocketAddr, token_file: Option<&Path>, insecure_no_auth: bool) -> anyhow::Result<Auth> {
+    if let Some(path) = token_file {
+        return Ok(Auth::Token(read_token(path)?));
+    }
+    if is_loopback(addr) {
+        return Ok(Auth::None);
+    }
+    if insecure_no_auth {
+        return Ok(Auth::Insecure);
+    }
+    bail!(
+        "refusing to listen on {addr}: it is not a loopback address, and /metrics and /snapshot show every \
+         GPU process's name, user and command line. Give --token-file FILE (clients then send \
+         `Authorization: Bearer <token>`), or --insecure-no-auth to serve it to anyone who can reach it"
+    )
+}
+
+fn is_loopback(addr: SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
+fn read_token(path: &Path) -> anyhow::Result<Token> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--token-file {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        bail!("--token-file {}: the file is empty", path.display());
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!(
+            "--token-file {}: a token is one line of visible ASCII characters (no spaces)",
+            path.display()
+        );
+    }
+    if token.len() < 16 {
+        eprintln!(
+            "gputaskman: warning: the token in {} is {} characters; 32 or more random ones are advised",
+            path.display(),
+            token.len()
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(path) {
+            if meta.permissions().mode() & 0o077 != 0 {
+                eprintln!(
+                    "gputaskman: warning: {} can be read by other users (chmod 600 it)",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(Token::new(token))
+}
+
+/// One sample, rendered.
+pub struct Rendered {
+    pub metrics: Arc<Vec<u8>>,
+    pub snapshot: Arc<Vec<u8>>,
+    pub at: Instant,
+}
+
+/// The latest rendering, shared by the sampler (writer) and the
+/// connections (readers).
+pub struct Published {
+    latest: RwLock<Option<Arc<Rendered>>>,
+    /// /healthz fails when the last sample is older than this.
+    stale_after: Duration,
+}
+
+impl Published {
+    pub fn new(interval: Duration) -> Published {
+        Published {
+            latest: RwLock::new(None),
+            stale_after: (interval * 3).max(Duration::from_secs(10)),
+        }
+    }
+
+    pub fn publish(&self, rendered: Rendered) {
+        *self.latest.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(rendered));
+    }
+
+    pub fn latest(&self) -> Option<Arc<Rendered>> {
+        self.latest.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+const INDEX: &str = "gputaskman: /metrics (Prometheus text format), /snapshot (JSON, as --json), /healthz\n";
+
+impl Handler for Published {
+    fn get(&self, path: &str) -> Option<Response> {
+        let latest = self.latest();
+        let body = |status, content_type, body| Response {
+            status,
+            content_type,
+            body,
+        };
+        let no_sample = || Response::text(503, "no sample yet\n");
+        Some(match path {
+            "/" => Response::text(200, INDEX),
+            "/metrics" => match latest {
+                Some(r) => body(
+                    200,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    Body::Shared(r.metrics.clone()),
+                ),
+                None => no_sample(),
+            },
+            "/snapshot" => match latest {
+                Some(r) => body(200, "application/json", Body::Shared(r.snapshot.clone())),
+                None => no_sample(),
+            },
+            "/healthz" => match latest {
+                Some(r) if r.at.elapsed() <= self.stale_after => Response::text(200, "ok\n"),
+                Some(r) => body(
+                    503,
+                    "text/plain; charset=utf-8",
+                    Body::Owned(format!(
+                        "stale: the last sample is {:.0} s old\n",
+                        r.at.elapsed().as_secs_f64()
+                    )),
+                ),
+                None => no_sample(),
+            },
+            _ => return None,
+        })
+    }
+}
+
+/// Renders a sample for publication: the metrics text and the `--json`
+/// document, command lines dropped first with `--no-cmdline`.
+pub fn render(mut snap: crate::snapshot::Snapshot, no_cmdline: bool, sample_s: f64) -> Rendered {
+    if no_cmdline {
+        for p in &mut snap.processes {
+            p.cmdline = None;
+        }
+    }
+    let metrics = metrics::render(
+        &snap,
+        metrics::SampleInfo {
+            duration_s: Some(sample_s),
+        },
+    );
+    let mut json = serde_json::to_vec_pretty(&snap).unwrap_or_default();
+    json.push(b'\n');
+    Rendered {
+        metrics: Arc::new(metrics.into_bytes()),
+        snapshot: Arc::new(json),
+        at: Instant::now(),
+    }
+}
+
+/// Starts the sampler thread: a sample now, one soon after (for CPU%),
+/// then one every `interval`.
+fn start_sampler(mut options: Options, interval: Duration, no_cmdline: bool, published: Arc<Published>) {
+    options.background_discovery = true;
+    std::thread::Builder::new()
+        .name("gputaskman-sampler".into())
+        .spawn(move || {
+            let mut collector = Collector::new(options);
+            let mut period = SECOND_SAMPLE_AFTER.min(interval);
+            loop {
+                let started = Instant::now();
+                let snap = collector.sample();
+                let sample_s = started.elapsed().as_secs_f64();
+                published.publish(render(snap, no_cmdline, sample_s));
+                if let Some(rest) = period.checked_sub(started.elapsed()) {
+                    std::thread::sleep(rest);
+                }
+                period = interval;
+            }
+        })
+        .expect("spawn the sampling thread");
+}
+
+/// `gputaskman serve`: never returns but with an error.
+pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
+    let interval = args.interval.unwrap_or(default_interval);
+    if !interval.is_finite() || interval < MIN_INTERVAL {
+        bail!("--interval {interval}: give a number of seconds, at least {MIN_INTERVAL}");
+    }
+    let interval = Duration::from_secs_f64(interval);
+    let addr: SocketAddr = args.listen.parse().with_context(|| {
+        format!(
+            "--listen {}: give an IP address and port, e.g. {DEFAULT_LISTEN} or [::1]:9464",
+            args.listen
+        )
+    })?;
+    let auth = auth_for(addr, args.token_file.as_deref(), args.insecure_no_auth)?;
+    let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let token = match auth {
+        Auth::Token(t) => Some(t),
+        Auth::None => None,
+        Auth::Insecure => {
+            eprintln!(
+                "gputaskman: WARNING: serving {bound} without authentication (--insecure-no-auth): anyone who can \
+                 reach it sees every GPU process's name, user{} on this machine",
+                if args.no_cmdline {
+                    ""
+                } else {
+                    " and (redacted) command line"
+                }
+            );
+            None
+        }
+    };
+    let authenticated = token.is_some();
+
+    let published = Arc::new(Published::new(interval));
+    start_sampler(options, interval, args.no_cmdline, published.clone());
+    // Answer only once there is something to answer with.
+    while published.latest().is_none() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "ready: serving http://{bound}/metrics, /snapshot and /healthz{}; a sample every {} s",
+        if authenticated {
+            " (Authorization: Bearer required)"
+        } else {
+            ""
+        },
+        interval.as_secs_f64()
+    )?;
+    stdout.flush()?;
+    drop(stdout);
+    Server::new(listener, Limits::default(), token, published).run();
+    bail!("the server stopped")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_goes_without_a_token() {
+        let lo: SocketAddr = "127.0.0.1:9464".parse().unwrap();
+        let lo6: SocketAddr = "[::1]:9464".parse().unwrap();
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:9464".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:9464".parse().unwrap();
+        let lan: SocketAddr = "192.168.1.2:9464".parse().unwrap();
+        for a in [lo, lo6, mapped] {
+            assert!(matches!(auth_for(a, None, false), Ok(Auth::None)), "{a}");
+        }
+        for a in [any, lan] {
+            let e = auth_for(a, None, false).unwrap_err().to_string();
+            assert!(
+                e.contains("not a loopback address") && e.contains("--token-file"),
+                "{e}"
+            );
+            assert!(matches!(auth_for(a, None, true), Ok(Auth::Insecure)));
+        }
+    }
+
+    #[test]
+    fn a_token_file_is_read_trimmed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "  abcdefghijklmnopqrstuvwxyz\n").unwrap();
+        let any: SocketAddr = "0.0.0.0:9464".parse().unwrap();
+        let Ok(Auth::Token(t)) = auth_for(any, Some(&file), false) else {
+            panic!("a token")
+        };
+        assert!(t.matches(b"abcdefghijklmnopqrstuvwxyz"));
+        std::fs::write(&file, "\n").unwrap();
+        assert!(auth_for(any, Some(&file), false)
+            .unwrap_err()
+            .to_string()
+            .contains("empty"));
+        std::fs::write(&file, "two words").unwrap();
+        assert!(auth_for(any, Some(&file), false).is_err());
+        assert!(auth_for(any, Some(&dir.path().join("missing")), false).is_err());
+    }
+
+    #[test]
+    fn no_cmdline_drops_command_lines_from_both_renderings() {
+        let snap = metrics::tests::snapshot();
+        let kept = render(snap.clone(), false, 0.01);
+        assert!(String::from_utf8_lossy(&kept.metrics).contains("cmdline=\""));
+        assert!(String::from_utf8_lossy(&kept.snapshot).contains("--api-key <redacted>"));
+        let dropped = render(snap, true, 0.01);
+        assert!(!String::from_utf8_lossy(&dropped.metrics).contains("cmdline="));
+        let json: serde_json::Value = serde_json::from_slice(&dropped.snapshot).unwrap();
+        assert!(json["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["cmdline"].is_null()));
+    }
+
+    #[test]
+    fn healthz_turns_unhealthy_when_samples_stop() {
+        let p = Published::new(Duration::from_millis(100));
+        assert_eq!(p.get("/healthz").unwrap().status, 503);
+        assert_eq!(p.get("/metrics").unwrap().status, 503);
+        p.publish(render(metrics::tests::snapshot(), false, 0.0));
+        assert_eq!(p.get("/healthz").unwrap().status, 200);
+        assert_eq!(p.get("/metrics").unwrap().status, 200);
+        assert!(p.get("/other").is_none());
+    }
+}

@@ -1,0 +1,788 @@
+//! The fleet view's data: several hosts' `gputaskman serve` polled for
+//! `/snapshot`, each snapshot tagged with the host it came from, and the
+//! last good one kept, with its age, when a host stops answering. A host
+//! that goes quiet is shown stale, never dropped.
+//!
+//! [`RemoteFeed`] polls on a thread of its own and hands over a [`Fleet`]
+//! after every round; [`Fleet::devices`] and [`Fleet::processes`] flatten
+//! it into host-tagged rows. As a live-view [`Feed`] it hands the view one
+//! merged [`Snapshot`] (see [`Fleet::merged`]) until the data model has a
+//! host field of its own: every device gets a fleet-wide index and its
+//! host's name in front of its own, every process its host's name in front
+//! of its name, and a host that stopped answering is an error line with the
+//! age of what is shown, its devices marked stale.
+//!
+//! Requests are plain GETs with a timeout, a bounded body, no proxy and no
+//! redirects (as in `models/probe.rs`), to the addresses the user named.
+
+use crate::snapshot::{
+    Attribution, Backend, BackendStatus, Device, Host, Process, QueryError, Snapshot, SCHEMA_VERSION,
+};
+use crate::view::tui::feed::{Feed, FeedCommand, Update};
+use anyhow::{bail, Context};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long one host may take to answer.
+pub const TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest snapshot read (a machine with thousands of GPU processes
+/// stays far below it).
+pub const BODY_LIMIT: u64 = 64 << 20;
+/// The port of `gputaskman serve` when a host is named without one.
+pub const DEFAULT_PORT: u16 = 9464;
+
+/// A host to poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// What the view shows in its host column: `host:port` as given.
+    pub label: String,
+    /// The snapshot's URL.
+    pub url: String,
+}
+
+/// Parses `--remote`: a comma-separated list of `http://host:port`
+/// (`http://` and the port may be left out; `/snapshot` may be given).
+pub fn parse_targets(list: &str) -> anyhow::Result<Vec<Target>> {
+    let mut targets = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let rest = if let Some(rest) = item.strip_prefix("http://") {
+            rest
+        } else if item.contains("://") {
+            bail!(
+                "--remote {item}: only http:// is spoken (no TLS is built in: reach a remote host through an SSH \
+                 tunnel or a TLS-terminating proxy, and keep its token)"
+            );
+        } else {
+            item
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if !matches!(path, "" | "/" | "/snapshot") {
+            bail!("--remote {item}: give the server's address (http://host:port), not a path");
+        }
+        if authority.is_empty() || authority.contains('@') {
+            bail!("--remote {item}: give host:port (credentials go in a token file, not in the URL)");
+        }
+        let has_port = match authority.rfind(':') {
+            Some(i) => !authority[i..].contains(']') && authority[i + 1..].parse::<u16>().is_ok(),
+            None => false,
+        };
+        let authority = if has_port {
+            authority.to_string()
+        } else {
+            format!("{authority}:{DEFAULT_PORT}")
+        };
+        targets.push(Target {
+            url: format!("http://{authority}/snapshot"),
+            label: authority,
+        });
+    }
+    if targets.is_empty() {
+        bail!("--remote: give at least one host, e.g. http://hostA:{DEFAULT_PORT}");
+    }
+    Ok(targets)
+}
+
+/// What is known of one host.
+#[derive(Debug, Clone)]
+pub struct HostState {
+    pub target: Target,
+    /// The last snapshot the host sent, kept when it stops answering.
+    pub snapshot: Option<Snapshot>,
+    /// When that snapshot arrived.
+    pub received: Option<Instant>,
+    /// Why the last poll failed; None when it succeeded.
+    pub error: Option<String>,
+    /// Polls failed in a row.
+    pub failures: u32,
+}
+
+impl HostState {
+    fn new(target: Target) -> HostState {
+        HostState {
+            target,
+            snapshot: None,
+            received: None,
+            error: None,
+            failures: 0,
+        }
+    }
+
+    /// How old the snapshot shown is.
+    pub fn age(&self, now: Instant) -> Option<Duration> {
+        self.received.map(|r| now.saturating_duration_since(r))
+    }
+
+    /// The host stopped answering; what is shown is its last answer.
+    pub fn is_stale(&self) -> bool {
+        self.error.is_some() && self.snapshot.is_some()
+    }
+
+    /// The host's name for a view: its label, with the hostname it reports
+    /// when that says more.
+    pub fn name(&self) -> String {
+        match self.snapshot.as_ref().and_then(|s| s.host.hostname.as_deref()) {
+            Some(h) if !self.target.label.starts_with(h) => format!("{h} ({})", self.target.label),
+            _ => self.target.label.clone(),
+        }
+    }
+
+    /// One line: `ok`, `stale: last answer 12 s ago (...)`, `no answer yet`.
+    pub fn status(&self, now: Instant) -> String {
+        let age = self.age(now).map(|a| a.as_secs_f64());
+        match (&self.error, age) {
+            (None, Some(_)) => "ok".into(),
+            (None, None) => "not polled yet".into(),
+            (Some(e), Some(age)) => format!("stale: last answer {age:.0} s ago ({e})"),
+            (Some(e), None) => format!("no answer: {e}"),
+        }
+    }
+}
+
+/// Every host after one round of polling.
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub hosts: Vec<HostState>,
+}
+
+impl Fleet {
+    /// Every device of every host with a snapshot, tagged with the host, in
+    /// host order.
+    pub fn devices(&self) -> Vec<(&HostState, &Device)> {
+        self.hosts
+            .iter()
+            .flat_map(|h| {
+                h.snapshot
+                    .iter()
+                    .flat_map(move |s| s.devices.iter().map(move |d| (h, d)))
+            })
+            .collect()
+    }
+
+    /// Every process of every host, tagged with the host, the most measured
+    /// device memory first (unknown last).
+    pub fn processes(&self) -> Vec<(&HostState, &Process)> {
+        let mut rows: Vec<(&HostState, &Process)> = self
+            .hosts
+            .iter()
+            .flat_map(|h| {
+                h.snapshot
+                    .iter()
+                    .flat_map(move |s| s.processes.iter().map(move |p| (h, p)))
+            })
+            .collect();
+        let vram = |p: &Process| {
+            let known: Vec<u64> = p.gpu.iter().filter_map(|g| g.vram_bytes).collect();
+            (!known.is_empty()).then(|| known.iter().sum::<u64>())
+        };
+        rows.sort_by_key(|r| std::cmp::Reverse(vram(r.1)));
+        rows
+    }
+}
+
+/// How the view names each host: the hostname each reports when those are
+/// all different, else the label (`host:port`) the user gave.
+fn short_names(hosts: &[HostState]) -> Vec<String> {
+    let names: Vec<Option<&str>> = hosts
+        .iter()
+        .map(|h| h.snapshot.as_ref().and_then(|s| s.host.hostname.as_deref()))
+        .collect();
+    let unique = names.iter().all(|n| n.is_some()) && names.iter().enumerate().all(|(i, n)| !names[..i].contains(n));
+    hosts
+        .iter()
+        .zip(&names)
+        .map(|(h, n)| match (unique, n) {
+            (true, Some(n)) => n.to_string(),
+            _ => h.target.label.clone(),
+        })
+        .collect()
+}
+
+impl Fleet {
+    /// The whole fleet as one snapshot for a view that shows one machine:
+    /// devices numbered across the fleet and named `host · device`,
+    /// processes named `host/name`, one backend line per host saying how it
+    /// answered (with the age of a stale host's last answer), a stale
+    /// host's devices marked stale, and a host that never answered shown as
+    /// a device-less entry with its error. Nothing is summed across hosts
+    /// but measured bytes (the attribution is recomputed).
+    pub fn merged(&self, now: Instant) -> Snapshot {
+        let names = short_names(&self.hosts);
+        let mut backends = Vec::new();
+        let mut devices: Vec<Device> = Vec::new();
+        let mut processes = Vec::new();
+        for (h, name) in self.hosts.iter().zip(&names) {
+            let ok = h.error.is_none() && h.snapshot.is_some();
+            let mut detail = h.status(now);
+            if h.is_stale() {
+                detail.push_str("; showing its last answer");
+            }
+            backends.push(Backend {
+                name: format!("host {name}"),
+                status: if ok { BackendStatus::Ok } else { BackendStatus::Error },
+                detail,
+            });
+            let Some(snap) = &h.snapshot else {
+                devices.push(Device {
+                    index: devices.len() as u32,
+                    backend: "remote".into(),
+                    name: Some(format!("{name} · no answer")),
+                    process_list_complete: false,
+                    errors: vec![QueryError {
+                        query: format!("GET {}", h.target.url),
+                        message: h.error.clone().unwrap_or_else(|| "not polled yet".into()),
+                    }],
+                    ..Device::default()
+                });
+                continue;
+            };
+            for b in snap.backends.iter().filter(|b| b.status != BackendStatus::Ok) {
+                backends.push(Backend {
+                    name: format!("{name} {}", b.name),
+                    ..b.clone()
+                });
+            }
+            let mut index = HashMap::new();
+            for d in &snap.devices {
+                let mut d = d.clone();
+                let fleet_index = devices.len() as u32;
+                index.insert((d.backend.clone(), d.index), fleet_index);
+                d.index = fleet_index;
+                d.name = Some(format!("{name} · {}", d.name.as_deref().unwrap_or("n/a")));
+                if h.is_stale() {
+                    d.stale = true;
+                    d.notes.push(format!("{name}: {}", h.status(now)));
+                }
+                devices.push(d);
+            }
+            for p in &snap.processes {
+                let mut p = p.clone();
+                p.name = Some(format!("{name}/{}", p.name.as_deref().unwrap_or("n/a")));
+                for g in &mut p.gpu {
+                    // An entry naming a device the host did not list keeps
+                    // an index no device has, rather than another host's.
+                    g.device = index.get(&(g.source.clone(), g.device)).copied().unwrap_or(u32::MAX);
+                }
+                if h.is_stale() {
+                    p.notes.push(format!("{name}: {}", h.status(now)));
+                }
+                processes.push(p);
+            }
+        }
+        let taken_at = crate::procs::format_unix_nanos(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as i128)
+                .unwrap_or(0),
+        )
+        .unwrap_or_default();
+        Snapshot {
+            schema_version: SCHEMA_VERSION,
+            taken_at,
+            host: Host {
+                hostname: Some(format!(
+                    "{} host{}",
+                    self.hosts.len(),
+                    if self.hosts.len() == 1 { "" } else { "s" }
+                )),
+                os: std::env::consts::OS.into(),
+                os_name: None,
+                kernel: None,
+                wsl: false,
+                container: false,
+            },
+            backends,
+            attribution: Attribution::compute(&devices, &processes),
+            devices,
+            processes,
+        }
+    }
+
+    /// The fleet as JSON for `--remote ... --json`: per host its label,
+    /// URL, status, staleness, the age of its snapshot and the snapshot.
+    pub fn to_json(&self, now: Instant) -> serde_json::Value {
+        let hosts: Vec<serde_json::Value> = self
+            .hosts
+            .iter()
+            .map(|h| {
+                serde_json::json!({
+                    "label": h.target.label,
+                    "url": h.target.url,
+                    "status": h.status(now),
+                    "stale": h.is_stale(),
+                    "error": h.error,
+                    "age_seconds": h.age(now).map(|a| a.as_secs_f64()),
+                    "snapshot": h.snapshot,
+                })
+            })
+            .collect();
+        serde_json::json!({ "hosts": hosts })
+    }
+
+    /// The fleet as text for `--remote ... --once`: each host's status line
+    /// and its snapshot as `--once` prints it.
+    pub fn to_text(&self, now: Instant) -> String {
+        let mut out = String::new();
+        for (h, name) in self.hosts.iter().zip(short_names(&self.hosts)) {
+            out.push_str(&format!("== {name} ({}): {}\n", h.target.url, h.status(now)));
+            if let Some(s) = &h.snapshot {
+                out.push_str(&crate::view::text::render(s));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Reads the token for `--remote-token-file`.
+pub fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--remote-token-file {}", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!(
+            "--remote-token-file {}: a token is one line of visible ASCII characters",
+            path.display()
+        );
+    }
+    Ok(token.to_string())
+}
+
+/// `gputaskman --remote URLS --once|--json`: one round over every host.
+pub fn run_once(list: &str, token_file: Option<&Path>, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+    let targets = parse_targets(list)?;
+    let token = token_file.map(read_token).transpose()?;
+    let fleet = Poller::new(targets, token.as_deref()).poll();
+    let now = Instant::now();
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", fleet.to_text(now))?;
+    }
+    Ok(())
+}
+
+/// Polls every host, in parallel.
+pub struct Poller {
+    agent: ureq::Agent,
+    authorization: Option<String>,
+    hosts: Vec<HostState>,
+}
+
+impl Poller {
+    /// `token`: sent as `Authorization: Bearer` to every host.
+    pub fn new(targets: Vec<Target>, token: Option<&str>) -> Poller {
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(TIMEOUT))
+            .max_redirects(0)
+            .proxy(None)
+            .http_status_as_error(false)
+            .user_agent("gputaskman")
+            .build();
+        Poller {
+            agent: config.into(),
+            authorization: token.map(|t| format!("Bearer {t}")),
+            hosts: targets.into_iter().map(HostState::new).collect(),
+        }
+    }
+
+    /// One round: every host at once, so a host that hangs costs one
+    /// timeout, not one per host.
+    pub fn poll(&mut self) -> Fleet {
+        let this = &*self;
+        let results: Vec<Result<Snapshot, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = this
+                .hosts
+                .iter()
+                .map(|h| {
+                    let url = h.target.url.as_str();
+                    scope.spawn(move || this.fetch(url))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("the poller panicked".into())))
+                .collect()
+        });
+        let now = Instant::now();
+        for (host, result) in self.hosts.iter_mut().zip(results) {
+            match result {
+                Ok(snapshot) => {
+                    host.snapshot = Some(snapshot);
+                    host.received = Some(now);
+                    host.error = None;
+                    host.failures = 0;
+                }
+                Err(e) => {
+                    host.error = Some(e);
+                    host.failures += 1;
+                }
+            }
+        }
+        Fleet {
+            hosts: self.hosts.clone(),
+        }
+    }
+
+    fn fetch(&self, url: &str) -> Result<Snapshot, String> {
+        let mut request = self.agent.get(url);
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth);
+        }
+        let mut response = request.call().map_err(|e| e.to_string())?;
+        match response.status().as_u16() {
+            200 => {}
+            401 => return Err("HTTP 401: the host wants a token (or another one)".into()),
+            s => return Err(format!("HTTP {s}")),
+        }
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(BODY_LIMIT)
+            .read_to_vec()
+            .map_err(|e| e.to_string())?;
+        let snapshot: Snapshot =
+            serde_json::from_slice(&body).map_err(|e| format!("not a gputaskman snapshot: {e}"))?;
+        if snapshot.schema_version != SCHEMA_VERSION {
+            return Err(format!(
+                "snapshot schema version {}, this build reads {SCHEMA_VERSION}",
+                snapshot.schema_version
+            ));
+        }
+        Ok(snapshot)
+    }
+}
+
+/// A poller on a thread of its own: a round every `interval`, each handed
+/// over as a [`Fleet`]. Never blocks the caller.
+pub struct RemoteFeed {
+    rx: Receiver<Fleet>,
+    stopped: bool,
+    interval: Duration,
+    /// The last round's hosts: (answering, stale, never answered).
+    counts: Option<(usize, usize, usize)>,
+}
+
+impl RemoteFeed {
+    pub fn start(targets: Vec<Target>, token: Option<String>, interval: Duration) -> RemoteFeed {
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("gputaskman-remote".into())
+            .spawn(move || {
+                let mut poller = Poller::new(targets, token.as_deref());
+                loop {
+                    let started = Instant::now();
+                    if tx.send(poller.poll()).is_err() {
+                        return; // the view is gone
+                    }
+                    if let Some(rest) = interval.checked_sub(started.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
+                }
+            })
+            .expect("spawn the remote poller");
+        RemoteFeed {
+            rx,
+            stopped: false,
+            interval,
+            counts: None,
+        }
+    }
+
+    /// The newest round since the last call, if any.
+    pub fn latest(&mut self) -> Option<Fleet> {
+        let mut last = None;
+        loop {
+            match self.rx.try_recv() {
+                Ok(f) => {
+                    self.counts = Some(count(&f));
+                    last = Some(f)
+                }
+                Err(TryRecvError::Empty) => return last,
+                Err(TryRecvError::Disconnected) => {
+                    self.stopped = true;
+                    return last;
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for the next round.
+    pub fn next(&mut self, timeout: Duration) -> Option<Fleet> {
+        let fleet = self.rx.recv_timeout(timeout).ok()?;
+        self.counts = Some(count(&fleet));
+        Some(fleet)
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+}
+
+fn count(f: &Fleet) -> (usize, usize, usize) {
+    let ok = f
+        .hosts
+        .iter()
+        .filter(|h| h.error.is_none() && h.snapshot.is_some())
+        .count();
+    let stale = f.hosts.iter().filter(|h| h.is_stale()).count();
+    (ok, stale, f.hosts.len() - ok - stale)
+}
+
+impl Feed for RemoteFeed {
+    fn poll(&mut self, now: Instant) -> Option<Update> {
+        self.latest().map(|f| Update::Next(Box::new(f.merged(now))))
+    }
+
+    fn command(&mut self, _command: FeedCommand, _now: Instant) {}
+
+    fn status(&self) -> String {
+        if self.stopped {
+            return "remote: the poller stopped".into();
+        }
+        let every = format!("every {:.1} s", self.interval.as_secs_f64());
+        match self.counts {
+            None => format!("remote, {every}: waiting for the first answers"),
+            Some((ok, 0, 0)) => format!("remote, {every}: {ok} answering"),
+            Some((ok, stale, none)) => {
+                format!("remote, {every}: {ok} answering, {stale} stale, {none} never answered")
+            }
+        }
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        None
+    }
+
+    fn is_replay(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::http::{tests::Fixed, Limits, Server, Token};
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::Arc;
+
+    #[test]
+    fn targets_take_the_usual_spellings() {
+        let t = parse_targets("http://hostA:9464, hostB,http://[::1]:9500/snapshot,10.0.0.3/").unwrap();
+        let urls: Vec<&str> = t.iter().map(|t| t.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            [
+                "http://hostA:9464/snapshot",
+                "http://hostB:9464/snapshot",
+                "http://[::1]:9500/snapshot",
+                "http://10.0.0.3:9464/snapshot"
+            ]
+        );
+        assert_eq!(t[1].label, "hostB:9464");
+        assert_eq!(parse_targets("[::1]").unwrap()[0].label, "[::1]:9464");
+        for bad in ["", "https://a:1", "http://user:pw@a:1", "http://a:1/metrics", ","] {
+            assert!(parse_targets(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A host serving a fixed snapshot whose hostname is `name`.
+    fn host(name: &str, vram: u64, token: Option<&str>) -> super::super::http::Handle {
+        let mut snap = super::super::metrics::tests::snapshot();
+        snap.host.hostname = Some(name.into());
+        snap.processes[0].gpu[0].vram_bytes = Some(vram);
+        let body = Arc::new(serde_json::to_vec(&snap).unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Server::new(
+            listener,
+            Limits::default(),
+            token.map(Token::new),
+            Arc::new(Fixed(body)),
+        )
+        .spawn()
+        .unwrap()
+    }
+
+    fn target(handle: &super::super::http::Handle) -> Target {
+        parse_targets(&format!("http://{}", handle.addr())).unwrap().remove(0)
+    }
+
+    #[test]
+    fn a_host_that_stops_answering_turns_stale_with_its_age_and_stays() {
+        let a = host("alpha", 1 << 30, None);
+        let b = host("beta", 3 << 30, None);
+        let c = host("gamma", 2 << 30, None);
+        let mut poller = Poller::new(vec![target(&a), target(&b), target(&c)], None);
+        let fleet = poller.poll();
+        let names: Vec<String> = fleet.hosts.iter().map(|h| h.name()).collect();
+        assert!(names[0].starts_with("alpha (127.0.0.1:"), "{names:?}");
+        assert!(fleet.hosts.iter().all(|h| h.error.is_none() && !h.is_stale()));
+        assert_eq!(fleet.devices().len(), 3);
+        // Rows of every host, the largest measured VRAM first, each tagged.
+        let rows = fleet.processes();
+        assert_eq!(rows.len(), 6);
+        let top: Vec<_> = rows
+            .iter()
+            .take(3)
+            .map(|(h, p)| (h.snapshot.as_ref().unwrap().host.hostname.clone().unwrap(), p.pid))
+            .collect();
+        assert_eq!(
+            top,
+            [("beta".into(), 4242), ("gamma".into(), 4242), ("alpha".into(), 4242)]
+        );
+
+        b.stop();
+        std::thread::sleep(Duration::from_millis(50));
+        let fleet = poller.poll();
+        let beta = &fleet.hosts[1];
+        assert!(beta.is_stale(), "{beta:?}");
+        assert_eq!(beta.failures, 1);
+        assert_eq!(beta.snapshot.as_ref().unwrap().host.hostname.as_deref(), Some("beta"));
+        let age = beta.age(Instant::now()).unwrap();
+        assert!(age >= Duration::from_millis(50), "{age:?}");
+        let status = beta.status(Instant::now());
+        assert!(status.starts_with("stale: last answer "), "{status}");
+        // Still in the rows: stale, not dropped.
+        assert_eq!(fleet.processes().len(), 6);
+        assert!(!fleet.hosts[0].is_stale() && !fleet.hosts[2].is_stale());
+    }
+
+    #[test]
+    fn a_host_never_reached_says_why() {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut poller = Poller::new(parse_targets(&format!("127.0.0.1:{port}")).unwrap(), None);
+        let fleet = poller.poll();
+        let h = &fleet.hosts[0];
+        assert!(h.snapshot.is_none() && !h.is_stale());
+        assert!(h.status(Instant::now()).starts_with("no answer: "), "{h:?}");
+    }
+
+    #[test]
+    fn the_token_is_sent_and_a_wrong_one_is_reported() {
+        let a = host("alpha", 1, Some("right-token"));
+        let mut right = Poller::new(vec![target(&a)], Some("right-token"));
+        assert!(right.poll().hosts[0].error.is_none());
+        let mut wrong = Poller::new(vec![target(&a)], Some("wrong-token"));
+        let fleet = wrong.poll();
+        assert!(
+            fleet.hosts[0].error.as_deref().unwrap().contains("401"),
+            "{:?}",
+            fleet.hosts[0]
+        );
+    }
+
+    #[test]
+    fn the_feed_polls_on_its_own_thread() {
+        let a = host("alpha", 1, None);
+        let mut feed = RemoteFeed::start(vec![target(&a)], None, Duration::from_millis(50));
+        let first = feed.next(Duration::from_secs(5)).expect("a first round");
+        assert!(first.hosts[0].snapshot.is_some());
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(feed.latest().is_some());
+        assert!(!feed.is_stopped());
+    }
+
+    #[test]
+    fn the_merged_view_numbers_devices_across_hosts_and_marks_a_stale_host() {
+        let a = host("alpha", 1 << 30, None);
+        let b = host("beta", 2 << 30, None);
+        let mut poller = Poller::new(vec![target(&a), target(&b)], None);
+        let snap = poller.poll().merged(Instant::now());
+        let devices: Vec<(u32, &str)> = snap
+            .devices
+            .iter()
+            .map(|d| (d.index, d.name.as_deref().unwrap()))
+            .collect();
+        assert_eq!(
+            devices,
+            [
+                (0, "alpha · NVIDIA GeForce RTX 4080 SUPER"),
+                (1, "beta · NVIDIA GeForce RTX 4080 SUPER")
+            ]
+        );
+        let llama: Vec<(&str, u32)> = snap
+            .processes
+            .iter()
+            .filter(|p| p.pid == 4242)
+            .map(|p| (p.name.as_deref().unwrap(), p.gpu[0].device))
+            .collect();
+        assert_eq!(llama, [("alpha/llama-server", 0), ("beta/llama-server", 1)]);
+        assert_eq!(snap.attribution.devices[1].measured_sum_bytes, Some(2 << 30));
+        assert_eq!(snap.host.hostname.as_deref(), Some("2 hosts"));
+        assert!(snap.backends.iter().all(|b| b.status == BackendStatus::Ok));
+
+        b.stop();
+        std::thread::sleep(Duration::from_millis(1100));
+        let snap = poller.poll().merged(Instant::now());
+        assert_eq!(snap.devices.len(), 2, "a stale host is kept");
+        assert!(!snap.devices[0].stale);
+        assert!(snap.devices[1].stale);
+        let beta = snap.backends.iter().find(|b| b.name == "host beta").unwrap();
+        assert_eq!(beta.status, BackendStatus::Error);
+        assert!(
+            beta.detail.starts_with("stale: last answer 1 s ago (")
+                && beta.detail.ends_with("; showing its last answer"),
+            "{}",
+            beta.detail
+        );
+        assert_eq!(
+            snap.processes
+                .iter()
+                .filter(|p| p.name.as_deref() == Some("beta/llama-server"))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_host_that_never_answered_is_an_entry_with_its_error() {
+        let a = host("alpha", 1, None);
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let targets = vec![
+            target(&a),
+            parse_targets(&format!("127.0.0.1:{port}")).unwrap().remove(0),
+        ];
+        let snap = Poller::new(targets, None).poll().merged(Instant::now());
+        let dead = &snap.devices[1];
+        assert_eq!(
+            dead.name.as_deref(),
+            Some(format!("127.0.0.1:{port} · no answer").as_str())
+        );
+        assert!(!dead.process_list_complete);
+        assert_eq!(dead.errors[0].query, format!("GET http://127.0.0.1:{port}/snapshot"));
+        // Not every host has a hostname: every host goes by its label.
+        assert!(snap.devices[0].name.as_deref().unwrap().starts_with("127.0.0.1:"));
+    }
+
+    #[test]
+    fn the_live_view_feed_hands_over_merged_snapshots_and_says_who_is_stale() {
+        let a = host("alpha", 1, None);
+        let b = host("beta", 2, None);
+        let mut feed = RemoteFeed::start(vec![target(&a), target(&b)], None, Duration::from_millis(100));
+        let wait_for = |feed: &mut RemoteFeed, what: &dyn Fn(&Snapshot) -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Some(Update::Next(s)) = feed.poll(Instant::now()) {
+                    if what(&s) {
+                        return *s;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            panic!("no such snapshot came");
+        };
+        let first = wait_for(&mut feed, &|s| s.devices.len() == 2);
+        assert!(!first.devices[1].stale);
+        assert!(feed.status().ends_with("2 answering"), "{}", feed.status());
+        b.stop();
+        let stale = wait_for(&mut feed, &|s| s.devices.len() == 2 && s.devices[1].stale);
+        assert!(stale.devices[1].notes.iter().any(|n| n.contains("stale: last answer")));
+        assert!(feed.status().contains("1 answering, 1 stale"), "{}", feed.status());
+        assert!(!feed.is_replay());
+    }
+}
