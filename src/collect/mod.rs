@@ -144,6 +144,9 @@ impl Collector {
             true => self.pair_host_pids(&scanned, gpu_processes),
         };
         let mut processes = merge(&scanned, gpu_processes, self.options.gpu.is_none());
+        for p in processes.iter_mut().filter(|p| p.name.is_some()) {
+            p.rss_anon_bytes = self.procs.rss_anon(p.pid);
+        }
         let ai: Vec<&ProcInfo> = scanned
             .iter()
             .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid && p.host_pid.is_none()))
@@ -289,6 +292,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             runtimes: info.runtimes.clone(),
             cpu_percent: info.cpu_percent,
             rss_bytes: info.rss_bytes,
+            rss_anon_bytes: None,
             gpu,
             models: Vec::new(),
             models_pending: false,
@@ -323,6 +327,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             runtimes: Vec::new(),
             cpu_percent: None,
             rss_bytes: None,
+            rss_anon_bytes: None,
             notes: vec![note],
             gpu,
             models: Vec::new(),

@@ -163,6 +163,16 @@ impl ProcScanner {
         }
     }
 
+    /// Anonymous resident memory of a process (resident - shared pages of
+    /// /proc/PID/statm). Read only for the processes a snapshot lists.
+    pub fn rss_anon(&self, pid: u32) -> Option<u64> {
+        let statm = Process::new_with_root(self.root.join(pid.to_string()))
+            .ok()?
+            .statm()
+            .ok()?;
+        Some(statm.resident.saturating_sub(statm.shared) * self.page_size)
+    }
+
     /// The user's name, or the numeric uid when it has none.
     fn user_name(&mut self, uid: u32) -> String {
         self.users

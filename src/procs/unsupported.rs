@@ -13,6 +13,10 @@ impl ProcScanner {
 
     pub fn prime(&mut self) {}
 
+    pub fn rss_anon(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+
     pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
         anyhow::bail!("the process scan is not implemented on {}", std::env::consts::OS)
     }

@@ -531,6 +531,7 @@ pub(crate) mod tests {
             runtimes: vec!["cuda".into(), "llama.cpp".into()],
             cpu_percent: Some(12.5),
             rss_bytes: Some(1 << 30),
+            rss_anon_bytes: None,
             gpu: vec![usage(vram)],
             models: vec![],
             models_pending: false,

@@ -176,6 +176,11 @@ pub struct Process {
     /// sample.
     pub cpu_percent: Option<f64>,
     pub rss_bytes: Option<u64>,
+    /// Of the resident memory, what is anonymous (heap, buffers a runtime
+    /// allocated) rather than file-backed (a memory-mapped model, libraries),
+    /// from /proc/PID/statm (resident - shared). What a CPU runtime's KV
+    /// cache grows.
+    pub rss_anon_bytes: Option<u64>,
     /// One entry per device the process has memory or work on.
     pub gpu: Vec<GpuUsage>,
     /// Model files the process runs (filled by model discovery).
@@ -399,6 +404,7 @@ mod tests {
             runtimes: vec![],
             cpu_percent: None,
             rss_bytes: None,
+            rss_anon_bytes: None,
             gpu: usage
                 .iter()
                 .map(|&(device, vram_bytes)| GpuUsage {

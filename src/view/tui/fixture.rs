@@ -38,6 +38,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
         runtimes: vec![],
         cpu_percent: cpu,
         rss_bytes: Some(rss_mib * MIB),
+        rss_anon_bytes: None,
         gpu: vec![],
         models: vec![],
         models_pending: false,
