@@ -981,7 +981,10 @@ fn diff_models(process: usize, pb: Option<&Process>, pa: Option<&Process>) -> Ve
 
 // ---------------------------------------------------------------- text
 
-/// Binary units, as the views print them; unknown is `n/a`.
+/// Binary units, as the views print them; unknown is `n/a`. The same as
+/// `view::bytes` (a test in record/summary.rs holds them equal): this file
+/// uses nothing outside src/snapshot, because tests/diff.rs and
+/// tests/record.rs compile src/snapshot into their own crates by `#[path]`.
 pub fn fmt_bytes(b: Option<u64>) -> String {
     const KIB: f64 = 1024.0;
     let Some(b) = b else { return "n/a".into() };
