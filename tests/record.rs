@@ -10,6 +10,9 @@
 
 mod common;
 #[allow(dead_code)]
+#[path = "../src/record/index.rs"]
+mod index;
+#[allow(dead_code)]
 #[path = "../src/record/read.rs"]
 mod read;
 #[allow(dead_code)]
@@ -20,6 +23,7 @@ mod snapshot_builder;
 #[path = "../src/record/write.rs"]
 mod write;
 
+use index::open_recording;
 use read::read_recording;
 use serde_json::Value;
 use snapshot::Snapshot;
@@ -669,6 +673,85 @@ fn summary_and_plot_refuse_a_file_that_is_no_recording() {
     assert_eq!(s["processes"][0]["vram_bytes"]["max"], 100 * MIB);
 }
 
+/// The index (replay's random access) holds what the whole read holds.
+fn same_as_index(path: &Path, rec: &read::Recording) {
+    let ix = open_recording(path).unwrap();
+    assert_eq!(
+        ix.len(),
+        rec.snapshots.len(),
+        "{}: {:?} vs {:?}",
+        path.display(),
+        ix.skipped,
+        rec.skipped
+    );
+    for (i, s) in rec.snapshots.iter().enumerate() {
+        assert_eq!(ix.taken_at(i), Some(s.taken_at.as_str()));
+        assert_eq!(&ix.get(i).unwrap(), s, "{}: snapshot {i}", path.display());
+    }
+    let mut seen = Vec::new();
+    let failed = ix.for_each(|i, s| seen.push((i, s)));
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(seen.len(), rec.snapshots.len());
+    assert!(seen.iter().all(|(i, s)| &rec.snapshots[*i] == s));
+    assert_eq!(
+        ix.skipped.is_empty(),
+        rec.skipped.is_empty(),
+        "{:?} vs {:?}",
+        ix.skipped,
+        rec.skipped
+    );
+    assert!(ix.get(rec.snapshots.len()).is_err());
+}
+
+#[test]
+fn the_index_for_replay_reads_what_the_whole_read_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = series(7);
+    // Plain and zstd, whole and cut at a few places.
+    for (name, frame) in [("a.jsonl", 60), ("a.jsonl.zst", 3)] {
+        let full = dir.path().join(name);
+        write_recording(&full, &snaps, frame);
+        let data = std::fs::read(&full).unwrap();
+        let cut_path = dir.path().join(format!("cut-{name}"));
+        for cut in (0..=data.len()).step_by(37).chain([data.len()]) {
+            std::fs::write(&cut_path, &data[..cut]).unwrap();
+            same_as_index(&cut_path, &read_recording(&cut_path).unwrap());
+        }
+        // Appended to after a crash.
+        std::fs::write(&cut_path, &data[..data.len() / 2]).unwrap();
+        write_recording(&cut_path, &snaps[..2], 60);
+        let rec = read_recording(&cut_path).unwrap();
+        assert!(rec.snapshots.len() >= 2);
+        same_as_index(&cut_path, &rec);
+    }
+    // Lines that are not snapshots; one pretty-printed snapshot.
+    let mixed = dir.path().join("mixed.jsonl");
+    let line = serde_json::to_string(&snaps[0]).unwrap();
+    std::fs::write(&mixed, format!("{line}\nGPU 0\n[]\n\n{line}\n{}", &line[..50])).unwrap();
+    let rec = read_recording(&mixed).unwrap();
+    assert_eq!(rec.snapshots.len(), 2);
+    same_as_index(&mixed, &rec);
+    let one = snapshot_builder::write(dir.path(), "one.json", &snaps[3]);
+    same_as_index(&one, &read_recording(&one).unwrap());
+    // Bytes flipped in a zstd recording.
+    let full = dir.path().join("a.jsonl.zst");
+    let data = std::fs::read(&full).unwrap();
+    let mut rng = Rng(7);
+    let bad = dir.path().join("bad.jsonl.zst");
+    for _ in 0..60 {
+        let mut d = data.clone();
+        let at = rng.below(d.len() as u64) as usize;
+        d[at] ^= 1 << rng.below(8);
+        std::fs::write(&bad, &d).unwrap();
+        let rec = read_recording(&bad).unwrap();
+        let ix = open_recording(&bad).unwrap();
+        assert_eq!(ix.len(), rec.snapshots.len());
+        for i in 0..ix.len() {
+            assert_eq!(ix.get(i).unwrap(), rec.snapshots[i]);
+        }
+    }
+}
+
 // ------------------------------------------------------------ end to end
 
 /// A real llama.cpp server on a given port (see tests/llama_server.rs).
@@ -710,6 +793,53 @@ fn model_of(s: &Snapshot, pid: u32) -> Option<&snapshot::Model> {
     s.processes.iter().find(|p| p.pid == pid)?.models.first()
 }
 
+/// Waits until the last 4 snapshots that list `pid` show its model served
+/// at `context` and its RSS within 1 MiB.
+fn wait_settled(path: &Path, pid: u32, context: u64) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(rec) = read_recording(path) {
+            let last: Vec<&snapshot::Process> = rec
+                .snapshots
+                .iter()
+                .rev()
+                .filter_map(|s| s.processes.iter().find(|p| p.pid == pid))
+                .take(4)
+                .collect();
+            let served = last.iter().all(|p| {
+                p.models
+                    .first()
+                    .is_some_and(|m| m.context == Some(context) && m.server_url.is_some())
+            });
+            let rss: Vec<u64> = last.iter().filter_map(|p| p.rss_bytes).collect();
+            let still = rss.len() == 4 && rss.iter().max().unwrap() - rss.iter().min().unwrap() <= MIB;
+            if last.len() == 4 && served && still {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {pid} to settle");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// RSS over the recording of two processes, for a failure message.
+fn rss_trace(rec: &read::Recording, a: u32, b: u32) -> String {
+    rec.snapshots
+        .iter()
+        .map(|s| {
+            let rss = |pid: u32| {
+                s.processes
+                    .iter()
+                    .find(|p| p.pid == pid)
+                    .map(|p| format!("{:?}/{}", p.rss_bytes.map(|r| r / MIB), p.models.len()))
+                    .unwrap_or_else(|| "-".into())
+            };
+            format!("{} a={} b={}", s.taken_at, rss(a), rss(b))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Records a real llama.cpp server at -c 4096, restarts it on the same
 /// port at -c 32768 (as a reload does: a new PID), and diffs the last
 /// snapshot of each: the diff pairs the two by name and port and shows
@@ -725,24 +855,15 @@ fn a_recorded_context_change_diffs_measured_growth_beside_the_estimate() {
 
     let first = Server::start(&python, &model, port, &["-c", "4096", "-np", "1"]);
     let a_pid = first.daemon.pid();
-    // Discovery runs in the background: wait for two samples with the
-    // model as the server's API describes it.
-    let served = |m: &snapshot::Model, ctx: u64| m.context == Some(ctx) && m.server_url.is_some();
-    wait_for(
-        &run,
-        2,
-        |s| model_of(s, a_pid).is_some_and(|m| served(m, 4096)),
-        "the first server's model",
-    );
+    // Discovery runs in the background, and a server's RSS grows for a
+    // while after it answers (pages of the mapped model are touched): wait
+    // until the model is described by the server's API and the RSS has
+    // held still for 4 samples.
+    wait_settled(&run, a_pid, 4096);
     drop(first);
     let second = Server::start(&python, &model, port, &["-c", "32768", "-np", "1"]);
     let b_pid = second.daemon.pid();
-    wait_for(
-        &run,
-        2,
-        |s| model_of(s, b_pid).is_some_and(|m| served(m, 32768)),
-        "the second server's model",
-    );
+    wait_settled(&run, b_pid, 32768);
     signal(&recorder.0, libc::SIGINT);
     assert!(recorder.0.wait().unwrap().success());
     drop(second);
@@ -789,7 +910,9 @@ fn a_recorded_context_change_diffs_measured_growth_beside_the_estimate() {
     );
     assert!(
         (rss - est).abs() < (rss - blind).abs(),
-        "the measured growth ({rss}) follows the window-aware estimate, not the window-blind one"
+        "the measured growth ({rss}) follows the window-aware estimate, not the window-blind one: {:#}\n{}",
+        e["rss_bytes"],
+        rss_trace(&rec, a_pid, b_pid)
     );
 
     let text = snapshot_builder::diff_text(&before, &after);
@@ -867,8 +990,21 @@ fn synthesize_an_hour_of_200_processes() {
         assert_eq!(rec.snapshots.len(), snapshots);
         assert!(rec.skipped.is_empty());
         assert_eq!(rec.snapshots[snapshots - 1].processes.len(), 200);
+        drop(rec);
+        // Replay's way in: index, then parse the snapshots shown.
+        let t = Instant::now();
+        let ix = open_recording(path).unwrap();
+        let open_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let last = ix.get(snapshots - 1).unwrap();
+        let last_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let t = Instant::now();
+        let window: Vec<Snapshot> = (snapshots - 60..snapshots).map(|i| ix.get(i).unwrap()).collect();
+        let window_ms = t.elapsed().as_secs_f64() * 1000.0;
+        assert_eq!(ix.len(), snapshots);
+        assert_eq!(window.last(), Some(&last));
         println!(
-            "BENCH {name} bytes={} write_ms_per_snapshot={:.3} read_s={read_s:.3} snapshots={snapshots}",
+            "BENCH {name} bytes={} write_ms_per_snapshot={:.3} read_all_s={read_s:.3} index_open_s={open_s:.3} get_last_ms={last_ms:.1} get_last_60_ms={window_ms:.1} snapshots={snapshots}",
             std::fs::metadata(path).unwrap().len(),
             w * 1000.0 / snapshots as f64
         );

@@ -1,17 +1,19 @@
 //! Before and after: `diff` of two snapshots, `record` of snapshots over
 //! time, and the commands that read recordings back (`summary`, `plot`;
-//! `replay` reads them through [`read_recording`]).
+//! `replay` reads them through [`read::read_recording`], or through
+//! [`open_recording`] for random access).
 //!
 //! A recording is JSON lines: one `Snapshot` (the `--json` schema, on one
 //! line) per sample, plain or zstd (`.zst`). See [`write`] for why a
 //! recording cut short still reads, and [`read`] for what is skipped.
 
+pub mod index;
 pub mod plot;
 pub mod read;
 pub mod summary;
 pub mod write;
 
-pub use read::{read_recording, Recording};
+pub use index::{open_recording, RecordingIndex};
 
 use crate::collect::{Collector, Options};
 use crate::snapshot::diff;
@@ -94,10 +96,10 @@ pub fn run_diff(args: &DiffArgs, out: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads a recording that must hold at least one snapshot.
-fn read_some(path: &Path) -> anyhow::Result<Recording> {
-    let rec = read_recording(path)?;
-    if rec.snapshots.is_empty() {
+/// Opens a recording that must hold at least one snapshot.
+fn read_some(path: &Path) -> anyhow::Result<RecordingIndex> {
+    let rec = open_recording(path)?;
+    if rec.is_empty() {
         let why: Vec<&str> = rec.skipped.iter().take(3).map(String::as_str).collect();
         if why.is_empty() {
             bail!("{}: empty, no snapshot in it", path.display());

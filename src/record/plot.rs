@@ -8,7 +8,7 @@
 //! (`--top`); the rest are counted in the title. `--rss` adds resident
 //! memory (for runtimes on the CPU).
 
-use super::read::Recording;
+use super::index::RecordingIndex;
 use super::summary::{device_key, device_label, DeviceKey, ProcessKey};
 use crate::snapshot::diff::unix_seconds;
 use std::collections::HashMap;
@@ -66,13 +66,12 @@ impl Series {
 
 /// Draws the recording; returns the SVG text and a one-line account of
 /// what was drawn.
-pub fn plot(rec: &Recording, title: &str, options: &Options) -> anyhow::Result<(String, String)> {
-    let snaps = &rec.snapshots;
-    if snaps.is_empty() {
+pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Result<(String, String)> {
+    if rec.is_empty() {
         anyhow::bail!("no snapshot to plot");
     }
-    let n = snaps.len();
-    let times: Vec<Option<f64>> = snaps.iter().map(|s| unix_seconds(&s.taken_at)).collect();
+    let n = rec.len();
+    let times: Vec<Option<f64>> = (0..n).map(|i| rec.taken_at(i).and_then(unix_seconds)).collect();
     let t0 = times.iter().flatten().copied().fold(f64::INFINITY, f64::min);
     if !t0.is_finite() {
         anyhow::bail!("no snapshot has a readable time (taken_at)");
@@ -83,8 +82,8 @@ pub fn plot(rec: &Recording, title: &str, options: &Options) -> anyhow::Result<(
     type ProcSeries = (String, Vec<(DeviceKey, Series, Series)>, Series);
     let mut procs: Vec<(ProcessKey, ProcSeries)> = Vec::new();
     let mut proc_index: HashMap<ProcessKey, usize> = HashMap::new();
-    for (at, s) in snaps.iter().enumerate() {
-        let Some(t) = times[at].map(|t| t - t0) else { continue };
+    rec.for_each(|at, s| {
+        let Some(t) = times[at].map(|t| t - t0) else { return };
         let mut labels: HashMap<(&str, u32), (DeviceKey, String)> = HashMap::new();
         for d in &s.devices {
             let key = device_key(d);
@@ -133,7 +132,7 @@ pub fn plot(rec: &Recording, title: &str, options: &Options) -> anyhow::Result<(
                 gpus[slot].2.set(at, t, g.spill_bytes);
             }
         }
-    }
+    });
 
     // The processes with the highest peaks.
     let peak = |p: &ProcSeries| -> u64 {

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 pub const MAX_LINE: usize = 64 << 20;
 /// At most this many skip notes are kept; the rest are counted.
 const MAX_NOTES: usize = 100;
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+pub(crate) const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// Lines are handed to the parsers in batches of about this many bytes.
 const BATCH_BYTES: usize = 4 << 20;
 
@@ -258,7 +258,7 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
     Ok(recording)
 }
 
-fn parse_line(n: u64, line: &[u8], unterminated: bool) -> Result<Snapshot, String> {
+pub(crate) fn parse_line(n: u64, line: &[u8], unterminated: bool) -> Result<Snapshot, String> {
     match serde_json::from_slice::<Snapshot>(line) {
         Ok(s) if s.schema_version == SCHEMA_VERSION => Ok(s),
         Ok(s) => Err(format!(
@@ -293,7 +293,7 @@ fn parse_line(n: u64, line: &[u8], unterminated: bool) -> Result<Snapshot, Strin
     }
 }
 
-fn find_magic(data: &[u8], from: usize) -> Option<usize> {
+pub(crate) fn find_magic(data: &[u8], from: usize) -> Option<usize> {
     if from >= data.len() {
         return None;
     }
@@ -383,7 +383,7 @@ fn decode_zstd(data: &[u8], lines: &mut Lines) {
 /// decoder at most `step` bytes a call. Ok(true): the frame is complete;
 /// Ok(false): the data ends inside it; Err: it is damaged (what the failing
 /// call decoded is not kept). Also returns the bytes consumed.
-fn decode_frame(
+pub(crate) fn decode_frame(
     decoder: &mut zstd::stream::raw::Decoder,
     data: &[u8],
     step: usize,

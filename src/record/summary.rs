@@ -6,9 +6,9 @@
 //! PID is another process); devices by UUID, then PCI bus id, then
 //! backend and index. Unknown values are counted, never taken as 0.
 
-use super::read::Recording;
+use super::index::RecordingIndex;
 use crate::snapshot::diff::{fmt_bytes, fmt_duration, unix_seconds};
-use crate::snapshot::{Device, Model, Snapshot};
+use crate::snapshot::{Device, Model};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -47,7 +47,7 @@ impl Series {
         self.last = v;
     }
 
-    fn stats(&self, times: &[&str]) -> Stats {
+    fn stats(&self, times: &[String]) -> Stats {
         if self.values.is_empty() {
             return Stats {
                 unknown: self.unknown,
@@ -189,17 +189,19 @@ struct DevAcc {
     shared: Series,
 }
 
-/// Builds the summary of a recording.
-pub fn summarize(file: &str, rec: &Recording) -> Summary {
-    let snaps: &[Snapshot] = &rec.snapshots;
-    let times: Vec<&str> = snaps.iter().map(|s| s.taken_at.as_str()).collect();
+/// Builds the summary of a recording, parsing one batch of snapshots at a
+/// time (an hour of 200 processes is never all in memory).
+pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
+    let mut times: Vec<String> = Vec::with_capacity(rec.len());
     let mut devices: Vec<(DeviceKey, DevAcc)> = Vec::new();
     let mut procs: Vec<(ProcessKey, ProcAcc)> = Vec::new();
     let mut proc_index: HashMap<ProcessKey, usize> = HashMap::new();
     let mut models: Vec<ModelTimeline> = Vec::new();
     let mut model_index: HashMap<(ProcessKey, Option<String>, Option<String>), usize> = HashMap::new();
 
-    for (at, s) in snaps.iter().enumerate() {
+    let failed = rec.for_each(|_, s| {
+        let at = times.len();
+        times.push(s.taken_at.clone());
         let mut keys: HashMap<(&str, u32), (DeviceKey, String)> = HashMap::new();
         for d in &s.devices {
             let key = device_key(d);
@@ -303,7 +305,7 @@ pub fn summarize(file: &str, rec: &Recording) -> Summary {
                 }
             }
         }
-    }
+    });
 
     let mut processes: Vec<ProcessSummary> = procs
         .into_iter()
@@ -311,8 +313,8 @@ pub fn summarize(file: &str, rec: &Recording) -> Summary {
             pid,
             start_time,
             name: acc.name,
-            first_seen: times[acc.first].to_string(),
-            last_seen: times[acc.last].to_string(),
+            first_seen: times[acc.first].clone(),
+            last_seen: times[acc.last].clone(),
             samples: acc.samples,
             vram_bytes: acc.vram.stats(&times),
             spill_bytes: acc.spill.stats(&times),
@@ -338,17 +340,17 @@ pub fn summarize(file: &str, rec: &Recording) -> Summary {
 
     let mut gaps: Vec<f64> = times
         .windows(2)
-        .filter_map(|w| Some(unix_seconds(w[1])? - unix_seconds(w[0])?))
+        .filter_map(|w| Some(unix_seconds(&w[1])? - unix_seconds(&w[0])?))
         .collect();
     gaps.sort_by(f64::total_cmp);
 
     Summary {
         file: file.to_string(),
-        snapshots: snaps.len(),
+        snapshots: times.len(),
         first: times.first().map(|t| t.to_string()),
         last: times.last().map(|t| t.to_string()),
         interval_s: gaps.get(gaps.len().saturating_sub(1) / 2).copied(),
-        skipped: rec.skipped.clone(),
+        skipped: rec.skipped.iter().cloned().chain(failed).collect(),
         devices: devices
             .into_iter()
             .map(|(_, acc)| DeviceSummary {
@@ -516,4 +518,21 @@ pub fn render(s: &Summary) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn diff_formats_bytes_as_the_views_do() {
+        for b in [
+            None,
+            Some(0),
+            Some(1023),
+            Some(1536),
+            Some(448 << 20),
+            Some(17_171_480_576),
+        ] {
+            assert_eq!(crate::snapshot::diff::fmt_bytes(b), crate::view::bytes(b));
+        }
+    }
 }

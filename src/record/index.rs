@@ -1,0 +1,499 @@
+//! Random access to a recording, for `replay`: opening one indexes its
+//! lines without parsing any JSON (a zstd file is decompressed once, to
+//! count its lines), and a snapshot is parsed when it is asked for. An hour
+//! of 200 processes opens in a fraction of what reading it whole takes
+//! ([`super::read_recording`] parses every line), and memory stays at the
+//! compressed file (zstd) or next to nothing (plain: lines are read from
+//! the file when asked for), plus the two frames decoded last.
+//!
+//! What is skipped follows [`super::read`]: truncated lines, damaged
+//! frames, lines that are not snapshots. A line is taken at indexing when
+//! it starts as the writer writes one (`{"schema_version":1,"taken_at":"`)
+//! and ends in `}`; any other line is parsed there and then, so only a line
+//! damaged in its middle can fail later, in [`RecordingIndex::get`].
+//!
+//! Depends on the snapshot types, serde_json and zstd only.
+
+use super::read::{decode_frame, find_magic, parse_line, MAX_LINE, ZSTD_MAGIC};
+use crate::snapshot::{Snapshot, SCHEMA_VERSION};
+use anyhow::Context as _;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// At most this many skip notes are kept; the rest are counted.
+const MAX_NOTES: usize = 100;
+/// Decoded frames kept for the next [`RecordingIndex::get`].
+const CACHED_FRAMES: usize = 2;
+/// Enough of a line's head to read its `taken_at`.
+const HEAD: usize = 96;
+
+enum Chunk {
+    /// A zstd frame in the file, decoded when a line in it is asked for.
+    Frame { start: usize, len: usize },
+    /// Bytes kept decoded: the good part of a damaged frame, or one
+    /// pretty-printed snapshot re-written on one line.
+    Bytes(Arc<Vec<u8>>),
+}
+
+struct Line {
+    /// None: in the plain file itself.
+    chunk: Option<usize>,
+    offset: u64,
+    len: usize,
+    /// Its line number in the (decompressed) file, 1-based.
+    number: u64,
+}
+
+/// A recording opened for random access.
+pub struct RecordingIndex {
+    path: PathBuf,
+    /// The plain file (lines are read from it as asked for).
+    file: Option<File>,
+    /// The zstd file's bytes.
+    compressed: Vec<u8>,
+    chunks: Vec<Chunk>,
+    lines: Vec<Line>,
+    /// `taken_at` of each snapshot (None when its head could not say).
+    times: Vec<Option<String>>,
+    /// What was skipped and why (as [`super::Recording::skipped`]).
+    pub skipped: Vec<String>,
+    cache: Mutex<Vec<(usize, Arc<Vec<u8>>)>>,
+}
+
+impl RecordingIndex {
+    /// Snapshots in the recording.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// When snapshot `i` was taken (RFC 3339), read without parsing it.
+    pub fn taken_at(&self, i: usize) -> Option<&str> {
+        self.times.get(i)?.as_deref()
+    }
+
+    /// Snapshot `i`, parsed now. Fails on an index past the end, and on a
+    /// line damaged in its middle (the error says which line).
+    pub fn get(&self, i: usize) -> anyhow::Result<Snapshot> {
+        let line = self
+            .lines
+            .get(i)
+            .with_context(|| format!("{}: no snapshot {i} (it has {})", self.path.display(), self.len()))?;
+        let bytes = self.line_bytes(line)?;
+        parse_line(line.number, &bytes, false).map_err(|why| anyhow::anyhow!("{}: {why}", self.path.display()))
+    }
+
+    /// Every snapshot in order, parsed on every core a batch at a time
+    /// (memory holds one batch): `f(i, snapshot)`. Returns what failed to
+    /// parse (lines damaged in their middle).
+    pub fn for_each(&self, mut f: impl FnMut(usize, Snapshot)) -> Vec<String> {
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+        let batch = workers * 8;
+        let mut failed = Vec::new();
+        let mut start = 0;
+        while start < self.len() {
+            let end = (start + batch).min(self.len());
+            let per = (end - start).div_ceil(workers);
+            let parsed: Vec<Vec<anyhow::Result<Snapshot>>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (start..end)
+                    .step_by(per)
+                    .map(|from| scope.spawn(move || (from..(from + per).min(end)).map(|i| self.get(i)).collect()))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| vec![Err(anyhow::anyhow!("a parser thread failed"))])
+                    })
+                    .collect()
+            });
+            for (i, r) in (start..end).zip(parsed.into_iter().flatten()) {
+                match r {
+                    Ok(s) => f(i, s),
+                    Err(e) => failed.push(format!("{e:#}")),
+                }
+            }
+            start = end;
+        }
+        failed
+    }
+
+    fn line_bytes(&self, line: &Line) -> anyhow::Result<Vec<u8>> {
+        let name = self.path.display();
+        let Some(chunk) = line.chunk else {
+            let file = self.file.as_ref().context("no file")?;
+            let mut buf = vec![0u8; line.len];
+            file.read_exact_at(&mut buf, line.offset)
+                .with_context(|| format!("{name}: cannot read line {}", line.number))?;
+            return Ok(buf);
+        };
+        let data = self.chunk_bytes(chunk)?;
+        let (start, end) = (line.offset as usize, line.offset as usize + line.len);
+        data.get(start..end)
+            .map(<[u8]>::to_vec)
+            .with_context(|| format!("{name}: line {} is not where it was", line.number))
+    }
+
+    fn chunk_bytes(&self, chunk: usize) -> anyhow::Result<Arc<Vec<u8>>> {
+        match &self.chunks[chunk] {
+            Chunk::Bytes(b) => Ok(Arc::clone(b)),
+            Chunk::Frame { start, len } => {
+                let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((_, b)) = cache.iter().find(|(c, _)| *c == chunk) {
+                    return Ok(Arc::clone(b));
+                }
+                let mut decoder = zstd::stream::raw::Decoder::new()?;
+                let mut buf = vec![0u8; 1 << 17];
+                let mut out = Vec::new();
+                let frame = &self.compressed[*start..*start + *len];
+                let (outcome, _) = decode_frame(&mut decoder, frame, frame.len(), &mut buf, &mut out);
+                if let Err(e) = outcome {
+                    anyhow::bail!("{}: the zstd frame at byte {start}: {e}", self.path.display());
+                }
+                let out = Arc::new(out);
+                cache.insert(0, (chunk, Arc::clone(&out)));
+                cache.truncate(CACHED_FRAMES);
+                Ok(out)
+            }
+        }
+    }
+}
+
+/// Gathers lines while indexing.
+struct Indexer {
+    lines: Vec<Line>,
+    times: Vec<Option<String>>,
+    notes: Vec<(u64, String)>,
+    /// The number of the next line.
+    number: u64,
+}
+
+/// What a line's head says.
+enum Head {
+    Blank,
+    /// Written by the recorder: its `taken_at`.
+    Snapshot(String),
+    /// Anything else: parse it to know.
+    Other,
+}
+
+fn head_of(head: &[u8], last: Option<u8>) -> Head {
+    let trimmed = head.iter().position(|b| !b.is_ascii_whitespace());
+    let Some(first) = trimmed else { return Head::Blank };
+    let prefix = format!("{{\"schema_version\":{SCHEMA_VERSION},\"taken_at\":\"");
+    let head = &head[first..];
+    if last == Some(b'}') {
+        if let Some(rest) = head.strip_prefix(prefix.as_bytes()) {
+            if let Some(end) = rest.iter().position(|&b| b == b'"') {
+                if let Ok(t) = std::str::from_utf8(&rest[..end]) {
+                    return Head::Snapshot(t.to_string());
+                }
+            }
+        }
+    }
+    Head::Other
+}
+
+impl Indexer {
+    /// Takes a whole line: `head` is its first bytes, `bytes` the whole
+    /// line when at hand (else `read` fetches it), `last` its last
+    /// non-blank byte.
+    fn line(
+        &mut self,
+        (chunk, offset, len): (Option<usize>, u64, usize),
+        head: &[u8],
+        last: Option<u8>,
+        terminated: bool,
+        read: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>,
+    ) {
+        let number = self.number;
+        self.number += 1;
+        if len > MAX_LINE {
+            self.notes.push((
+                number,
+                format!("line {number}: longer than {} MiB; skipped", MAX_LINE >> 20),
+            ));
+            return;
+        }
+        let parsed = match head_of(head, last) {
+            Head::Blank => return,
+            Head::Snapshot(t) if terminated => Ok(Some(t)),
+            // Anything else, and a last line without its newline (cut
+            // right after a `}`?), is parsed now.
+            _ => match read(offset, len) {
+                Some(bytes) => parse_line(number, &bytes, !terminated).map(|s| Some(s.taken_at)),
+                None => Err(format!("line {number}: cannot be read back; skipped")),
+            },
+        };
+        match parsed {
+            Ok(t) => {
+                self.lines.push(Line {
+                    chunk,
+                    offset,
+                    len,
+                    number,
+                });
+                self.times.push(t);
+            }
+            Err(why) => self.notes.push((number, why)),
+        }
+    }
+
+    /// Indexes the lines of decoded bytes held in chunk `chunk`; returns
+    /// the length of a last line without a newline (0 if none).
+    fn bytes(&mut self, chunk: usize, data: &[u8]) -> usize {
+        let mut start = 0;
+        while start < data.len() {
+            let Some(nl) = data[start..].iter().position(|&b| b == b'\n') else {
+                break;
+            };
+            let line = &data[start..start + nl];
+            let last = line.iter().rev().find(|b| !b.is_ascii_whitespace()).copied();
+            let head = &line[..line.len().min(HEAD)];
+            self.line(
+                (Some(chunk), start as u64, line.len()),
+                head,
+                last,
+                true,
+                &mut |o, l| data.get(o as usize..o as usize + l).map(<[u8]>::to_vec),
+            );
+            start += nl + 1;
+        }
+        data.len() - start
+    }
+}
+
+/// Opens a recording for random access: indexes it without parsing it.
+/// Fails only when the file cannot be read.
+pub fn open_recording(path: &Path) -> anyhow::Result<RecordingIndex> {
+    let name = path.display();
+    let mut file = File::open(path).with_context(|| format!("{name}: cannot read"))?;
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        anyhow::bail!("{name}: a directory, not a recording");
+    }
+    let mut head = Vec::with_capacity(4);
+    (&mut file)
+        .take(4)
+        .read_to_end(&mut head)
+        .with_context(|| format!("{name}: cannot read"))?;
+    let zstd = !head.is_empty() && ZSTD_MAGIC.starts_with(&head);
+    let mut ix = Indexer {
+        lines: Vec::new(),
+        times: Vec::new(),
+        notes: Vec::new(),
+        number: 1,
+    };
+    let mut index = RecordingIndex {
+        path: path.to_path_buf(),
+        file: None,
+        compressed: Vec::new(),
+        chunks: Vec::new(),
+        lines: Vec::new(),
+        times: Vec::new(),
+        skipped: Vec::new(),
+        cache: Mutex::new(Vec::new()),
+    };
+    if zstd {
+        let mut data = head;
+        file.read_to_end(&mut data)
+            .with_context(|| format!("{name}: cannot read"))?;
+        index_zstd(&data, &mut ix, &mut index.chunks);
+        index.compressed = data;
+    } else {
+        index_plain(&file, &mut ix).with_context(|| format!("{name}: cannot read"))?;
+        // One pretty-printed snapshot (`--json`) is a recording of one.
+        if ix.lines.is_empty() && file.metadata()?.len() <= MAX_LINE as u64 {
+            if let Ok(s) = std::fs::read(path)
+                .map_err(anyhow::Error::from)
+                .and_then(|d| crate::snapshot::diff::parse(&d))
+            {
+                let compact = serde_json::to_vec(&s)?;
+                ix.notes.clear();
+                ix.lines.push(Line {
+                    chunk: Some(0),
+                    offset: 0,
+                    len: compact.len(),
+                    number: 1,
+                });
+                ix.times.push(Some(s.taken_at));
+                index.chunks.push(Chunk::Bytes(Arc::new(compact)));
+            }
+        }
+        index.file = Some(file);
+    }
+    ix.notes.sort_by_key(|(n, _)| *n);
+    let more = ix.notes.len().saturating_sub(MAX_NOTES);
+    index.skipped = ix.notes.into_iter().take(MAX_NOTES).map(|(_, t)| t).collect();
+    if more > 0 {
+        index.skipped.push(format!("... and {more} more skipped"));
+    }
+    index.lines = ix.lines;
+    index.times = ix.times;
+    Ok(index)
+}
+
+/// Scans a plain file for lines, keeping each one's head and last byte.
+fn index_plain(file: &File, ix: &mut Indexer) -> std::io::Result<()> {
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut pos: u64 = 0;
+    let mut line_start: u64 = 0;
+    let mut head: Vec<u8> = Vec::with_capacity(HEAD);
+    let mut last: Option<u8> = None;
+    let mut read_back = |offset: u64, len: usize| -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        file.read_exact_at(&mut buf, offset).ok().map(|_| buf)
+    };
+    loop {
+        let n = match file.read_at(&mut chunk, pos) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let data = &chunk[..n];
+        let mut i = 0;
+        while i < n {
+            match data[i..].iter().position(|&b| b == b'\n') {
+                Some(k) => {
+                    let part = &data[i..i + k];
+                    take_head(&mut head, &mut last, part);
+                    let end = pos + (i + k) as u64;
+                    ix.line(
+                        (None, line_start, (end - line_start) as usize),
+                        &head,
+                        last,
+                        true,
+                        &mut read_back,
+                    );
+                    head.clear();
+                    last = None;
+                    line_start = end + 1;
+                    i += k + 1;
+                }
+                None => {
+                    take_head(&mut head, &mut last, &data[i..]);
+                    i = n;
+                }
+            }
+        }
+        pos += n as u64;
+    }
+    if pos > line_start {
+        ix.line(
+            (None, line_start, (pos - line_start) as usize),
+            &head,
+            last,
+            false,
+            &mut read_back,
+        );
+    }
+    Ok(())
+}
+
+fn take_head(head: &mut Vec<u8>, last: &mut Option<u8>, part: &[u8]) {
+    let room = HEAD.saturating_sub(head.len());
+    head.extend_from_slice(&part[..part.len().min(room)]);
+    if let Some(b) = part.iter().rev().find(|b| !b.is_ascii_whitespace()) {
+        *last = Some(*b);
+    }
+}
+
+/// Decodes each frame once to index its lines; keeps where it is.
+fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
+    let mut decoder = match zstd::stream::raw::Decoder::new() {
+        Ok(d) => d,
+        Err(e) => {
+            ix.notes.push((0, format!("cannot start a zstd decoder: {e}")));
+            return;
+        }
+    };
+    let mut buf = vec![0u8; 1 << 17];
+    let mut frame = Vec::new();
+    let mut pos = 0;
+    while pos < data.len() {
+        let rest = &data[pos..];
+        let here = ix.number;
+        if rest.len() < ZSTD_MAGIC.len() && ZSTD_MAGIC.starts_with(rest) {
+            ix.notes.push((
+                here,
+                format!("the zstd frame at byte {pos} ends early: the recording was cut short"),
+            ));
+            break;
+        }
+        if !rest.starts_with(&ZSTD_MAGIC) {
+            let end = find_magic(data, pos + 1).unwrap_or(data.len());
+            ix.notes
+                .push((here, format!("bytes {pos}..{end}: not zstd data; skipped")));
+            pos = end;
+            continue;
+        }
+        frame.clear();
+        let (mut outcome, mut consumed) = decode_frame(&mut decoder, rest, rest.len(), &mut buf, &mut frame);
+        let mut keep_decoded = false;
+        match &outcome {
+            Err(e) if e.contains("checksum") => {
+                let dropped = frame.iter().filter(|&&b| b == b'\n').count();
+                ix.notes.push((
+                    here,
+                    format!("the zstd frame at byte {pos} fails its checksum: its {dropped} lines are dropped"),
+                ));
+                ix.number += dropped as u64;
+                frame.clear();
+            }
+            Err(_) => {
+                frame.clear();
+                (outcome, consumed) = decode_frame(&mut decoder, rest, 1, &mut buf, &mut frame);
+                keep_decoded = true;
+            }
+            Ok(_) => {}
+        }
+        let chunk = chunks.len();
+        let partial = ix.bytes(chunk, &frame);
+        if partial > 0 {
+            let number = ix.number;
+            ix.number += 1;
+            ix.notes.push((
+                number,
+                format!("line {number}: cut off by the end of its zstd frame ({partial} bytes); skipped"),
+            ));
+        }
+        chunks.push(if keep_decoded {
+            Chunk::Bytes(Arc::new(std::mem::take(&mut frame)))
+        } else {
+            Chunk::Frame {
+                start: pos,
+                len: consumed.max(1),
+            }
+        });
+        match outcome {
+            Ok(true) => pos += consumed,
+            Ok(false) => {
+                ix.notes.push((
+                    here,
+                    format!("the zstd frame at byte {pos} ends early: the recording was cut short (every line before the cut is kept)"),
+                ));
+                pos = data.len();
+            }
+            Err(e) => {
+                let next = find_magic(data, pos + 4);
+                ix.notes.push((
+                    here,
+                    format!(
+                        "damaged zstd data in the frame at byte {pos} ({e}); {}",
+                        match next {
+                            Some(n) => format!("reading on from the next frame, at byte {n}"),
+                            None => "nothing after it is read".into(),
+                        }
+                    ),
+                ));
+                pos = next.unwrap_or(data.len());
+            }
+        }
+    }
+}
