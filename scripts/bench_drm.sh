@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
 # What does a DRM refresh cost? Generates a /proc of 1000 processes (3 to
-# 39 fds each: ttys, sockets, pipes, eventfds), 20 of which hold DRM fds
-# with real amdgpu fdinfo text (one of them a dup, one of them inherited
-# by a child), and the amdgpu /sys of tests/data/drm/amdgpu-dgpu; then
-# times DrmSource::sample in a release build on that tree: the steady
-# refresh (list /proc, look at new PIDs, reread the known DRM fdinfo), the
-# full scan (every fd of every process, every 5 s) and the mix at a 1 s
-# interval. Also a full scan of this machine's real /proc. Peers in the
-# same run: reading the same 21 fdinfo files with cat (one cat, and a
-# shell loop of cats), and finding the DRM fds with find -lname.
+# 39 fds each: ttys, sockets, pipes, eventfds, files; 21,011 in all), 20 of
+# which hold DRM fds with real amdgpu fdinfo text (22 DRM fds: one a dup,
+# one a client inherited from another of the 20), and the amdgpu /sys of
+# tests/data/drm/amdgpu-dgpu; then times DrmSource::sample in a release
+# build on that tree, wall and on-CPU: the first sample (every fd link of
+# every process), the steady refresh at 1 s (list /proc, new PIDs, a fifth
+# of the others' fd lists with the links of new fd numbers, the fdinfo of
+# the known DRM fds) and the values alone. Also this machine's real /proc.
+# Peers in the same run: reading the same 22 fdinfo files with cat (one
+# cat, and a shell loop of cats), and finding the DRM fds with find -lname.
 # Needs: hyperfine. Usage: scripts/bench_drm.sh [ROUNDS]
+# GPUTASKMAN_DRM_BENCH_TREE=DIR keeps the generated tree in DIR (and reuses
+# it when it is there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-500}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
+if [[ -n ${GPUTASKMAN_DRM_BENCH_TREE:-} ]]; then
+  work=$GPUTASKMAN_DRM_BENCH_TREE
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
+proc=$work/proc
+if [[ -f $work/files ]]; then
+  echo "== reusing the tree in $work"
+else
 echo "== generating the tree in $work"
 cp -a tests/data/drm/amdgpu-dgpu/sys "$work/sys"
-proc=$work/proc
 fdinfo_text() {
   printf 'pos:\t0\nflags:\t02100002\nmnt_id:\t26\nino:\t%s\n' "$2"
   printf 'drm-driver:\tamdgpu\ndrm-client-id:\t%s\ndrm-pdev:\t0000:03:00.0\npasid:\t%s\n' "$1" "$((32768 + $1))"
@@ -52,13 +62,14 @@ for pid in $(seq 1 1000); do
     fi
   fi
 done
-# PID 1000's client inherited by PID 999 (which also has one of its own? no: 999 % 50 != 0).
-n=$((3 + (999 * 7) % 37))
-ln -s /dev/dri/renderD128 "$proc/999/fd/$n"
-cp "$proc/1000/fdinfo/$((3 + (1000 * 7) % 37))" "$proc/999/fdinfo/$n"
-drm_files+=("$proc/999/fdinfo/$n")
+# PID 1000's client, inherited by PID 950 (a holder of its own client too).
+n=$((3 + (950 * 7) % 37 + 1))
+ln -s /dev/dri/renderD128 "$proc/950/fd/$n"
+cp "$proc/1000/fdinfo/$((3 + (1000 * 7) % 37))" "$proc/950/fdinfo/$n"
+drm_files+=("$proc/950/fdinfo/$n")
 echo "processes: $(ls "$proc" | wc -l), fds: $(find "$proc" -path '*/fd/*' | wc -l), DRM fds: ${#drm_files[@]} in $(find "$proc" -path '*/fd/*' -lname '/dev/dri/*' -printf '%h\n' | sort -u | wc -l) processes"
 printf '%s\n' "${drm_files[@]}" > "$work/files"
+fi
 
 echo "== gputaskman DrmSource::sample (release), $rounds refreshes"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -69,7 +80,7 @@ echo "real /proc here: $(ls -d /proc/[0-9]* | wc -l) processes"
 
 echo "== peers (hyperfine; each includes starting the process)"
 hyperfine -N --warmup 20 --runs 200 --export-markdown "$work/peers.md" \
-  -n "cat of the 21 fdinfo files (one process)" "xargs -a $work/files cat" \
+  -n "cat of the 22 fdinfo files (one process)" "xargs -a $work/files cat" \
   -n "find the DRM fds of 1000 processes (find -lname)" "find $proc -path '*/fd/*' -lname '/dev/dri/*'" \
   2>&1 | grep -v '^ *$' || true
 hyperfine --warmup 5 --runs 50 --export-markdown "$work/loop.md" \
