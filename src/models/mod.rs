@@ -148,6 +148,9 @@ impl Discovery {
     /// waits on its own probes, at most [`probe::TIMEOUT`] a request).
     /// Returns, per PID, the models and notes.
     pub fn discover(&self, infos: &[&ProcInfo]) -> HashMap<u32, Discovered> {
+        if infos.is_empty() {
+            return HashMap::new();
+        }
         let listening = sockets::listening(&self.root);
         std::thread::scope(|scope| {
             let handles: Vec<_> = infos

@@ -19,6 +19,10 @@ struct Static {
     runtimes: Vec<String>,
     mapped_files: Vec<String>,
     maps_read_at: Option<Instant>,
+    /// The address-space size when the maps were read.
+    maps_vsize: u64,
+    /// (comm, runtimes, kind) as last classified.
+    classified: Option<(String, Vec<String>, crate::snapshot::ProcessKind)>,
     notes: Vec<String>,
 }
 
@@ -65,22 +69,32 @@ impl ProcScanner {
     /// Reads every process. A process that exits while it is read is left
     /// out; a /proc that cannot be listed is an error.
     pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
-        let all = procfs::process::all_processes_with_root(&self.root)
+        let dir = std::fs::read_dir(&self.root)
             .with_context(|| format!("cannot list processes in {}", self.root.display()))?;
         let now = Instant::now();
         let mut seen = HashMap::with_capacity(self.cpu.len());
         let mut out = Vec::new();
-        for process in all.flatten() {
-            let Ok(stat) = process.stat() else { continue };
-            let pid = stat.pid as u32;
+        let mut buf = [0u8; 2048];
+        let mut path = self.root.clone();
+        for entry in dir.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            path.push(&name);
+            path.push("stat");
+            let stat = read_stat(&path, &mut buf);
+            path.pop();
+            let Some(stat) = stat else {
+                path.pop();
+                continue;
+            };
             let key = (pid, stat.starttime);
             let ticks = stat.utime + stat.stime;
             let cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
                 let secs = now.duration_since(at).as_secs_f64();
                 (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
             });
-            // Keep the older reference point when it is very recent, so
-            // that back-to-back scans still measure a real window.
             let reference = match self.cpu.get(&key) {
                 Some(&(t, at)) if now.duration_since(at).as_millis() < 50 => (t, at),
                 _ => (ticks, now),
@@ -88,24 +102,32 @@ impl ProcScanner {
             seen.insert(key, reference);
 
             let page_size = self.page_size;
-            let fixed = self.static_info(&process, pid, stat.starttime, now);
-            let argv = fixed.argv.clone();
-            let mut runtimes = fixed.runtimes.clone();
-            classify::runtimes_from_names(&stat.comm, fixed.exe.as_deref(), &argv, &mut runtimes);
-            let kind = classify::kind(&stat.comm, fixed.exe.as_deref(), &argv, &runtimes);
+            let fixed = self.static_info(&path, pid, stat.starttime, stat.vsize, now);
+            path.pop();
+            let Some(fixed) = fixed else { continue };
+            if fixed.classified.as_ref().is_none_or(|c| c.0 != stat.comm) {
+                let mut runtimes = fixed.runtimes.clone();
+                classify::runtimes_from_names(&stat.comm, fixed.exe.as_deref(), &fixed.argv, &mut runtimes);
+                let kind = classify::kind(&stat.comm, fixed.exe.as_deref(), &fixed.argv, &runtimes);
+                fixed.classified = Some((stat.comm.clone(), runtimes, kind));
+            }
+            let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
+            // Only model discovery reads argv and the mapped files, and only
+            // of AI processes: the other 99% are not copied every sample.
+            let ai = *kind == crate::snapshot::ProcessKind::Ai;
             out.push(ProcInfo {
                 pid,
                 start_ticks: stat.starttime,
-                name: stat.comm.clone(),
+                name: stat.comm,
                 start_time: fixed.start_time.clone(),
                 user: fixed.user.clone(),
-                argv,
+                argv: if ai { fixed.argv.clone() } else { Vec::new() },
                 cmdline: fixed.cmdline.clone(),
                 exe: fixed.exe.clone(),
-                runtimes,
-                mapped_files: fixed.mapped_files.clone(),
+                runtimes: runtimes.clone(),
+                mapped_files: if ai { fixed.mapped_files.clone() } else { Vec::new() },
                 maps_readable: fixed.maps_read_at.is_some(),
-                kind,
+                kind: *kind,
                 cpu_percent,
                 rss_bytes: Some(stat.rss * page_size),
                 notes: fixed.notes.clone(),
@@ -117,21 +139,27 @@ impl ProcScanner {
         Ok(out)
     }
 
-    fn static_info(&mut self, process: &Process, pid: u32, start: u64, now: Instant) -> &Static {
+    /// The cached parts of a process; `dir` is its /proc directory. Maps
+    /// are reread at most every MAPS_REFRESH, and only when the address
+    /// space changed size (a library was loaded) since the last reading.
+    fn static_info(&mut self, dir: &Path, pid: u32, start: u64, vsize: u64, now: Instant) -> Option<&mut Static> {
         let key = (pid, start);
         let stale = match self.statics.get(&key) {
             None => true,
-            Some(s) => s.maps_read_at.is_some_and(|at| now.duration_since(at) >= MAPS_REFRESH),
+            Some(s) => s.maps_vsize != vsize && s.maps_read_at.is_some_and(|at| now.duration_since(at) >= MAPS_REFRESH),
         };
         if stale {
+            let process = Process::new_with_root(dir.to_path_buf()).ok()?;
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
-                None => self.read_static(process, start),
+                None => self.read_static(&process, start),
             };
-            read_maps(process, &mut fixed, now);
+            read_maps(&process, &mut fixed, now);
+            fixed.maps_vsize = vsize;
+            fixed.classified = None;
             self.statics.insert(key, fixed);
         }
-        &self.statics[&key]
+        self.statics.get_mut(&key)
     }
 
     fn read_static(&mut self, process: &Process, start: u64) -> Static {
@@ -159,6 +187,8 @@ impl ProcScanner {
             runtimes: Vec::new(),
             mapped_files: Vec::new(),
             maps_read_at: None,
+            maps_vsize: 0,
+            classified: None,
             notes,
         }
     }
@@ -222,6 +252,43 @@ fn brief(e: &procfs::ProcError) -> String {
     }
 }
 
+struct Stat {
+    comm: String,
+    utime: u64,
+    stime: u64,
+    starttime: u64,
+    vsize: u64,
+    rss: u64,
+}
+
+/// Reads /proc/PID/stat with one open and one read into `buf`.
+fn read_stat(path: &Path, buf: &mut [u8]) -> Option<Stat> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    let n = f.read(buf).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let mut fields = text.get(close + 2..)?.split_ascii_whitespace();
+    // Fields after the comm, from 0: state is 0; utime 11, stime 12,
+    // starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
+    let mut nth = |skip: usize| -> Option<u64> { fields.nth(skip)?.parse().ok() };
+    let utime = nth(11)?;
+    let stime = nth(0)?;
+    let starttime = nth(6)?;
+    let vsize = nth(0)?;
+    let rss = nth(0)?;
+    Some(Stat {
+        comm,
+        utime,
+        stime,
+        starttime,
+        vsize,
+        rss,
+    })
+}
+
 /// The `btime` line of /proc/stat: boot time in seconds since the epoch.
 fn read_boot_time(root: &Path) -> Option<u64> {
     let stat = std::fs::read_to_string(root.join("stat")).ok()?;
@@ -280,11 +347,10 @@ mod tests {
         assert_eq!(me.cpu_percent.map(|c| c < 50.0), Some(true));
         assert!(me.rss_bytes.unwrap() > 0);
         assert_eq!(me.kind, ProcessKind::Other);
-        assert!(
-            me.mapped_files.iter().any(|f| f.contains("libc")),
-            "{:?}",
-            me.mapped_files
-        );
+        // Only AI processes carry their mapped files (model discovery is
+        // their only reader); the maps were still read for the runtimes.
+        assert!(me.mapped_files.is_empty(), "{:?}", me.mapped_files);
+        assert!(me.maps_readable);
     }
 
     #[test]
