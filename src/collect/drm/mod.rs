@@ -6,8 +6,10 @@
 //! done in full only on the first sample. After that, each sample lists
 //! /proc (one directory read), looks at the fds of PIDs it has not seen
 //! yet and of a slice of the others (in turn, so that every process is
-//! looked at again within [`RESCAN_EVERY`], without a spike), and rereads
-//! only the fdinfo of the DRM fds it knows.
+//! looked at again within [`RESCAN_EVERY`], at most [`MAX_RELIST`] a
+//! sample, without a spike), reading only the links of fd numbers that are
+//! new since the last look, and rereads only the fdinfo of the DRM fds it
+//! knows.
 //!
 //! Counting: a client is a kernel `struct drm_file`, keyed by (device,
 //! `drm-client-id`); several fds or processes reaching one client count it
@@ -26,9 +28,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use sysfs::DrmDevice;
 
-/// Every process's fds are looked at again within this period; the
-/// device list is read again this often.
+/// Every process's fds are looked at again within this period (or within
+/// `processes / MAX_RELIST` samples, whichever is longer); the device list
+/// is read again this often.
 pub const RESCAN_EVERY: Duration = Duration::from_secs(5);
+
+/// The most known processes whose fds one sample looks at again: it bounds
+/// the cost of a sample on a machine with thousands of processes (new PIDs
+/// are always looked at at once).
+pub const MAX_RELIST: usize = 100;
 
 /// Where pci.ids usually is.
 const PCI_IDS: [&str; 3] = [
@@ -409,7 +417,9 @@ impl DrmSource {
         let mut again = Vec::new();
         if !first && !self.order.is_empty() {
             let share = elapsed.as_secs_f64() / self.rescan_every.as_secs_f64().max(1e-3);
-            let n = ((self.order.len() as f64 * share).ceil() as usize).min(self.order.len());
+            let n = ((self.order.len() as f64 * share).ceil() as usize)
+                .min(self.order.len())
+                .min(MAX_RELIST);
             for _ in 0..n {
                 self.cursor %= self.order.len();
                 again.push(self.order[self.cursor]);
@@ -1553,6 +1563,23 @@ mod tests {
         }
         // The deep look at PID 1400 comes when (visits + 1400) % 12 == 0.
         assert_eq!(found_at, Some((DEEP_EVERY - 1400 % DEEP_EVERY) % DEEP_EVERY));
+    }
+
+    #[test]
+    fn one_sample_looks_again_at_no_more_than_max_relist_processes() {
+        let f = Fixture::copy("amdgpu-dgpu");
+        for pid in 20_000..20_250 {
+            let fd = f.root.join(format!("proc/{pid}/fd"));
+            std::fs::create_dir_all(&fd).unwrap();
+            std::os::unix::fs::symlink("/dev/null", fd.join("0")).unwrap();
+        }
+        let mut f = Fixture::at(f.root.clone(), f._copy);
+        f.sample_at(0.0, None);
+        assert_eq!(f.source.scan_stats().fd_dirs_read, 257);
+        f.sample_at(60.0, None);
+        assert_eq!(f.source.scan_stats().fd_dirs_read, MAX_RELIST);
+        // Links only on the deep looks (one process in DEEP_EVERY).
+        assert!(f.source.scan_stats().links_read < 20, "{:?}", f.source.scan_stats());
     }
 
     #[test]

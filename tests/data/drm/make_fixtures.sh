@@ -53,6 +53,19 @@ fdinfo() {
 
 w() { mkdir -p "$(dirname "$1")"; printf '%b\n' "$2" > "$1"; }
 
+# meta TREE PID COMM ARGV...: the stat, status and cmdline the process
+# scan reads, so a snapshot of the tree names the process; and /proc/stat.
+meta() {
+  local tree=$1 pid=$2 comm=$3; shift 3
+  mkdir -p "$tree/proc/$pid"
+  printf '%s (%s) S 1 %s %s 0 -1 4194560 1000 0 0 0 500 100 0 0 20 0 8 0 123456 8589934592 262144 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 3 0 0 0 0 0\n' \
+    "$pid" "$comm" "$pid" "$pid" > "$tree/proc/$pid/stat"
+  printf 'Name:\t%s\nState:\tS (sleeping)\nTgid:\t%s\nPid:\t%s\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\n' \
+    "$comm" "$pid" "$pid" > "$tree/proc/$pid/status"
+  printf '%s\0' "$@" > "$tree/proc/$pid/cmdline"
+  [[ -f $tree/proc/stat ]] || printf 'cpu  1 0 1 100 0 0 0 0 0 0\nbtime 1764500000\n' > "$tree/proc/stat"
+}
+
 ###########################################################################
 # amdgpu-dgpu: a Radeon RX 7900 XTX (Navi 31) behind its internal switch.
 t=amdgpu-dgpu
@@ -159,6 +172,11 @@ drm-memory-gtt: 	16384 KiB
 drm-memory-cpu: 	0 KiB
 drm-engine-gfx:	2000000000 ns
 X
+meta $t 1000 llama-server llama-server -m /models/qwen3-8b-q4_k_m.gguf -ngl 99
+meta $t 1001 llama-server llama-server --child
+meta $t 1200 game.x86_64 ./game.x86_64
+meta $t 1300 Xorg /usr/lib/xorg/Xorg :0
+meta $t 1400 bash bash
 # PID 1400 (a shell): no DRM fd. /proc/self points at it.
 fd $t 1400 0 /dev/pts/0; fd $t 1400 1 /dev/pts/0; fd $t 1400 2 /dev/pts/0
 ln -s 1400 $t/proc/self
@@ -200,6 +218,8 @@ drm-memory-cpu: 	0 KiB
 drm-engine-gfx:	0 ns
 drm-engine-compute:	0 ns
 X
+meta $t 2000 ollama /usr/bin/ollama runner --model /root/.ollama/models/blobs/sha256-1234
+meta $t 2100 gnome-shell /usr/bin/gnome-shell
 # PID 2100 (gnome-shell) on card0.
 fd $t 2100 11 /dev/dri/card0
 fdinfo $t 2100 11 <<'X'
@@ -273,6 +293,9 @@ drm-engine-video:	0 ns
 drm-engine-capacity-video:	2
 drm-engine-video-enhance:	0 ns
 X
+meta $t 3000 llama-server llama-server -m /models/model.gguf -ngl 99
+meta $t 3100 firefox /usr/lib/firefox/firefox
+meta $t 3200 Xorg /usr/lib/xorg/Xorg :0
 # PID 3200 (the X server) on the iGPU: 128 MiB, 32 MiB of it shared.
 fd $t 3200 14 /dev/dri/card0
 fdinfo $t 3200 14 <<'X'
@@ -307,6 +330,7 @@ w $h/temp2_input 55000; w $h/temp2_label pkg
 w $h/temp3_input 62000; w $h/temp3_label vram
 w $h/power1_max 190000000; w $h/energy1_input 5000000000
 w $h/fan1_input 1200
+meta $t 4000 vkcube vkcube
 # PID 4000: the kernel documentation's xe example.
 fd $t 4000 3 /dev/dri/renderD128
 fdinfo $t 4000 3 <<'X'
@@ -357,6 +381,7 @@ v=$t/sys/devices/platform/display-subsystem
 mkdir -p $v $t/sys/bus/platform/drivers/rockchip-drm
 ln -sr $t/sys/bus/platform/drivers/rockchip-drm $v/driver
 node $t "$v" card0; connector $t "$v" card0 HDMI-A-1
+meta $t 5000 glmark2 glmark2-es2-wayland
 # PID 5000: the panfrost documentation's example, plus two broken lines.
 fd $t 5000 7 /dev/dri/renderD128
 fdinfo $t 5000 7 <<'X'
