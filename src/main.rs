@@ -91,12 +91,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         None => {}
     }
     if let Some(list) = &cli.remote {
-        if !(cli.once || cli.json) {
-            anyhow::bail!(
-                "--remote: the live fleet view is not wired into the terminal view yet; give --once or --json"
-            );
+        if cli.once || cli.json {
+            serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, &mut stdout)?;
+            return Ok(ExitCode::SUCCESS);
         }
-        serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, &mut stdout)?;
+        let targets = serve::remote::parse_targets(list)?;
+        let token = cli
+            .remote_token_file
+            .as_deref()
+            .map(serve::remote::read_token)
+            .transpose()?;
+        let interval = Duration::try_from_secs_f64(cli.interval)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| anyhow::anyhow!("--interval {}: give a positive number of seconds", cli.interval))?;
+        drop(stdout);
+        view::tui::term::require_terminal()?;
+        view::tui::run_feed(Box::new(serve::remote::RemoteFeed::start(targets, token, interval)))?;
         return Ok(ExitCode::SUCCESS);
     }
 

@@ -11,8 +11,7 @@
 
 pub mod http;
 pub mod metrics;
-// The live fleet view (a Feed for view::tui) waits on the view to take a
-// feed from outside; `--remote --once/--json` uses the rest.
+// A few of the poller's accessors serve only its tests.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod remote;
 

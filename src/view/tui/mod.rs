@@ -16,7 +16,7 @@ pub mod describe;
 pub mod feed;
 pub mod history;
 pub mod render;
-mod term;
+pub mod term;
 
 #[cfg(test)]
 pub mod fixture;
@@ -40,7 +40,7 @@ const TICK: Duration = Duration::from_millis(100);
 pub fn run_live(options: Options, interval: Duration) -> anyhow::Result<()> {
     term::require_terminal()?;
     let feed = LiveFeed::start(options, interval.max(Duration::from_millis(100)));
-    run(Box::new(feed))
+    run_feed(Box::new(feed))
 }
 
 /// A recording played back through the same view: `[` `]` step, `{` `}`
@@ -50,7 +50,7 @@ pub fn run_replay(snapshots: Vec<Snapshot>) -> anyhow::Result<()> {
         anyhow::bail!("the recording holds no snapshot");
     }
     term::require_terminal()?;
-    run(Box::new(ReplayFeed::new(snapshots)))
+    run_feed(Box::new(ReplayFeed::new(snapshots)))
 }
 
 /// Whether colour is wanted: NO_COLOR set to anything non-empty turns it
@@ -59,7 +59,8 @@ pub fn color_wanted() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-fn run(mut feed: Box<dyn Feed>) -> anyhow::Result<()> {
+/// Runs the view on any feed (live, replay, a fleet of `serve` hosts).
+pub fn run_feed(mut feed: Box<dyn Feed>) -> anyhow::Result<()> {
     let mut app = App::new(color_wanted(), feed.is_replay());
     let mut terminal = term::Terminal::enter()?;
     let mut dirty = true;
