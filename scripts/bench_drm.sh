@@ -78,12 +78,11 @@ GPUTASKMAN_DRM_BENCH_ROOT=$work GPUTASKMAN_DRM_BENCH_ROUNDS=$rounds GPUTASKMAN_D
   | grep '^BENCH'
 echo "real /proc here: $(ls -d /proc/[0-9]* | wc -l) processes"
 
-echo "== peers (hyperfine; each includes starting the process)"
-hyperfine -N --warmup 20 --runs 200 --export-markdown "$work/peers.md" \
-  -n "cat of the 22 fdinfo files (one process)" "xargs -a $work/files cat" \
-  -n "find the DRM fds of 1000 processes (find -lname)" "find $proc -path '*/fd/*' -lname '/dev/dri/*'" \
-  2>&1 | grep -v '^ *$' || true
+echo "== peers (hyperfine; each includes starting the process; User + System is the CPU cost)"
+hyperfine -N --warmup 20 --runs 200 --export-markdown "$work/cat.md" \
+  -n "cat of the 22 fdinfo files (one process)" "xargs -a $work/files cat"
+hyperfine -N --warmup 3 --runs 30 --export-markdown "$work/find.md" \
+  -n "find the DRM fds of 1000 processes (find -lname)" "find $proc -path '*/fd/*' -lname '/dev/dri/*'"
 hyperfine --warmup 5 --runs 50 --export-markdown "$work/loop.md" \
-  -n "shell loop: cat each fdinfo file" "while read -r f; do cat \"\$f\"; done < $work/files > /dev/null" \
-  2>&1 | grep -v '^ *$' || true
-cat "$work/peers.md" "$work/loop.md"
+  -n "shell loop: cat each fdinfo file" "while read -r f; do cat \"\$f\"; done < $work/files > /dev/null"
+cat "$work/cat.md" "$work/find.md" "$work/loop.md"
