@@ -1,10 +1,7 @@
 //! The DRM source end to end: the real binary on fixture /proc and /sys
 //! trees (tests/data/drm), and on this machine's own.
-//!
-//! Ignored until the collector reads the DRM source and takes its /sys root
-//! from `GPUTASKMAN_SYS_ROOT` (like `GPUTASKMAN_PROC_ROOT`): then remove the
-//! `ignore` attributes. The same assertions hold today over `DrmSource`
-//! itself (src/collect/drm/mod.rs tests).
+//! The /sys root comes from `GPUTASKMAN_SYS_ROOT`, the /proc root from
+//! `GPUTASKMAN_PROC_ROOT`.
 
 use assert_cmd::Command;
 use serde_json::{json, Value};
@@ -61,7 +58,7 @@ fn notes(p: &Value) -> String {
 }
 
 #[test]
-#[ignore = "until the DRM source is wired into the collector (GPUTASKMAN_SYS_ROOT)"]
+
 fn amdgpu_discrete_card_in_json() {
     let s = json_on("amdgpu-dgpu");
     let b = backend(&s, "drm");
@@ -117,7 +114,7 @@ fn amdgpu_discrete_card_in_json() {
 }
 
 #[test]
-#[ignore = "until the DRM source is wired into the collector (GPUTASKMAN_SYS_ROOT)"]
+
 fn an_apu_model_in_gtt_is_spill_in_json() {
     let s = json_on("amdgpu-apu");
     let p = process(&s, 2000);
@@ -128,7 +125,7 @@ fn an_apu_model_in_gtt_is_spill_in_json() {
 }
 
 #[test]
-#[ignore = "until the DRM source is wired into the collector (GPUTASKMAN_SYS_ROOT)"]
+
 fn intel_xe_and_soc_trees_in_json() {
     let s = json_on("intel");
     assert_eq!(s["devices"].as_array().unwrap().len(), 2);
@@ -143,7 +140,7 @@ fn intel_xe_and_soc_trees_in_json() {
 }
 
 #[test]
-#[ignore = "until the DRM source is wired into the collector (GPUTASKMAN_SYS_ROOT)"]
+
 fn this_machine_without_a_drm_gpu_says_so() {
     if std::path::Path::new("/sys/class/drm").exists() {
         eprintln!("SKIPPED: this machine has /sys/class/drm");

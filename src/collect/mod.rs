@@ -2,6 +2,7 @@
 //! them with the process scan into a [`Snapshot`].
 
 pub mod container;
+// A few of the DRM source's setters serve only its tests and benchmark.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod drm;
 pub mod host;
@@ -39,6 +40,7 @@ pub struct Options {
 pub struct Collector {
     options: Options,
     nvml: Result<Watchdog, Backend>,
+    drm: drm::DrmSource,
     procs: ProcScanner,
     discovery: Arc<Discovery>,
     /// In a child PID namespace NVML's PIDs are the host's: they are paired
@@ -55,9 +57,13 @@ impl Collector {
         let procs = ProcScanner::new(options.proc_root.clone());
         let discovery = Arc::new(Discovery::new(options.proc_root.clone()));
         let child_namespace = container::in_child_pid_namespace(&options.proc_root).unwrap_or(false);
+        // The sysfs root, like the procfs one, can point at a recorded tree.
+        let sys_root = std::env::var_os("GPUTASKMAN_SYS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from);
+        let drm = drm::DrmSource::new(options.proc_root.clone(), sys_root);
         Collector {
             options,
             nvml,
+            drm,
             procs,
             discovery,
             child_namespace,
@@ -68,6 +74,7 @@ impl Collector {
     /// Takes a first CPU-time reading so the next sample has CPU%.
     pub fn prime(&mut self) {
         self.procs.prime();
+        self.drm.prime();
     }
 
     pub fn sample(&mut self) -> Snapshot {
@@ -135,6 +142,23 @@ impl Collector {
             }
             Err(unavailable) => backends.push(unavailable.clone()),
         }
+        // DRM devices come after NVML's and leave NVIDIA cards NVML reads to it.
+        let nvml_devices = devices.len() as u32;
+        self.drm.set_index_base(nvml_devices);
+        self.drm
+            .set_covered_pci(devices.iter().filter_map(|d| d.pci_bus_id.as_deref()));
+        match self.drm.sample(self.options.gpu) {
+            Ok(sample) => {
+                devices.extend(sample.devices);
+                gpu_processes.extend(sample.processes);
+                backends.push(self.drm.backend());
+            }
+            Err(e) => backends.push(Backend {
+                name: "drm".into(),
+                status: BackendStatus::Error,
+                detail: e,
+            }),
+        }
 
         let gpu_processes = match self.child_namespace {
             false => gpu_processes
@@ -144,8 +168,10 @@ impl Collector {
             true => self.pair_host_pids(&scanned, gpu_processes),
         };
         let mut processes = merge(&scanned, gpu_processes, self.options.gpu.is_none());
+        let mut drm_notes = self.drm.take_process_notes();
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {
             p.rss_anon_bytes = self.procs.rss_anon(p.pid);
+            p.notes.extend(drm_notes.remove(&p.pid).unwrap_or_default());
         }
         let ai: Vec<&ProcInfo> = scanned
             .iter()
