@@ -1063,7 +1063,13 @@ impl Synth {
             };
             p.rss_bytes = Some((200 + rng.below(4000)) * MIB);
             if i % 4 != 3 {
-                let mut g = gpu(i % 2, Some((64 + rng.below(6000)) * MIB));
+                // Most hold tens to hundreds of MiB; a few AI processes GiBs.
+                let vram = if i % 25 == 0 {
+                    1024 + rng.below(4096)
+                } else {
+                    32 + rng.below(256)
+                };
+                let mut g = gpu(i % 2, Some(vram * MIB));
                 g.engines = [("sm", 0u32), ("mem", 0), ("enc", 0), ("dec", 0)]
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))

@@ -14,7 +14,10 @@ use crate::snapshot::diff::unix_seconds;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-const WIDTH: f64 = 1200.0;
+/// The narrowest chart; a long legend widens it.
+const MIN_WIDTH: f64 = 1200.0;
+/// About the width of a character of the legend (12 px sans-serif).
+const CHAR_W: f64 = 7.0;
 const HEIGHT: f64 = 600.0;
 const LEFT: f64 = 90.0;
 const TOP: f64 = 50.0;
@@ -181,10 +184,16 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
     let x = |t: f64| LEFT + t / t_max * PLOT_W;
     let y = |v: u64| TOP + PLOT_H - (v as f64 / y_top as f64) * PLOT_H;
 
+    let legend: Vec<String> = series
+        .iter()
+        .map(|s| format!("{} (peak {})", s.label, axis_bytes_exact(s.peak)))
+        .collect();
+    let longest = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    let width = MIN_WIDTH.max((LEGEND_X + 30.0 + longest as f64 * CHAR_W + 20.0).ceil());
     let mut svg = String::new();
     let _ = writeln!(
         svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{HEIGHT}" viewBox="0 0 {width} {HEIGHT}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let start = clock_time(t0, true);
@@ -279,7 +288,7 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
                 LEGEND_X + 24.0,
                 LEGEND_X + 30.0,
                 ly + 4.0,
-                xml(&format!("{} (peak {})", s.label, axis_bytes_exact(s.peak)))
+                xml(&legend[i])
             );
         }
     }
