@@ -113,8 +113,10 @@ pub struct Device {
     /// Queries that failed on this device.
     pub errors: Vec<QueryError>,
     /// Things a person should know about how this device was read.
+    #[serde(default)]
     pub notes: Vec<String>,
     /// The driver stopped answering: these are the last values it gave.
+    #[serde(default)]
     pub stale: bool,
 }
 
@@ -187,6 +189,7 @@ pub struct Process {
     pub models: Vec<Model>,
     /// Discovery has not looked at this process yet (the live view probes
     /// runtimes in the background): `models` is not yet known.
+    #[serde(default)]
     pub models_pending: bool,
     /// What could not be read, and other things a person should know.
     pub notes: Vec<String>,
@@ -249,6 +252,7 @@ pub struct Model {
     pub estimate: Option<ModelEstimate>,
     pub reported: Option<ModelReported>,
     /// Why something is missing or surprising.
+    #[serde(default)]
     pub notes: Vec<String>,
 }
 
@@ -295,6 +299,7 @@ pub struct ModelReported {
     pub source: String,
     /// Every buffer the runtime reported, per device: the GPU buffers are
     /// the split that matters.
+    #[serde(default)]
     pub buffers: Vec<ReportedBuffer>,
 }
 
