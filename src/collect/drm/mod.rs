@@ -664,7 +664,7 @@ impl DrmSource {
                 if shared > 0 {
                     self.process_notes.entry(pid).or_default().push(format!(
                         "{} of DRM buffers on {where_} ({id}) are shared with other clients (dma-buf): counted to none",
-                        fmt_bytes(Some(shared))
+                        crate::view::bytes(Some(shared))
                     ));
                 }
                 match rate {
@@ -686,7 +686,7 @@ impl DrmSource {
                 let mut held = Vec::new();
                 for (label, bytes) in [("VRAM", vram.held), ("GTT/system", spill.held), ("CPU", paged.held)] {
                     if let Some(b) = bytes.filter(|b| *b > 0) {
-                        held.push(format!("{label} {}", fmt_bytes(Some(b))));
+                        held.push(format!("{label} {}", crate::view::bytes(Some(b))));
                     }
                 }
                 let held = if held.is_empty() {
@@ -709,7 +709,7 @@ impl DrmSource {
             if dev.integrated && acc.spill.unwrap_or(0) >= 64 << 20 && acc.spill > acc.vram.or(Some(0)) {
                 self.process_notes.entry(pid).or_default().push(format!(
                     "{} of GTT/system memory on integrated GPU {where_} is shown as Spill: system RAM the GPU maps, where an integrated GPU keeps its data (VRAM shows only the small carve-out)",
-                    fmt_bytes(acc.spill)
+                    crate::view::bytes(acc.spill)
                 ));
             }
             let kfd = self.fd_state.get(&pid).is_some_and(|s| s.kfd.is_some());
@@ -944,24 +944,6 @@ fn device_label(d: &DrmDevice) -> String {
         d.driver.as_deref().unwrap_or("no driver"),
         d.pci.as_deref().unwrap_or(&d.key)
     )
-}
-
-/// Binary units for notes; `n/a` when unknown.
-pub(crate) fn fmt_bytes(b: Option<u64>) -> String {
-    let Some(b) = b else {
-        return "n/a".into();
-    };
-    const K: f64 = 1024.0;
-    let v = b as f64;
-    if v >= K * K * K {
-        format!("{:.2} GiB", v / (K * K * K))
-    } else if v >= K * K {
-        format!("{:.1} MiB", v / (K * K))
-    } else if v >= K {
-        format!("{:.1} KiB", v / K)
-    } else {
-        format!("{b} B")
-    }
 }
 
 #[cfg(test)]
