@@ -51,3 +51,29 @@ measure "$bin summary '$plain' --json" "gputaskman summary hour.jsonl --json"
 measure "zstd -dc '$zst' | wc -l" "peer: zstd -dc hour.jsonl.zst | wc -l"
 measure "python3 -c 'import json,sys; n=sum(1 for l in open(sys.argv[1]) if json.loads(l)); print(n)' '$plain'" \
   "peer: python3 json.loads per line of hour.jsonl"
+
+# Replay to its first frame, end to end: the release binary in a tmux pane,
+# from the command to the title line that says it shows snapshot 1.
+first_frame() {
+  local session="bench-replay-$$" start now
+  start=$(date +%s.%N)
+  tmux new-session -d -s "$session" -x 160 -y 50 "$bin replay '$1'"
+  for _ in $(seq 1 600); do
+    if tmux capture-pane -p -t "$session" 2>/dev/null | grep -q "replay 1/"; then
+      now=$(date +%s.%N)
+      tmux kill-session -t "$session"
+      awk -v a="$start" -v b="$now" 'BEGIN { printf "%.2f\n", b - a }'
+      return
+    fi
+    sleep 0.02
+  done
+  tmux kill-session -t "$session" 2>/dev/null || true
+  echo "no first frame in 12 s"
+}
+if command -v tmux >/dev/null; then
+  echo "== replay: command to first frame on screen (tmux, best of 3)"
+  for f in "$zst" "$plain"; do
+    best=$( (for _ in 1 2 3; do first_frame "$f"; done) | sort -n | head -1)
+    printf '%-58s %6s s\n' "gputaskman replay $(basename "$f")" "$best"
+  done
+fi

@@ -59,12 +59,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Replay { file }) => {
-            let recording = record::read::read_recording(file)?;
+            let recording = record::read_some(file)?;
             for skipped in &recording.skipped {
                 eprintln!("gputaskman: {}: skipped {skipped}", file.display());
             }
             drop(stdout);
-            view::tui::run_replay(recording.snapshots)?;
+            view::tui::run_replay(Box::new(recording))?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Record(args)) => {

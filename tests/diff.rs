@@ -183,6 +183,39 @@ fn a_pid_without_start_time_pairs_by_pid_unless_the_names_disagree() {
 }
 
 #[test]
+fn servers_without_a_discovered_model_pair_by_their_listening_ports() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut before = snapshot(BEFORE);
+    let mut after = snapshot(AFTER);
+    // Two Python servers whose APIs discovery could not read: no model,
+    // only the ports their sockets listen on (`listen_ports`).
+    for (snap, pids, start, vram) in [(&mut before, [300, 301], OLD, 0), (&mut after, [400, 401], NEW, GIB)] {
+        for (pid, ports) in pids.into_iter().zip([vec![8000], vec![8001, 9090]]) {
+            let mut p = process(pid, "python3", start);
+            p.listen_ports = Some(ports);
+            p.gpu.push(gpu(0, Some(GIB + vram * u64::from(pid % 2))));
+            snap.processes.push(p);
+        }
+    }
+    // A third one, whose descriptors could not be read, pairs with nothing.
+    before.processes.push(process(302, "python3", OLD));
+    after.processes.push(process(402, "python3", NEW));
+
+    let (d, text) = pair(dir.path(), &before, &after);
+    let e = entry(&d, Some(300), Some(400));
+    assert_eq!(e["paired_by"], "name_port");
+    assert_eq!(e["port"], 8000);
+    assert_eq!(e["gpu"][0]["vram_bytes"]["delta"], 0);
+    let e = entry(&d, Some(301), Some(401));
+    assert_eq!(e["paired_by"], "name_port");
+    assert_eq!(e["port"], 8001);
+    assert_eq!(e["gpu"][0]["vram_bytes"]["delta"], GIB);
+    entry(&d, Some(302), None);
+    entry(&d, None, Some(402));
+    assert!(text.contains("python3"), "{text}");
+}
+
+#[test]
 fn a_server_restarted_under_a_new_pid_pairs_by_name_and_port() {
     let dir = tempfile::tempdir().unwrap();
     let mut before = snapshot(BEFORE);

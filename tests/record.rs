@@ -8,13 +8,13 @@
 //! changed. `synthesize_an_hour_of_200_processes` is the benchmark behind
 //! scripts/bench_record.sh (ignored in normal runs).
 
+#[allow(dead_code)]
+#[path = "../src/record/codec.rs"]
+mod codec;
 mod common;
 #[allow(dead_code)]
 #[path = "../src/record/index.rs"]
 mod index;
-#[allow(dead_code)]
-#[path = "../src/record/read.rs"]
-mod read;
 #[allow(dead_code)]
 #[path = "../src/snapshot/mod.rs"]
 mod snapshot;
@@ -24,7 +24,6 @@ mod snapshot_builder;
 mod write;
 
 use index::open_recording;
-use read::read_recording;
 use serde_json::Value;
 use snapshot::Snapshot;
 use snapshot_builder::{bin, device, gpu, process, server_model, snapshot, GIB, MIB};
@@ -36,6 +35,23 @@ const OLD: &str = "2026-01-01T09:00:00.000Z";
 
 fn at(second: u64) -> String {
     format!("2026-01-01T10:{:02}:{:02}.000Z", second / 60, second % 60)
+}
+
+/// A recording read whole, as `summary` and `plot` read it: the index,
+/// then every snapshot parsed in batches.
+struct Recording {
+    snapshots: Vec<Snapshot>,
+    /// What indexing skipped, then what failed to parse.
+    skipped: Vec<String>,
+}
+
+fn read_recording(path: &Path) -> anyhow::Result<Recording> {
+    let ix = open_recording(path)?;
+    let mut snapshots = Vec::new();
+    let failed = ix.for_each(|_, s| snapshots.push(s));
+    let mut skipped = ix.skipped.clone();
+    skipped.extend(failed);
+    Ok(Recording { snapshots, skipped })
 }
 
 /// `n` small snapshots, one a second, a process whose VRAM moves.
@@ -335,7 +351,7 @@ fn start_recording(path: &Path, interval: &str) -> std::process::Child {
 }
 
 /// Waits until `path` reads with at least `n` snapshots satisfying `ok`.
-fn wait_for(path: &Path, n: usize, ok: impl Fn(&Snapshot) -> bool, what: &str) -> read::Recording {
+fn wait_for(path: &Path, n: usize, ok: impl Fn(&Snapshot) -> bool, what: &str) -> Recording {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         if let Ok(rec) = read_recording(path) {
@@ -673,38 +689,20 @@ fn summary_and_plot_refuse_a_file_that_is_no_recording() {
     assert_eq!(s["processes"][0]["vram_bytes"]["max"], 100 * MIB);
 }
 
-/// The index (replay's random access) holds what the whole read holds.
-fn same_as_index(path: &Path, rec: &read::Recording) {
+/// Replay's one-at-a-time reads (with each time read from the index, not
+/// parsed) give what the batches give.
+fn same_as_index(path: &Path, rec: &Recording) {
     let ix = open_recording(path).unwrap();
-    assert_eq!(
-        ix.len(),
-        rec.snapshots.len(),
-        "{}: {:?} vs {:?}",
-        path.display(),
-        ix.skipped,
-        rec.skipped
-    );
-    for (i, s) in rec.snapshots.iter().enumerate() {
+    assert_eq!(ix.len(), rec.snapshots.len(), "{}: {:?}", path.display(), rec.skipped);
+    for (i, s) in rec.snapshots.iter().enumerate().rev() {
         assert_eq!(ix.taken_at(i), Some(s.taken_at.as_str()));
         assert_eq!(&ix.get(i).unwrap(), s, "{}: snapshot {i}", path.display());
     }
-    let mut seen = Vec::new();
-    let failed = ix.for_each(|i, s| seen.push((i, s)));
-    assert!(failed.is_empty(), "{failed:?}");
-    assert_eq!(seen.len(), rec.snapshots.len());
-    assert!(seen.iter().all(|(i, s)| &rec.snapshots[*i] == s));
-    assert_eq!(
-        ix.skipped.is_empty(),
-        rec.skipped.is_empty(),
-        "{:?} vs {:?}",
-        ix.skipped,
-        rec.skipped
-    );
     assert!(ix.get(rec.snapshots.len()).is_err());
 }
 
 #[test]
-fn the_index_for_replay_reads_what_the_whole_read_reads() {
+fn replay_reads_one_at_a_time_what_summary_reads_in_batches() {
     let dir = tempfile::tempdir().unwrap();
     let snaps = series(7);
     // Plain and zstd, whole and cut at a few places.
@@ -823,7 +821,7 @@ fn wait_settled(path: &Path, pid: u32, context: u64) {
 }
 
 /// RSS over the recording of two processes, for a failure message.
-fn rss_trace(rec: &read::Recording, a: u32, b: u32) -> String {
+fn rss_trace(rec: &Recording, a: u32, b: u32) -> String {
     rec.snapshots
         .iter()
         .map(|s| {
@@ -999,12 +997,14 @@ fn synthesize_an_hour_of_200_processes() {
         let last = ix.get(snapshots - 1).unwrap();
         let last_ms = t.elapsed().as_secs_f64() * 1000.0;
         let t = Instant::now();
-        let window: Vec<Snapshot> = (snapshots - 60..snapshots).map(|i| ix.get(i).unwrap()).collect();
+        // The End key: the sparklines' five minutes before the last one.
+        let indices: Vec<usize> = (snapshots.saturating_sub(300)..snapshots).collect();
+        let window: Vec<Snapshot> = ix.get_many(&indices).into_iter().map(Result::unwrap).collect();
         let window_ms = t.elapsed().as_secs_f64() * 1000.0;
         assert_eq!(ix.len(), snapshots);
         assert_eq!(window.last(), Some(&last));
         println!(
-            "BENCH {name} bytes={} write_ms_per_snapshot={:.3} read_all_s={read_s:.3} index_open_s={open_s:.3} get_last_ms={last_ms:.1} get_last_60_ms={window_ms:.1} snapshots={snapshots}",
+            "BENCH {name} bytes={} write_ms_per_snapshot={:.3} read_all_s={read_s:.3} index_open_s={open_s:.3} get_last_ms={last_ms:.1} get_last_300_ms={window_ms:.1} snapshots={snapshots}",
             std::fs::metadata(path).unwrap().len(),
             w * 1000.0 / snapshots as f64
         );

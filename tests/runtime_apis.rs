@@ -75,6 +75,7 @@ fn ollama_models_come_from_api_ps_with_their_blobs() {
     // Qwen3-0.6B shape at 8192 context, f16: 896 MiB, estimated beside.
     assert_eq!(m[0]["estimate"]["kv_bytes"], 896u64 << 20);
     assert_eq!(m[0]["server_url"], format!("http://127.0.0.1:{}", server.port));
+    assert_eq!(p["listen_ports"], serde_json::json!([server.port]));
     // The second: no blob here, named by the API alone.
     assert_eq!(m[1]["path"], Value::Null);
     assert_eq!(m[1]["name"], "qwen3:30b");
@@ -159,6 +160,12 @@ fn an_api_answering_garbage_leaves_the_other_evidence_and_a_note() {
     let (p, _, _) = misbehaving_llama_server("garbage");
     let notes = p["notes"].to_string();
     assert!(notes.contains("no llama.cpp API at 127.0.0.1:"), "{notes}");
+    // The port it listens on is known all the same (diff pairs by it).
+    let ports = p["listen_ports"]
+        .as_array()
+        .expect("listen_ports read from its sockets");
+    assert_eq!(ports.len(), 1, "{p:#}");
+    assert!(notes.contains(&format!("127.0.0.1:{}", ports[0])), "{notes}");
 }
 
 #[test]

@@ -183,10 +183,7 @@ impl Collector {
                     continue;
                 };
                 match self.discovery.latest(p.pid, &info.start_time) {
-                    Some((models, notes)) => {
-                        p.models = models;
-                        p.notes.extend(notes);
-                    }
+                    Some(found) => found.apply_to(p),
                     None => p.models_pending = true,
                 }
             }
@@ -194,9 +191,8 @@ impl Collector {
         } else {
             let mut found = self.discovery.discover(&ai);
             for p in &mut processes {
-                if let Some((models, notes)) = found.remove(&p.pid) {
-                    p.models = models;
-                    p.notes.extend(notes);
+                if let Some(found) = found.remove(&p.pid) {
+                    found.apply_to(p);
                 }
             }
         }
@@ -322,6 +318,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             gpu,
             models: Vec::new(),
             models_pending: false,
+            listen_ports: None,
             notes: info.notes.clone(),
         });
     }
@@ -358,6 +355,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             gpu,
             models: Vec::new(),
             models_pending: false,
+            listen_ports: None,
         });
     }
     out.sort_by(|a, b| vram(b).cmp(&vram(a)).then(a.pid.cmp(&b.pid)));

@@ -94,6 +94,9 @@ struct ApiModel {
 #[derive(Debug, Clone, Default)]
 struct ApiAnswer {
     server_url: Option<String>,
+    /// The TCP ports the process listens on (sorted); None when its file
+    /// descriptors cannot be read.
+    listen_ports: Option<Vec<u16>>,
     /// llama.cpp's server state, which also drives the settings.
     server: Option<ServerState>,
     models: Vec<ApiModel>,
@@ -121,7 +124,23 @@ pub struct Discovery {
 }
 
 /// A process's models and the notes discovery made about it.
-pub type Discovered = (Vec<Model>, Vec<String>);
+#[derive(Debug, Clone, Default)]
+pub struct Discovered {
+    pub models: Vec<Model>,
+    pub notes: Vec<String>,
+    /// The TCP ports the process listens on (sorted); None when its file
+    /// descriptors cannot be read. `diff` pairs a restarted server by them.
+    pub listen_ports: Option<Vec<u16>>,
+}
+
+impl Discovered {
+    /// Fills in what discovery found on the process's row.
+    pub fn apply_to(self, p: &mut crate::snapshot::Process) {
+        p.models = self.models;
+        p.notes.extend(self.notes);
+        p.listen_ports = self.listen_ports;
+    }
+}
 
 impl Discovery {
     pub fn new(root: PathBuf) -> Discovery {
@@ -276,7 +295,11 @@ impl Discovery {
                 ..Model::default()
             });
         }
-        (models, notes)
+        Discovered {
+            models,
+            notes,
+            listen_ports: answer.listen_ports.clone(),
+        }
     }
 
     /// Whether `path` is a GGUF file, by its magic bytes (Ollama's blobs have
@@ -338,6 +361,10 @@ impl Discovery {
             }
         };
         let mut addrs: Vec<SocketAddr> = inodes.iter().filter_map(|i| listening.get(i).copied()).collect();
+        let mut ports: Vec<u16> = addrs.iter().map(SocketAddr::port).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        answer.listen_ports = Some(ports);
         addrs.sort_by_key(|a| (launch.port != Some(a.port()), a.port()));
         addrs.dedup_by_key(|a| a.port());
         let api = Api::for_runtimes(&info.runtimes);

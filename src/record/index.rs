@@ -1,28 +1,34 @@
-//! Random access to a recording, for `replay`: opening one indexes its
-//! lines without parsing any JSON (a zstd file is decompressed once, to
-//! count its lines), and a snapshot is parsed when it is asked for. An hour
-//! of 200 processes opens in a fraction of what reading it whole takes
-//! ([`super::read_recording`] parses every line), and memory stays at the
-//! compressed file (zstd) or next to nothing (plain: lines are read from
-//! the file when asked for), plus the two frames decoded last.
+//! Reading a recording back: JSON lines, plain or zstd (found by the
+//! file's magic number, whatever its name), opened for random access.
+//! Opening one indexes its lines without parsing any JSON (a zstd file is
+//! decompressed once, to count its lines), and a snapshot is parsed when it
+//! is asked for: an hour of 200 processes opens in a fraction of what
+//! parsing it whole takes, and memory stays at the compressed file (zstd)
+//! or next to nothing (plain: lines are read from the file when asked
+//! for), plus the two frames decoded last.
 //!
-//! What is skipped follows [`super::read`]: truncated lines, damaged
-//! frames, lines that are not snapshots. A line is taken at indexing when
-//! it starts as the writer writes one (`{"schema_version":1,"taken_at":"`)
-//! and ends in `}`; any other line is parsed there and then, so only a line
-//! damaged in its middle can fail later, in [`RecordingIndex::get`].
+//! Bounded and forgiving: a line over [`MAX_LINE`] bytes is skipped without
+//! being held in memory, a line that is not a snapshot (garbage, a
+//! truncated last line, another schema version) is skipped, and each skip
+//! is said in [`RecordingIndex::skipped`]. Damaged zstd data costs the rest
+//! of its frame; reading goes on from the next frame. Nothing here panics
+//! on what a file holds. A line is taken at indexing when it starts as the
+//! writer writes one (`{"schema_version":1,"taken_at":"`) and ends in `}`;
+//! any other line is parsed there and then, so only a line damaged in its
+//! middle can fail later, in [`RecordingIndex::get`].
 //!
-//! Depends on the snapshot types, serde_json and zstd only.
+//! Depends on the snapshot types, serde_json and [`super::codec`] only.
 
-use super::read::{decode_frame, find_magic, parse_line, MAX_LINE, ZSTD_MAGIC};
+use super::codec::{find_magic, Decoder, MAGIC as ZSTD_MAGIC};
 use crate::snapshot::{Snapshot, SCHEMA_VERSION};
 use anyhow::Context as _;
 use std::fs::File;
-use std::io::Read;
-use std::os::unix::fs::FileExt;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+/// A line longer than this is skipped.
+pub const MAX_LINE: usize = 64 << 20;
 /// At most this many skip notes are kept; the rest are counted.
 const MAX_NOTES: usize = 100;
 /// Decoded frames kept for the next [`RecordingIndex::get`].
@@ -58,7 +64,8 @@ pub struct RecordingIndex {
     lines: Vec<Line>,
     /// `taken_at` of each snapshot (None when its head could not say).
     times: Vec<Option<String>>,
-    /// What was skipped and why (as [`super::Recording::skipped`]).
+    /// What was skipped and why, e.g. `line 3601: incomplete (no newline,
+    /// 812 bytes): the recording was cut short`.
     pub skipped: Vec<String>,
     cache: Mutex<Vec<(usize, Arc<Vec<u8>>)>>,
 }
@@ -89,37 +96,46 @@ impl RecordingIndex {
         parse_line(line.number, &bytes, false).map_err(|why| anyhow::anyhow!("{}: {why}", self.path.display()))
     }
 
-    /// Every snapshot in order, parsed on every core a batch at a time
-    /// (memory holds one batch): `f(i, snapshot)`. Returns what failed to
-    /// parse (lines damaged in their middle).
-    pub fn for_each(&self, mut f: impl FnMut(usize, Snapshot)) -> Vec<String> {
+    /// Snapshots `indices`, in that order, parsed on every core.
+    pub fn get_many(&self, indices: &[usize]) -> Vec<anyhow::Result<Snapshot>> {
         let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
-        let batch = workers * 8;
-        let mut failed = Vec::new();
-        let mut start = 0;
-        while start < self.len() {
-            let end = (start + batch).min(self.len());
-            let per = (end - start).div_ceil(workers);
-            let parsed: Vec<Vec<anyhow::Result<Snapshot>>> = std::thread::scope(|scope| {
-                let handles: Vec<_> = (start..end)
-                    .step_by(per)
-                    .map(|from| scope.spawn(move || (from..(from + per).min(end)).map(|i| self.get(i)).collect()))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| {
-                        h.join()
-                            .unwrap_or_else(|_| vec![Err(anyhow::anyhow!("a parser thread failed"))])
+        if indices.len() < 2 || workers == 1 {
+            return indices.iter().map(|&i| self.get(i)).collect();
+        }
+        let per = indices.len().div_ceil(workers);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = indices
+                .chunks(per)
+                .map(|part| scope.spawn(move || part.iter().map(|&i| self.get(i)).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .zip(indices.chunks(per))
+                .flat_map(|(h, part)| {
+                    h.join().unwrap_or_else(|_| {
+                        part.iter()
+                            .map(|_| Err(anyhow::anyhow!("a parser thread failed")))
+                            .collect()
                     })
-                    .collect()
-            });
-            for (i, r) in (start..end).zip(parsed.into_iter().flatten()) {
+                })
+                .collect()
+        })
+    }
+
+    /// Every snapshot in order, parsed a batch at a time (memory holds one
+    /// batch): `f(i, snapshot)`. Returns what failed to parse (lines
+    /// damaged in their middle).
+    pub fn for_each(&self, mut f: impl FnMut(usize, Snapshot)) -> Vec<String> {
+        const BATCH: usize = 64;
+        let mut failed = Vec::new();
+        let all: Vec<usize> = (0..self.len()).collect();
+        for batch in all.chunks(BATCH) {
+            for (&i, r) in batch.iter().zip(self.get_many(batch)) {
                 match r {
                     Ok(s) => f(i, s),
                     Err(e) => failed.push(format!("{e:#}")),
                 }
             }
-            start = end;
         }
         failed
     }
@@ -129,7 +145,7 @@ impl RecordingIndex {
         let Some(chunk) = line.chunk else {
             let file = self.file.as_ref().context("no file")?;
             let mut buf = vec![0u8; line.len];
-            file.read_exact_at(&mut buf, line.offset)
+            read_exact_at(file, &mut buf, line.offset)
                 .with_context(|| format!("{name}: cannot read line {}", line.number))?;
             return Ok(buf);
         };
@@ -148,11 +164,11 @@ impl RecordingIndex {
                 if let Some((_, b)) = cache.iter().find(|(c, _)| *c == chunk) {
                     return Ok(Arc::clone(b));
                 }
-                let mut decoder = zstd::stream::raw::Decoder::new()?;
+                let mut decoder = Decoder::new()?;
                 let mut buf = vec![0u8; 1 << 17];
                 let mut out = Vec::new();
                 let frame = &self.compressed[*start..*start + *len];
-                let (outcome, _) = decode_frame(&mut decoder, frame, frame.len(), &mut buf, &mut out);
+                let (outcome, _) = decoder.decode_frame(frame, frame.len(), &mut buf, &mut out);
                 if let Err(e) = outcome {
                     anyhow::bail!("{}: the zstd frame at byte {start}: {e}", self.path.display());
                 }
@@ -347,10 +363,10 @@ fn index_plain(file: &File, ix: &mut Indexer) -> std::io::Result<()> {
     let mut last: Option<u8> = None;
     let mut read_back = |offset: u64, len: usize| -> Option<Vec<u8>> {
         let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, offset).ok().map(|_| buf)
+        read_exact_at(file, &mut buf, offset).ok().map(|_| buf)
     };
     loop {
-        let n = match file.read_at(&mut chunk, pos) {
+        let n = match read_at(file, &mut chunk, pos) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -396,6 +412,69 @@ fn index_plain(file: &File, ix: &mut Indexer) -> std::io::Result<()> {
     Ok(())
 }
 
+pub fn parse_line(n: u64, line: &[u8], unterminated: bool) -> Result<Snapshot, String> {
+    match serde_json::from_slice::<Snapshot>(line) {
+        Ok(s) if s.schema_version == SCHEMA_VERSION => Ok(s),
+        Ok(s) => Err(format!(
+            "line {n}: schema_version {}, but this gputaskman reads schema_version {SCHEMA_VERSION}; skipped",
+            s.schema_version
+        )),
+        Err(e) => {
+            if unterminated {
+                return Err(format!(
+                    "line {n}: incomplete (the last line, {} bytes, has no newline: the recording was cut short); skipped",
+                    line.len()
+                ));
+            }
+            #[derive(serde::Deserialize)]
+            struct Version {
+                schema_version: serde_json::Value,
+            }
+            if let Ok(v) = serde_json::from_slice::<Version>(line) {
+                if v.schema_version.as_u64() != Some(SCHEMA_VERSION as u64) {
+                    return Err(format!(
+                        "line {n}: schema_version {}, but this gputaskman reads schema_version {SCHEMA_VERSION}; skipped",
+                        v.schema_version
+                    ));
+                }
+            }
+            if e.is_syntax() || e.is_eof() {
+                Err(format!("line {n}: not JSON ({e}); skipped"))
+            } else {
+                Err(format!("line {n}: not a snapshot ({e}); skipped"))
+            }
+        }
+    }
+}
+
+/// Reads at `offset` without a shared file cursor, so parser threads can
+/// read lines of one file at once.
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::read_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        std::os::windows::fs::FileExt::seek_read(file, buf, offset)
+    }
+}
+
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match read_at(file, buf, offset) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 fn take_head(head: &mut Vec<u8>, last: &mut Option<u8>, part: &[u8]) {
     let room = HEAD.saturating_sub(head.len());
     head.extend_from_slice(&part[..part.len().min(room)]);
@@ -406,7 +485,7 @@ fn take_head(head: &mut Vec<u8>, last: &mut Option<u8>, part: &[u8]) {
 
 /// Decodes each frame once to index its lines; keeps where it is.
 fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
-    let mut decoder = match zstd::stream::raw::Decoder::new() {
+    let mut decoder = match Decoder::new() {
         Ok(d) => d,
         Err(e) => {
             ix.notes.push((0, format!("cannot start a zstd decoder: {e}")));
@@ -434,7 +513,7 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
             continue;
         }
         frame.clear();
-        let (mut outcome, mut consumed) = decode_frame(&mut decoder, rest, rest.len(), &mut buf, &mut frame);
+        let (mut outcome, mut consumed) = decoder.decode_frame(rest, rest.len(), &mut buf, &mut frame);
         let mut keep_decoded = false;
         match &outcome {
             Err(e) if e.contains("checksum") => {
@@ -448,7 +527,7 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
             }
             Err(_) => {
                 frame.clear();
-                (outcome, consumed) = decode_frame(&mut decoder, rest, 1, &mut buf, &mut frame);
+                (outcome, consumed) = decoder.decode_frame(rest, 1, &mut buf, &mut frame);
                 keep_decoded = true;
             }
             Ok(_) => {}

@@ -1,15 +1,16 @@
 //! Before and after: `diff` of two snapshots, `record` of snapshots over
-//! time, and the commands that read recordings back (`summary`, `plot`;
-//! `replay` reads them through [`read::read_recording`], or through
-//! [`open_recording`] for random access).
+//! time, and the commands that read recordings back (`summary`, `plot`,
+//! `replay`), all through [`open_recording`]: an index of the lines, each
+//! snapshot parsed when it is asked for.
 //!
 //! A recording is JSON lines: one `Snapshot` (the `--json` schema, on one
-//! line) per sample, plain or zstd (`.zst`). See [`write`] for why a
-//! recording cut short still reads, and [`read`] for what is skipped.
+//! line) per sample, plain or zstd (`.zst`, [`codec`]). See [`write`] for
+//! why a recording cut short still reads, and [`index`] for what is
+//! skipped.
 
+pub mod codec;
 pub mod index;
 pub mod plot;
-pub mod read;
 pub mod summary;
 pub mod write;
 
@@ -96,8 +97,23 @@ pub fn run_diff(args: &DiffArgs, out: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `replay` steps through.
+impl crate::view::tui::Frames for RecordingIndex {
+    fn len(&self) -> usize {
+        self.len()
+    }
+
+    fn taken_at(&self, i: usize) -> Option<&str> {
+        self.taken_at(i)
+    }
+
+    fn get_many(&self, indices: &[usize]) -> Vec<anyhow::Result<crate::snapshot::Snapshot>> {
+        self.get_many(indices)
+    }
+}
+
 /// Opens a recording that must hold at least one snapshot.
-fn read_some(path: &Path) -> anyhow::Result<RecordingIndex> {
+pub fn read_some(path: &Path) -> anyhow::Result<RecordingIndex> {
     let rec = open_recording(path)?;
     if rec.is_empty() {
         let why: Vec<&str> = rec.skipped.iter().take(3).map(String::as_str).collect();

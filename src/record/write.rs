@@ -13,8 +13,9 @@
 //! the next frame. Appending to a file that was cut short starts a new
 //! frame; the reader finds it by its magic number.
 //!
-//! Depends on the snapshot types, serde_json and zstd only.
+//! Depends on the snapshot types, serde_json and [`super::codec`] only.
 
+use super::codec::Encoder;
 use crate::snapshot::Snapshot;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -40,7 +41,7 @@ enum Sink {
     Plain(File),
     Zstd {
         /// None between frames (the next line opens one).
-        encoder: Option<zstd::stream::write::Encoder<'static, File>>,
+        encoder: Option<Encoder>,
         /// Kept between frames.
         file: Option<File>,
         in_frame: usize,
@@ -57,6 +58,9 @@ impl RecordWriter {
 
     /// [`RecordWriter::open`] with another frame length (tests).
     pub fn open_with(path: &Path, lines_per_frame: usize) -> io::Result<RecordWriter> {
+        if is_zstd_name(path) {
+            super::codec::available()?;
+        }
         let mut file = OpenOptions::new().create(true).append(true).read(true).open(path)?;
         let sink = if is_zstd_name(path) {
             Sink::Zstd {
@@ -104,20 +108,15 @@ impl RecordWriter {
             } => {
                 if encoder.is_none() {
                     let f = file.take().expect("a file between frames");
-                    let mut e = zstd::stream::write::Encoder::new(f, ZSTD_LEVEL)?;
-                    e.include_checksum(true)?;
-                    *encoder = Some(e);
+                    *encoder = Some(Encoder::new(f, ZSTD_LEVEL)?);
                     *in_frame = 0;
                 }
                 let e = encoder.as_mut().expect("opened above");
-                e.write_all(line)?;
+                e.write_flushed(line)?;
                 *in_frame += 1;
                 if *in_frame >= *lines_per_frame {
                     let f = encoder.take().expect("open").finish()?;
                     *file = Some(f);
-                } else {
-                    // ZSTD_e_flush: the line's block is complete on disk.
-                    e.flush()?;
                 }
             }
         }

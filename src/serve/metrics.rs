@@ -535,6 +535,7 @@ pub(crate) mod tests {
             gpu: vec![usage(vram)],
             models: vec![],
             models_pending: false,
+            listen_ports: None,
             notes: vec![],
         };
         let mut llama = process(4242, "llama-server", Some(1_406_669_824));

@@ -418,12 +418,16 @@ pub fn url_port(url: &str) -> Option<u16> {
     }
 }
 
+/// The ports a process listens on: what discovery read from its sockets,
+/// and those of its models' server URLs (snapshots from before
+/// `listen_ports` have only these).
 fn ports(p: &Process) -> Vec<u16> {
     let mut ports: Vec<u16> = p
         .models
         .iter()
         .filter_map(|m| m.server_url.as_deref())
         .filter_map(url_port)
+        .chain(p.listen_ports.iter().flatten().copied())
         .collect();
     ports.sort_unstable();
     ports.dedup();

@@ -191,6 +191,11 @@ pub struct Process {
     /// runtimes in the background): `models` is not yet known.
     #[serde(default)]
     pub models_pending: bool,
+    /// TCP ports the process listens on, sorted (AI processes, read by
+    /// model discovery; null when not looked at or its descriptors cannot
+    /// be read). `diff` pairs a server restarted under a new PID by them.
+    #[serde(default)]
+    pub listen_ports: Option<Vec<u16>>,
     /// What could not be read, and other things a person should know.
     pub notes: Vec<String>,
 }
@@ -425,6 +430,7 @@ mod tests {
                 .collect(),
             models: vec![],
             models_pending: false,
+            listen_ports: None,
             notes: vec![],
         }
     }

@@ -4,6 +4,7 @@
 
 use crate::collect::{Collector, Options};
 use crate::snapshot::Snapshot;
+use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -124,9 +125,37 @@ const DEFAULT_STEP: Duration = Duration::from_secs(1);
 /// How many snapshots before the current one feed the sparklines on a seek.
 pub const HISTORY_WINDOW: usize = super::history::CAPACITY;
 
+/// What a replay steps through: a recording opened for random access
+/// (`record::RecordingIndex`), or snapshots at hand. Snapshots are parsed
+/// when they are needed, so an hour-long recording opens at once.
+pub trait Frames: Sync {
+    fn len(&self) -> usize;
+    /// When snapshot `i` was taken (RFC 3339), read without parsing it.
+    fn taken_at(&self, i: usize) -> Option<&str>;
+    /// Snapshots `indices`, in that order; a line damaged in its middle is
+    /// an error naming it.
+    fn get_many(&self, indices: &[usize]) -> Vec<anyhow::Result<Snapshot>>;
+}
+
+#[cfg(test)]
+impl Frames for Vec<Snapshot> {
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn taken_at(&self, i: usize) -> Option<&str> {
+        self.get(i).map(|s| s.taken_at.as_str())
+    }
+
+    fn get_many(&self, indices: &[usize]) -> Vec<anyhow::Result<Snapshot>> {
+        let one = |&i: &usize| self.get(i).cloned().ok_or_else(|| anyhow::anyhow!("no snapshot {i}"));
+        indices.iter().map(one).collect()
+    }
+}
+
 /// A recording played back: step, jump, play at a chosen speed.
 pub struct ReplayFeed {
-    snapshots: Vec<Snapshot>,
+    frames: Box<dyn Frames>,
     /// Seconds since the first snapshot, per snapshot (None: unreadable).
     times: Vec<Option<f64>>,
     pos: usize,
@@ -136,23 +165,43 @@ pub struct ReplayFeed {
     due: Option<Instant>,
     /// A seek waits to be handed over.
     seek: bool,
+    /// The snapshots parsed for the sparklines' window, by index, so a step
+    /// parses one snapshot, not the window.
+    window: BTreeMap<usize, Snapshot>,
+    /// The last snapshot that could not be read, for the title bar.
+    unreadable: Option<String>,
 }
 
 impl ReplayFeed {
-    pub fn new(snapshots: Vec<Snapshot>) -> ReplayFeed {
-        let first = snapshots.first().and_then(|s| unix_seconds(&s.taken_at));
-        let times = snapshots
-            .iter()
-            .map(|s| Some(unix_seconds(&s.taken_at)? - first?))
+    pub fn new(frames: Box<dyn Frames>) -> ReplayFeed {
+        let first = frames.taken_at(0).and_then(unix_seconds);
+        let times = (0..frames.len())
+            .map(|i| Some(unix_seconds(frames.taken_at(i)?)? - first?))
             .collect();
         ReplayFeed {
-            snapshots,
+            frames,
             times,
             pos: 0,
             playing: false,
             speed: 2,
             due: None,
             seek: true,
+            window: BTreeMap::new(),
+            unreadable: None,
+        }
+    }
+
+    /// Parses what the window `from..=to` lacks and drops what is outside.
+    fn fill(&mut self, from: usize, to: usize) {
+        self.window.retain(|&i, _| (from..=to).contains(&i));
+        let missing: Vec<usize> = (from..=to).filter(|i| !self.window.contains_key(i)).collect();
+        for (i, parsed) in missing.iter().zip(self.frames.get_many(&missing)) {
+            match parsed {
+                Ok(s) => {
+                    self.window.insert(*i, s);
+                }
+                Err(e) => self.unreadable = Some(format!("{e:#}")),
+            }
         }
     }
 
@@ -183,7 +232,7 @@ impl ReplayFeed {
     }
 
     fn go_to(&mut self, pos: usize) {
-        let pos = pos.min(self.snapshots.len().saturating_sub(1));
+        let pos = pos.min(self.frames.len().saturating_sub(1));
         if pos != self.pos {
             self.pos = pos;
             self.seek = true;
@@ -193,21 +242,22 @@ impl ReplayFeed {
 
 impl Feed for ReplayFeed {
     fn poll(&mut self, now: Instant) -> Option<Update> {
-        if self.snapshots.is_empty() {
+        if self.frames.len() == 0 {
             return None;
         }
         if self.seek {
             self.seek = false;
             let from = (self.pos + 1).saturating_sub(HISTORY_WINDOW);
+            self.fill(from, self.pos);
             if self.playing {
                 self.due = Some(now + self.step_after(self.pos));
             }
-            return Some(Update::Seek(self.snapshots[from..=self.pos].to_vec()));
+            return Some(Update::Seek(self.window.values().cloned().collect()));
         }
         if !self.playing {
             return None;
         }
-        if self.pos + 1 >= self.snapshots.len() {
+        if self.pos + 1 >= self.frames.len() {
             self.playing = false;
             self.due = None;
             return None;
@@ -226,11 +276,15 @@ impl Feed for ReplayFeed {
         self.pos += 1;
         // Catch up from the due time, not from now, so play keeps its pace.
         self.due = Some(due.max(now - Duration::from_millis(500)) + self.step_after(self.pos));
-        Some(Update::Next(Box::new(self.snapshots[self.pos].clone())))
+        self.fill((self.pos + 1).saturating_sub(HISTORY_WINDOW), self.pos);
+        // A snapshot that cannot be read is stepped over (the title bar
+        // says which).
+        let s = self.window.get(&self.pos)?;
+        Some(Update::Next(Box::new(s.clone())))
     }
 
     fn command(&mut self, command: FeedCommand, now: Instant) {
-        let last = self.snapshots.len().saturating_sub(1);
+        let last = self.frames.len().saturating_sub(1);
         match command {
             FeedCommand::StepBack => self.go_to(self.pos.saturating_sub(1)),
             FeedCommand::StepForward => self.go_to(self.pos + 1),
@@ -251,17 +305,22 @@ impl Feed for ReplayFeed {
     fn status(&self) -> String {
         let state = if self.playing {
             "playing"
-        } else if self.pos + 1 >= self.snapshots.len() {
+        } else if self.pos + 1 >= self.frames.len() {
             "at the end"
         } else {
             "paused"
         };
         let at = self.times.get(self.pos).copied().flatten();
         let at = at.map(|t| format!(" +{}", clock(t))).unwrap_or_default();
+        let unreadable = self
+            .unreadable
+            .as_ref()
+            .map(|e| format!("; skipped: {e}"))
+            .unwrap_or_default();
         format!(
-            "replay {}/{}{at}, {state} at {}x",
+            "replay {}/{}{at}, {state} at {}x{unreadable}",
             self.pos + 1,
-            self.snapshots.len(),
+            self.frames.len(),
             trim_speed(self.speed())
         )
     }
@@ -354,7 +413,7 @@ mod tests {
     #[test]
     fn replay_steps_jumps_and_plays_at_the_chosen_speed() {
         let snaps: Vec<Snapshot> = (0..5).map(|i| snap(&format!("2026-01-01T00:00:0{i}Z"))).collect();
-        let mut feed = ReplayFeed::new(snaps);
+        let mut feed = ReplayFeed::new(Box::new(snaps));
         let t0 = Instant::now();
         // The first poll hands over the start.
         assert!(matches!(feed.poll(t0), Some(Update::Seek(v)) if v.len() == 1));
@@ -391,5 +450,60 @@ mod tests {
         assert_eq!(feed.position(), 4);
         assert!(!feed.playing());
         assert!(feed.status().contains("at the end"), "{}", feed.status());
+    }
+
+    /// A recording with one line damaged in its middle.
+    struct Damaged(Vec<Snapshot>, usize);
+
+    impl Frames for Damaged {
+        fn len(&self) -> usize {
+            self.0.len()
+        }
+
+        fn taken_at(&self, i: usize) -> Option<&str> {
+            Frames::taken_at(&self.0, i)
+        }
+
+        fn get_many(&self, indices: &[usize]) -> Vec<anyhow::Result<Snapshot>> {
+            let mut all = self.0.get_many(indices);
+            for (r, &i) in all.iter_mut().zip(indices) {
+                if i == self.1 {
+                    *r = Err(anyhow::anyhow!("line {}: not JSON", i + 1));
+                }
+            }
+            all
+        }
+    }
+
+    #[test]
+    fn replay_steps_over_a_damaged_snapshot_and_says_so() {
+        let snaps: Vec<Snapshot> = (0..5).map(|i| snap(&format!("2026-01-01T00:00:0{i}Z"))).collect();
+        let mut feed = ReplayFeed::new(Box::new(Damaged(snaps, 2)));
+        let t0 = Instant::now();
+        feed.command(FeedCommand::End, t0);
+        match feed.poll(t0) {
+            Some(Update::Seek(v)) => {
+                let times: Vec<&str> = v.iter().map(|s| s.taken_at.as_str()).collect();
+                assert_eq!(
+                    times,
+                    ["2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:03Z", "2026-01-01T00:00:04Z"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(feed.status().ends_with("; skipped: line 3: not JSON"), "{}", feed.status());
+        // Playing from the start: 1, then 2 is stepped over, then 3.
+        feed.command(FeedCommand::Start, t0);
+        feed.poll(t0);
+        feed.command(FeedCommand::TogglePlay, t0);
+        let mut shown = Vec::new();
+        let mut t = t0;
+        for _ in 0..8 {
+            t += Duration::from_millis(1100);
+            if let Some(Update::Next(s)) = feed.poll(t) {
+                shown.push(s.taken_at.clone());
+            }
+        }
+        assert_eq!(shown, ["2026-01-01T00:00:01Z", "2026-01-01T00:00:03Z", "2026-01-01T00:00:04Z"]);
     }
 }

@@ -42,6 +42,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
         gpu: vec![],
         models: vec![],
         models_pending: false,
+        listen_ports: None,
         notes: vec![],
     }
 }

@@ -1,6 +1,6 @@
 //! The live view: an htop for what is inside the GPU.
 //!
-//! It renders from a [`Snapshot`] only. Snapshots come from a [`Feed`]: the
+//! It renders from a [`crate::snapshot::Snapshot`] only. Snapshots come from a [`Feed`]: the
 //! collector sampling on a thread of its own ([`run_live`]) or a recording
 //! played back ([`run_replay`]); the UI thread never waits on a source.
 //!
@@ -24,10 +24,9 @@ pub mod fixture;
 mod tests;
 
 pub use app::App;
-pub use feed::{Feed, LiveFeed, ReplayFeed};
+pub use feed::{Feed, Frames, LiveFeed, ReplayFeed};
 
 use crate::collect::Options;
-use crate::snapshot::Snapshot;
 use app::Action;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use std::time::{Duration, Instant};
@@ -45,12 +44,12 @@ pub fn run_live(options: Options, interval: Duration) -> anyhow::Result<()> {
 
 /// A recording played back through the same view: `[` `]` step, `{` `}`
 /// jump to the start and the end, `<` `>` speed, space plays and pauses.
-pub fn run_replay(snapshots: Vec<Snapshot>) -> anyhow::Result<()> {
-    if snapshots.is_empty() {
+pub fn run_replay(frames: Box<dyn Frames>) -> anyhow::Result<()> {
+    if frames.len() == 0 {
         anyhow::bail!("the recording holds no snapshot");
     }
     term::require_terminal()?;
-    run_feed(Box::new(ReplayFeed::new(snapshots)))
+    run_feed(Box::new(ReplayFeed::new(frames)))
 }
 
 /// Whether colour is wanted: NO_COLOR set to anything non-empty turns it
