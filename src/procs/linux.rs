@@ -129,7 +129,10 @@ impl ProcScanner {
                 maps_readable: fixed.maps_read_at.is_some(),
                 kind: *kind,
                 cpu_percent,
-                rss_bytes: Some(stat.rss * page_size),
+                // No address space (vsize 0): an exiting process whose
+                // memory is already released, or a zombie. Its RSS is
+                // unknown, not 0 B.
+                rss_bytes: (stat.vsize > 0).then(|| stat.rss * page_size),
                 notes: fixed.notes.clone(),
             });
         }
@@ -351,6 +354,26 @@ mod tests {
         // their only reader); the maps were still read for the runtimes.
         assert!(me.mapped_files.is_empty(), "{:?}", me.mapped_files);
         assert!(me.maps_readable);
+    }
+
+    #[test]
+    fn an_exited_process_not_yet_reaped_has_an_unknown_rss_not_zero() {
+        let mut child = Command::new("true").spawn().expect("spawn a child");
+        let pid = child.id();
+        // Not waited for: a zombie once it exits.
+        let stat_path = PathBuf::from(format!("/proc/{pid}/stat"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !std::fs::read_to_string(&stat_path).is_ok_and(|s| s.contains(") Z ")) {
+            assert!(std::time::Instant::now() < deadline, "the child never became a zombie");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        let procs = scanner.scan().expect("scan /proc");
+        child.wait().ok();
+        let zombie = procs.iter().find(|p| p.pid == pid).expect("a zombie is still listed");
+        assert_eq!(zombie.rss_bytes, None);
+        let me = procs.iter().find(|p| p.pid == std::process::id()).expect("this test is listed");
+        assert!(me.rss_bytes.unwrap() > 0);
     }
 
     #[test]
