@@ -6,7 +6,13 @@ use anyhow::Context;
 use procfs::process::{MMapPath, Process};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// A process younger than this is still loading its libraries (a Python
+/// server imports its runtime seconds after it starts): its maps are
+/// reread every [`YOUNG_MAPS_REFRESH`] instead of [`MAPS_REFRESH`].
+const YOUNG: Duration = Duration::from_secs(60);
+const YOUNG_MAPS_REFRESH: Duration = Duration::from_secs(1);
 
 /// What does not change while a process lives, read once per (pid, start).
 #[derive(Debug, Clone)]
@@ -72,6 +78,12 @@ impl ProcScanner {
         let dir = std::fs::read_dir(&self.root)
             .with_context(|| format!("cannot list processes in {}", self.root.display()))?;
         let now = Instant::now();
+        // Clock ticks since boot: how old each process is.
+        let uptime_ticks = self.boot_time_secs.and_then(|boot| {
+            let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+            Some(since_epoch.as_secs().checked_sub(boot)? * self.ticks_per_second)
+        });
+        let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
         let mut seen = HashMap::with_capacity(self.cpu.len());
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
@@ -102,7 +114,8 @@ impl ProcScanner {
             seen.insert(key, reference);
 
             let page_size = self.page_size;
-            let fixed = self.static_info(&path, pid, stat.starttime, stat.vsize, now);
+            let young = uptime_ticks.is_some_and(|up| up.saturating_sub(stat.starttime) < young_ticks);
+            let fixed = self.static_info(&path, pid, (stat.starttime, stat.vsize, young), now);
             path.pop();
             let Some(fixed) = fixed else { continue };
             if fixed.classified.as_ref().is_none_or(|c| c.0 != stat.comm) {
@@ -143,13 +156,22 @@ impl ProcScanner {
     }
 
     /// The cached parts of a process; `dir` is its /proc directory. Maps
-    /// are reread at most every MAPS_REFRESH, and only when the address
-    /// space changed size (a library was loaded) since the last reading.
-    fn static_info(&mut self, dir: &Path, pid: u32, start: u64, vsize: u64, now: Instant) -> Option<&mut Static> {
+    /// are reread only when the address space changed size (a library was
+    /// loaded) since the last reading, and at most every MAPS_REFRESH, or
+    /// every YOUNG_MAPS_REFRESH while the process is `young` (a server
+    /// loading its runtime is recognised within a second or two).
+    fn static_info(
+        &mut self,
+        dir: &Path,
+        pid: u32,
+        (start, vsize, young): (u64, u64, bool),
+        now: Instant,
+    ) -> Option<&mut Static> {
         let key = (pid, start);
+        let refresh = if young { YOUNG_MAPS_REFRESH } else { MAPS_REFRESH };
         let stale = match self.statics.get(&key) {
             None => true,
-            Some(s) => s.maps_vsize != vsize && s.maps_read_at.is_some_and(|at| now.duration_since(at) >= MAPS_REFRESH),
+            Some(s) => s.maps_vsize != vsize && s.maps_read_at.is_some_and(|at| now.duration_since(at) >= refresh),
         };
         if stale {
             let process = Process::new_with_root(dir.to_path_buf()).ok()?;
@@ -374,6 +396,44 @@ mod tests {
         assert_eq!(zombie.rss_bytes, None);
         let me = procs.iter().find(|p| p.pid == std::process::id()).expect("this test is listed");
         assert!(me.rss_bytes.unwrap() > 0);
+    }
+
+    #[test]
+    fn a_runtime_loaded_seconds_after_start_is_seen_within_seconds() {
+        // A Python server imports its runtime after it starts: here a copy
+        // of libm named libllama.so, loaded 1.5 s in.
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libllama.so");
+        let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("libm");
+        std::fs::copy(libm, &lib).unwrap();
+        let script = format!(
+            "import ctypes, time; time.sleep(1.5); ctypes.CDLL({:?}); time.sleep(30)",
+            lib.display().to_string()
+        );
+        let mut child = Command::new("python3").args(["-c", &script]).spawn().expect("python3");
+        let pid = child.id();
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        let started = Instant::now();
+        let mut seen_after = None;
+        while started.elapsed() < Duration::from_secs(8) {
+            let procs = scanner.scan().expect("scan /proc");
+            let me = procs.iter().find(|p| p.pid == pid).expect("the child is listed");
+            if me.runtimes.iter().any(|r| r == "llama.cpp") {
+                assert_eq!(me.kind, ProcessKind::Ai);
+                seen_after = Some(started.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        child.kill().ok();
+        child.wait().ok();
+        let seen_after = seen_after.expect("libllama was never seen in the maps");
+        // Loaded at 1.5 s; seen on the next reading of the maps, a second
+        // later at most (not MAPS_REFRESH, 10 s, later).
+        assert!(seen_after < Duration::from_millis(3500), "seen after {seen_after:?}");
     }
 
     #[test]
