@@ -73,6 +73,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 gpu: cli.gpu,
                 proc_root: cli.proc_root.clone(),
                 background_discovery: true,
+                no_host: cli.no_host,
             };
             record::run_record(args, options, cli.interval)?;
             return Ok(ExitCode::SUCCESS);
@@ -83,6 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 gpu: cli.gpu,
                 proc_root: cli.proc_root.clone(),
                 background_discovery: true,
+                no_host: cli.no_host,
             };
             drop(stdout);
             serve::run(args, options, cli.interval)?;
@@ -116,6 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         gpu: cli.gpu,
         proc_root: cli.proc_root.clone(),
         background_discovery: false,
+        no_host: cli.no_host,
     };
     if !(cli.once || cli.json || cli.list_gpus) {
         let interval = Duration::try_from_secs_f64(cli.interval)

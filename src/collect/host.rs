@@ -8,11 +8,18 @@ pub fn read() -> Host {
         hostname: hostname(),
         os: std::env::consts::OS.to_string(),
         os_name: os_name(),
-        wsl: kernel.as_deref().is_some_and(is_wsl_kernel)
-            || std::path::Path::new("/proc/sys/fs/binfmt_misc/WSLInterop").exists(),
+        wsl: is_wsl(),
         container: in_container(),
         kernel,
     }
+}
+
+/// Running inside WSL (GPUTASKMAN_WSL=1/0 forces the answer, for tests).
+pub fn is_wsl() -> bool {
+    super::wsl::forced().unwrap_or_else(|| {
+        read_trimmed("/proc/sys/kernel/osrelease").is_some_and(|k| is_wsl_kernel(&k))
+            || std::path::Path::new("/proc/sys/fs/binfmt_misc/WSLInterop").exists()
+    })
 }
 
 fn read_trimmed(path: &str) -> Option<String> {

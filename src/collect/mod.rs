@@ -8,6 +8,8 @@ pub mod drm;
 pub mod host;
 pub mod nvml;
 pub mod watchdog;
+pub mod wddm;
+pub mod wsl;
 
 use crate::models::Discovery;
 use crate::procs::{ProcInfo, ProcScanner};
@@ -35,6 +37,8 @@ pub struct Options {
     /// runtime's API, and processes not yet discovered say so
     /// (`models_pending`). One-shot output waits instead.
     pub background_discovery: bool,
+    /// Under WSL: do not start the Windows host bridge (`--no-host`).
+    pub no_host: bool,
 }
 
 pub struct Collector {
@@ -47,6 +51,10 @@ pub struct Collector {
     /// with ours by order instead of taken as they are.
     child_namespace: bool,
     pairing: HostPidPairing,
+    /// Under WSL: the Windows host's counters, through the bridge.
+    wsl: Option<wsl::WslHost>,
+    #[cfg(windows)]
+    wddm: wddm::pdh::WddmSource,
 }
 
 impl Collector {
@@ -60,6 +68,11 @@ impl Collector {
         // The sysfs root, like the procfs one, can point at a recorded tree.
         let sys_root = std::env::var_os("GPUTASKMAN_SYS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from);
         let drm = drm::DrmSource::new(options.proc_root.clone(), sys_root);
+        let wsl = host::is_wsl().then(|| wsl::WslHost::open(options.no_host));
+        if let (Some(host), false) = (&wsl, options.background_discovery) {
+            // One-shot output waits (boundedly) rather than print "starting".
+            host.wait_first();
+        }
         Collector {
             options,
             nvml,
@@ -68,6 +81,9 @@ impl Collector {
             discovery,
             child_namespace,
             pairing: HostPidPairing::default(),
+            wsl,
+            #[cfg(windows)]
+            wddm: wddm::pdh::WddmSource::open(),
         }
     }
 
@@ -102,6 +118,8 @@ impl Collector {
             false => scanned.iter().map(|p| p.pid).collect(),
             true => HashSet::new(),
         };
+        // Under WSL, NVML's PIDs that are not ours are Windows PIDs.
+        let windows_pids = self.wsl.is_some().then(|| visible.clone());
 
         let mut devices = Vec::new();
         let mut gpu_processes = Vec::new();
@@ -160,18 +178,76 @@ impl Collector {
             }),
         }
 
-        let gpu_processes = match self.child_namespace {
+        // Windows counters: natively, or from the host under WSL. They come
+        // after the other sources, whose devices they are matched to by LUID.
+        let mut host_usage: Vec<(Owner, GpuUsage)> = Vec::new();
+        let mut pid_notes: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        let mut windows_rows = BTreeMap::new();
+        let index_base = devices.iter().map(|d| d.index + 1).max().unwrap_or(0);
+        #[cfg(windows)]
+        {
+            let (backend, sample) = self.wddm.sample(&mut devices, index_base);
+            backends.push(backend);
+            devices.extend(sample.devices);
+            host_usage.extend(sample.usage.into_iter().map(|(pid, u)| (Owner::Local(pid), u)));
+            pid_notes.extend(sample.notes);
+        }
+        if let Some(host) = &mut self.wsl {
+            let candidates = wsl_candidates(&scanned);
+            let (backend, sample) = host.sample(&mut devices, index_base, &candidates);
+            backends.push(backend);
+            devices.extend(sample.devices);
+            host_usage.extend(sample.usage.into_iter().map(|(owner, u)| match owner {
+                wsl::Owner::Linux { pid, vmwp } => (Owner::Paired { pid, host_pid: vmwp }, u),
+                wsl::Owner::Windows(pid) => (Owner::Host(pid), u),
+            }));
+            pid_notes.extend(sample.linux_notes);
+            windows_rows = sample.windows;
+        }
+        if let Some(only) = self.options.gpu {
+            devices.retain(|d| d.index == only);
+            host_usage.retain(|(_, u)| u.device == only);
+        }
+
+        let mut gpu_processes: Vec<(Owner, GpuUsage)> = match self.child_namespace {
             false => gpu_processes
                 .into_iter()
-                .map(|g| (Owner::Local(g.pid), g.usage))
+                .map(|g| match &windows_pids {
+                    Some(ours) if !ours.contains(&g.pid) => (Owner::Host(g.pid), g.usage),
+                    _ => (Owner::Local(g.pid), g.usage),
+                })
                 .collect(),
             true => self.pair_host_pids(&scanned, gpu_processes),
         };
+        gpu_processes.extend(host_usage);
         let mut processes = merge(&scanned, gpu_processes, self.options.gpu.is_none());
         let mut drm_notes = self.drm.take_process_notes();
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {
             p.rss_anon_bytes = self.procs.rss_anon(p.pid);
             p.notes.extend(drm_notes.remove(&p.pid).unwrap_or_default());
+            p.notes.extend(pid_notes.remove(&p.pid).unwrap_or_default());
+            let cuda_on_3d: Vec<String> = p
+                .gpu
+                .iter()
+                .filter_map(|g| wddm::cuda_on_3d_note(&p.runtimes, g))
+                .collect();
+            p.notes.extend(cuda_on_3d);
+        }
+        if self.wsl.is_some() {
+            for p in processes
+                .iter_mut()
+                .filter(|p| p.name.is_none() && p.host_pid.is_some())
+            {
+                let (name, note) = windows_rows.remove(&p.pid).unwrap_or_else(|| {
+                    let note = format!(
+                        "PID {} is not a Linux process here: a Windows process NVML lists",
+                        p.pid
+                    );
+                    (None, note)
+                });
+                p.name = name;
+                p.notes = vec![note];
+            }
         }
         let ai: Vec<&ProcInfo> = scanned
             .iter()
@@ -253,6 +329,23 @@ impl Collector {
             })
             .collect()
     }
+}
+
+/// Under WSL, the Linux processes that can hold a GPU context (through
+/// /dev/dxg: the CUDA, D3D12 and DXCore user-mode libraries).
+fn wsl_candidates(scanned: &[ProcInfo]) -> Vec<Candidate> {
+    scanned
+        .iter()
+        .filter(|i| {
+            i.runtimes
+                .iter()
+                .any(|r| matches!(r.as_str(), "cuda" | "d3d12" | "dxcore"))
+        })
+        .map(|i| Candidate {
+            started: i.start_ticks,
+            pid: i.pid,
+        })
+        .collect()
 }
 
 /// Whose a GPU entry is, in this PID namespace.
@@ -389,6 +482,7 @@ mod tests {
             gpu: None,
             proc_root: PathBuf::from("/proc"),
             background_discovery: true,
+            no_host: true,
         });
         let first = collector.sample();
         let find = |s: &Snapshot| s.processes.iter().find(|p| p.pid == child.id()).cloned();

@@ -40,6 +40,35 @@ const LIBRARY_RUNTIMES: &[(&str, &str)] = &[
     ("libnvcuvid", "nvdec"),
     ("libnvidia-encode", "nvenc"),
     ("libva.so", "vaapi"),
+    // WSL's user-mode GPU libraries (/usr/lib/wsl/lib): a process that maps
+    // them talks to the Windows host's GPU through /dev/dxg.
+    ("libdxcore", "dxcore"),
+    ("libd3d12", "d3d12"),
+    // Windows DLLs (the loaded modules of a process). Matched without case:
+    // Windows file names have none.
+    ("nvcuda", "cuda"),
+    ("cudart64", "cudart"),
+    ("cublas64", "cublas"),
+    ("cublaslt64", "cublas"),
+    ("cudnn64", "cudnn"),
+    ("cudnn_", "cudnn"),
+    ("nvinfer", "tensorrt"),
+    ("d3d11.dll", "d3d11"),
+    ("d3d12.dll", "d3d12"),
+    ("d3d12core.dll", "d3d12"),
+    ("vulkan-1.dll", "vulkan"),
+    ("opengl32.dll", "opengl"),
+    ("onnxruntime", "onnxruntime"),
+    ("directml.dll", "directml"),
+    ("ggml", "ggml"),
+    ("llama.dll", "llama.cpp"),
+    ("torch_cpu.dll", "pytorch"),
+    ("torch_cuda.dll", "pytorch"),
+    ("c10.dll", "pytorch"),
+    ("nvml.dll", "nvml"),
+    ("amdhip64", "hip"),
+    ("nvcuvid.dll", "nvdec"),
+    ("nvencodeapi64.dll", "nvenc"),
 ];
 
 /// Executable names that are themselves a runtime (statically linked builds
@@ -61,6 +90,11 @@ const NAME_RUNTIMES: &[(&str, &str)] = &[
     ("text-generation-launcher", "tgi"),
     ("text-generation-server", "tgi"),
     ("sglang", "sglang"),
+    // `python -m mlx_lm.server`, and the `mlx_lm.generate` / `mlx_lm.server`
+    // scripts that mlx-lm installs.
+    ("mlx_lm", "mlx"),
+    ("mlx_vlm", "mlx"),
+    ("mlx_whisper", "mlx"),
 ];
 
 /// Runtimes that mark a process as AI/ML work.
@@ -74,6 +108,7 @@ const AI_RUNTIMES: &[&str] = &[
     "vllm",
     "tgi",
     "sglang",
+    "mlx",
     "pytorch",
     "tensorflow",
     "onnxruntime",
@@ -146,7 +181,8 @@ pub fn runtimes_from_libraries<'a>(paths: impl IntoIterator<Item = &'a str>, run
             push_unique(runtimes, "ggml");
         }
         for (prefix, runtime) in LIBRARY_RUNTIMES {
-            if name.starts_with(prefix) {
+            let head = name.get(..prefix.len());
+            if head.is_some_and(|h| h.eq_ignore_ascii_case(prefix)) {
                 push_unique(runtimes, runtime);
             }
         }
@@ -224,6 +260,50 @@ mod tests {
     }
 
     #[test]
+    fn windows_dlls_and_wsl_libraries_name_their_runtimes() {
+        let modules = [
+            "C:\\Windows\\System32\\nvcuda.dll",
+            "C:\\Windows\\SYSTEM32\\D3D12.dll",
+            "C:\\Windows\\System32\\d3d11.dll",
+            "C:\\Windows\\System32\\vulkan-1.dll",
+            "C:\\Windows\\System32\\OPENGL32.dll",
+            "C:\\Program Files\\App\\onnxruntime.dll",
+            "C:\\Program Files\\App\\DirectML.dll",
+            "C:\\llama.cpp\\ggml-cuda.dll",
+            "C:\\llama.cpp\\llama.dll",
+            "C:\\venv\\Lib\\site-packages\\torch\\lib\\torch_cuda.dll",
+            "C:\\venv\\Lib\\site-packages\\torch\\lib\\cudart64_12.dll",
+            "C:\\Windows\\System32\\kernel32.dll",
+        ];
+        let mut r = vec![];
+        runtimes_from_libraries(modules, &mut r);
+        assert_eq!(
+            r,
+            [
+                "cuda",
+                "d3d12",
+                "d3d11",
+                "vulkan",
+                "opengl",
+                "onnxruntime",
+                "directml",
+                "ggml",
+                "llama.cpp",
+                "pytorch",
+                "cudart"
+            ]
+        );
+        assert_eq!(kind("python.exe", None, &[], &r), ProcessKind::Ai);
+        let mut r = vec![];
+        runtimes_from_libraries(
+            ["/usr/lib/wsl/lib/libdxcore.so", "/usr/lib/wsl/lib/libd3d12core.so"],
+            &mut r,
+        );
+        assert_eq!(r, ["dxcore", "d3d12"]);
+        assert_eq!(kind("dwm.exe", None, &[], &r), ProcessKind::Compositor);
+    }
+
+    #[test]
     fn a_static_llama_server_is_known_by_name() {
         let mut r = vec![];
         let argv = strings(&["/usr/local/bin/llama-server", "-m", "/srv/models/x.gguf"]);
@@ -239,6 +319,45 @@ mod tests {
             &mut r,
         );
         assert_eq!(r, ["vllm"]);
+    }
+
+    #[test]
+    fn mlx_is_known_by_its_library_its_kernels_and_its_scripts() {
+        let mut r = vec![];
+        runtimes_from_libraries(
+            [
+                "/opt/venv/lib/python3.12/site-packages/mlx/lib/libmlx.dylib",
+                "/opt/venv/lib/python3.12/site-packages/mlx/lib/mlx.metallib",
+                "/System/Library/Frameworks/Metal.framework/Versions/A/Metal",
+            ],
+            &mut r,
+        );
+        assert_eq!(r, ["mlx"]);
+        assert_eq!(kind("Python", None, &[], &r), ProcessKind::Ai);
+        for argv in [
+            &[
+                "python3",
+                "-m",
+                "mlx_lm.server",
+                "--model",
+                "mlx-community/Qwen3-4B-4bit",
+            ][..],
+            &[
+                "/opt/venv/bin/python3.12",
+                "/opt/venv/bin/mlx_lm.generate",
+                "--prompt",
+                "hi",
+            ][..],
+            &["python", "-m", "mlx_lm", "generate"][..],
+        ] {
+            let mut r = vec![];
+            runtimes_from_names("Python", None, &strings(argv), &mut r);
+            assert_eq!(r, ["mlx"], "{argv:?}");
+        }
+        // A module that merely starts with the letters is not MLX.
+        let mut r = vec![];
+        runtimes_from_names("python3", None, &strings(&["python3", "-m", "mlx_lmx"]), &mut r);
+        assert!(r.is_empty());
     }
 
     #[test]

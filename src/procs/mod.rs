@@ -16,9 +16,14 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::ProcScanner;
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+pub use windows::ProcScanner;
+
+#[cfg(not(any(target_os = "linux", windows)))]
 mod unsupported;
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", windows)))]
 pub use unsupported::ProcScanner;
 
 use crate::snapshot::ProcessKind;

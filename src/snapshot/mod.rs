@@ -217,9 +217,12 @@ pub struct GpuUsage {
     /// Measured device-local memory held by the process; null when the
     /// source cannot say (NVML under WDDM).
     pub vram_bytes: Option<u64>,
-    /// Measured GPU-accessible system RAM held by the process (WDDM shared).
+    /// Measured GPU-accessible system RAM held by the process (WDDM Non Local
+    /// Usage; Shared Usage where that counter is missing, with a note).
     pub spill_bytes: Option<u64>,
-    /// Memory paged out of the GPU's view, where a source reports it.
+    /// Memory paged out of the GPU's view, where a source reports it. WDDM:
+    /// Total Committed - Local - Non Local, floored at 0: an estimate of
+    /// non-residency, not proof of paging.
     pub paged_bytes: Option<u64>,
     /// The backend that measured it.
     pub source: String,
@@ -350,12 +353,21 @@ impl Attribution {
     pub fn compute(devices: &[Device], processes: &[Process]) -> Attribution {
         let mut per_device = Vec::with_capacity(devices.len());
         for device in devices {
-            let measured: Vec<u64> = processes
-                .iter()
-                .flat_map(|p| p.gpu.iter())
-                .filter(|g| g.device == device.index && g.source == device.backend)
-                .filter_map(|g| g.vram_bytes)
-                .collect();
+            // The device's own backend's figures; where it has none (NVML
+            // under WDDM), those of the Windows counters on that device. Two
+            // sources measuring one device are never added.
+            let on_device = |own: bool| -> Vec<u64> {
+                processes
+                    .iter()
+                    .flat_map(|p| p.gpu.iter())
+                    .filter(|g| g.device == device.index && (g.source == device.backend) == own)
+                    .filter_map(|g| g.vram_bytes)
+                    .collect()
+            };
+            let mut measured = on_device(true);
+            if measured.is_empty() {
+                measured = on_device(false);
+            }
             let sum = (!measured.is_empty()).then(|| measured.iter().sum::<u64>());
             let normalized = matches!((sum, device.memory_used_bytes), (Some(s), Some(u)) if s > u);
             // With an incomplete process list, what looks unattributed may
@@ -461,6 +473,19 @@ mod tests {
         assert!(a.normalized);
         assert!(a.devices[0].normalized);
         assert_eq!(a.devices[0].unattributed_bytes, None);
+    }
+
+    #[test]
+    fn windows_counters_are_summed_where_nvml_cannot_say_and_never_added_to_it() {
+        let devices = [device(0, Some(1000))];
+        let mut wddm = process(1, &[(0, None), (0, Some(300))]);
+        wddm.gpu[1].source = "wddm".into();
+        let a = Attribution::compute(&devices, std::slice::from_ref(&wddm));
+        assert_eq!(a.devices[0].measured_sum_bytes, Some(300), "NVML under WDDM says n/a");
+        // Where NVML measures, its figure stands alone.
+        wddm.gpu[0].vram_bytes = Some(280);
+        let a = Attribution::compute(&devices, &[wddm]);
+        assert_eq!(a.devices[0].measured_sum_bytes, Some(280));
     }
 
     #[test]

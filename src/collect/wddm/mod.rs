@@ -1,0 +1,947 @@
+//! Windows GPU performance counters (WDDM): per-process GPU memory and engine
+//! time for every API (Direct3D, Vulkan, OpenGL, CUDA), where NVML under WDDM
+//! says "not available" for per-process memory.
+//!
+//! Everything here is plain Rust over counter values, so the Linux tests run
+//! it on recorded dumps (tests/data/wddm/) and the WSL host bridge
+//! (`collect::wsl`) reuses it for what the Windows side streams back. Only
+//! [`pdh`] calls Windows.
+//!
+//! The counter sets (Microsoft, "GPU performance counters" in the WDDM 2.x
+//! documentation; the same names Task Manager and System Informer read):
+//! - `GPU Process Memory(pid_P_luid_0xHHHHHHHH_0xLLLLLLLL_phys_N)`: Local Usage
+//!   (device-local, VRAM), Non Local Usage (system memory the GPU maps),
+//!   Dedicated Usage, Shared Usage, Total Committed.
+//! - `GPU Engine(pid_P_luid_..._phys_N_eng_E_engtype_T)`: Running Time, in
+//!   100 ns units, cumulative.
+//! - `GPU Adapter Memory(luid_..._phys_N)`: Dedicated Usage, Shared Usage,
+//!   Total Committed.
+//! - `GPU Local Adapter Memory(luid_..._phys_N_part_K)`: Local Usage.
+//!
+//! Why Local/Non Local and not Dedicated/Shared: Dedicated Usage counts every
+//! allocation in a dedicated segment the process can reference, including
+//! surfaces other processes own and share with it, so the compositor
+//! (dwm.exe) shows several times what it keeps resident. Local Usage is what
+//! is resident in the adapter's local memory for the process.
+
+#[cfg(windows)]
+pub mod pdh;
+
+use crate::snapshot::{Device, GpuUsage};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A WDDM adapter's locally unique identifier (two 32-bit halves, as the
+/// counter instance names spell it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Luid {
+    pub high: u32,
+    pub low: u32,
+}
+
+impl fmt::Display for Luid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0x{:08X}_0x{:08X}", self.high, self.low)
+    }
+}
+
+/// A counter instance name, taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// The Windows process; None for adapter-wide instances.
+    pub pid: Option<u32>,
+    pub luid: Luid,
+    /// The physical adapter within a linked (multi-GPU) adapter.
+    pub phys: u32,
+    pub eng: Option<u32>,
+    /// The engine type, lowercased: `3d`, `compute_0`, `copy`,
+    /// `videodecode`, `videoencode`, `cuda`, ...
+    pub engtype: Option<String>,
+    /// The memory partition (`GPU Local Adapter Memory`).
+    pub part: Option<u32>,
+    /// PDH numbers instances that share a name `name#1`, `name#2`, ...:
+    /// several GPU contexts in one process (vmwp.exe hosts one per Linux
+    /// process under WSL).
+    pub dup: u32,
+}
+
+fn parse_hex_u32(s: &str) -> Option<u32> {
+    let digits = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X"))?;
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    u32::from_str_radix(digits, 16).ok()
+}
+
+fn parse_dec_u32(s: &str) -> Option<u32> {
+    if s.is_empty() || s.len() > 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Parses `pid_1234_luid_0x00000000_0x0000C6F5_phys_0_eng_3_engtype_3D`,
+/// `luid_0x00000000_0x0000C6F5_phys_0` and
+/// `luid_0x00000000_0x0000C6F5_phys_0_part_0`, in any case (Get-Counter
+/// lowercases them, PDH does not), with an optional `#N` suffix.
+pub fn parse_instance(name: &str) -> Option<Instance> {
+    let (name, dup) = match name.rsplit_once('#') {
+        Some((n, d)) => (n, parse_dec_u32(d)?),
+        None => (name, 0),
+    };
+    if name.len() > 256 {
+        return None;
+    }
+    let lower = name.to_ascii_lowercase();
+    let tokens: Vec<&str> = lower.split('_').collect();
+    let mut t = tokens.as_slice();
+    let mut pid = None;
+    if let ["pid", p, rest @ ..] = t {
+        pid = Some(parse_dec_u32(p)?);
+        t = rest;
+    }
+    let ["luid", high, low, "phys", phys, rest @ ..] = t else {
+        return None;
+    };
+    let mut instance = Instance {
+        pid,
+        luid: Luid {
+            high: parse_hex_u32(high)?,
+            low: parse_hex_u32(low)?,
+        },
+        phys: parse_dec_u32(phys)?,
+        eng: None,
+        engtype: None,
+        part: None,
+        dup,
+    };
+    match rest {
+        [] => {}
+        // The engine type is the rest of the name: it can hold underscores
+        // (`Compute_0`, `Graphics_1`).
+        ["eng", eng, "engtype", engtype @ ..] if !engtype.is_empty() => {
+            instance.eng = Some(parse_dec_u32(eng)?);
+            let engtype = engtype.join("_");
+            if engtype.is_empty() || engtype.len() > 64 {
+                return None;
+            }
+            instance.engtype = Some(engtype);
+        }
+        ["part", part] => instance.part = Some(parse_dec_u32(part)?),
+        _ => return None,
+    }
+    Some(instance)
+}
+
+/// The counter sets read, by their English names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CounterSet {
+    Engine,
+    ProcessMemory,
+    AdapterMemory,
+    LocalAdapterMemory,
+}
+
+impl CounterSet {
+    pub const ALL: [CounterSet; 4] = [
+        CounterSet::Engine,
+        CounterSet::ProcessMemory,
+        CounterSet::AdapterMemory,
+        CounterSet::LocalAdapterMemory,
+    ];
+
+    pub fn english(self) -> &'static str {
+        match self {
+            CounterSet::Engine => "GPU Engine",
+            CounterSet::ProcessMemory => "GPU Process Memory",
+            CounterSet::AdapterMemory => "GPU Adapter Memory",
+            CounterSet::LocalAdapterMemory => "GPU Local Adapter Memory",
+        }
+    }
+
+    /// The counters of this set that are read.
+    pub fn counters(self) -> &'static [Counter] {
+        match self {
+            CounterSet::Engine => &[Counter::RunningTime],
+            CounterSet::ProcessMemory => &[
+                Counter::LocalUsage,
+                Counter::NonLocalUsage,
+                Counter::DedicatedUsage,
+                Counter::SharedUsage,
+                Counter::TotalCommitted,
+            ],
+            CounterSet::AdapterMemory => &[Counter::DedicatedUsage, Counter::SharedUsage, Counter::TotalCommitted],
+            CounterSet::LocalAdapterMemory => &[Counter::LocalUsage],
+        }
+    }
+
+    fn from_name(name: &str) -> Option<CounterSet> {
+        CounterSet::ALL
+            .into_iter()
+            .find(|s| s.english().eq_ignore_ascii_case(name))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Counter {
+    RunningTime,
+    LocalUsage,
+    NonLocalUsage,
+    DedicatedUsage,
+    SharedUsage,
+    TotalCommitted,
+}
+
+impl Counter {
+    const ALL: [Counter; 6] = [
+        Counter::RunningTime,
+        Counter::LocalUsage,
+        Counter::NonLocalUsage,
+        Counter::DedicatedUsage,
+        Counter::SharedUsage,
+        Counter::TotalCommitted,
+    ];
+
+    pub fn english(self) -> &'static str {
+        match self {
+            Counter::RunningTime => "Running Time",
+            Counter::LocalUsage => "Local Usage",
+            Counter::NonLocalUsage => "Non Local Usage",
+            Counter::DedicatedUsage => "Dedicated Usage",
+            Counter::SharedUsage => "Shared Usage",
+            Counter::TotalCommitted => "Total Committed",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Counter> {
+        Counter::ALL
+            .into_iter()
+            .find(|c| c.english().eq_ignore_ascii_case(name))
+    }
+}
+
+/// One counter value of one instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterValue {
+    pub set: CounterSet,
+    pub counter: Counter,
+    pub instance: Instance,
+    /// Bytes for memory counters; 100 ns units for Running Time.
+    pub value: u64,
+}
+
+/// Reads a counter path as Get-Counter prints it,
+/// `\\host\gpu process memory(pid_1_luid_..._phys_0)\local usage`, with or
+/// without the `\\host` part. Ok(None) for counter sets and counters this
+/// module does not read (`Utilization Percentage`, another set).
+pub fn parse_path(path: &str) -> Result<Option<(CounterSet, Instance, Counter)>, String> {
+    let bad = || format!("not a counter path: {:?}", clip(path));
+    let mut p = path.trim();
+    if let Some(rest) = p.strip_prefix("\\\\") {
+        // The machine name runs to the next backslash.
+        p = &rest[rest.find('\\').ok_or_else(bad)?..];
+    }
+    let p = p.strip_prefix('\\').ok_or_else(bad)?;
+    let open = p.find('(').ok_or_else(bad)?;
+    let close = p.rfind(")\\").ok_or_else(bad)?;
+    if close < open {
+        return Err(bad());
+    }
+    let (set, instance, counter) = (&p[..open], &p[open + 1..close], &p[close + 2..]);
+    let (Some(set), Some(counter)) = (CounterSet::from_name(set), Counter::from_name(counter)) else {
+        return Ok(None);
+    };
+    if !set.counters().contains(&counter) {
+        return Ok(None);
+    }
+    let instance =
+        parse_instance(instance).ok_or_else(|| format!("not a GPU counter instance: {:?}", clip(instance)))?;
+    Ok(Some((set, instance, counter)))
+}
+
+/// Reads one `PATH<TAB>VALUE` line (Get-Counter's Path and CookedValue).
+pub fn parse_line(line: &str) -> Result<Option<CounterValue>, String> {
+    let (path, value) = line
+        .rsplit_once('\t')
+        .ok_or_else(|| format!("no tab between path and value: {:?}", clip(line)))?;
+    let Some((set, instance, counter)) = parse_path(path)? else {
+        return Ok(None);
+    };
+    let value = parse_value(value).ok_or_else(|| format!("not a counter value: {:?}", clip(value)))?;
+    Ok(Some(CounterValue {
+        set,
+        counter,
+        instance,
+        value,
+    }))
+}
+
+/// A cooked counter value: a non-negative number, printed by PowerShell as
+/// an integer or a double (`1.5E+09`).
+fn parse_value(text: &str) -> Option<u64> {
+    let v: f64 = text.trim().parse().ok()?;
+    // Counters are never negative; `as` saturates at u64::MAX.
+    (v.is_finite() && v >= 0.0).then_some(v.round() as u64)
+}
+
+/// At most 80 characters of outside input, for messages.
+pub(crate) fn clip(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// A process's GPU context on one adapter: PDH instances of one process
+/// that share a name are numbered (`#1`), and stay apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ContextKey {
+    pub pid: u32,
+    pub luid: Luid,
+    pub dup: u32,
+}
+
+/// One engine of one context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct EngineKey {
+    context: ContextKey,
+    phys: u32,
+    eng: u32,
+}
+
+/// A process's memory counters on one adapter, summed over its physical
+/// adapters. None: the counter was not in the reading.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessMemory {
+    pub local: Option<u64>,
+    pub non_local: Option<u64>,
+    pub dedicated: Option<u64>,
+    pub shared: Option<u64>,
+    pub total_committed: Option<u64>,
+}
+
+/// An adapter's memory counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdapterMemory {
+    /// `GPU Local Adapter Memory` Local Usage, summed over partitions.
+    pub local: Option<u64>,
+    pub dedicated: Option<u64>,
+    pub shared: Option<u64>,
+    pub total_committed: Option<u64>,
+}
+
+fn add(slot: &mut Option<u64>, value: u64) {
+    *slot = Some(slot.unwrap_or(0).saturating_add(value));
+}
+
+/// Most instances one reading keeps: a machine has a few hundred GPU
+/// processes with a few dozen engines each.
+pub const MAX_INSTANCES: usize = 200_000;
+
+/// Every counter value of one collection.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    /// Milliseconds since the Unix epoch when the counters were collected.
+    pub at_ms: u64,
+    pub memory: BTreeMap<ContextKey, ProcessMemory>,
+    engines: BTreeMap<EngineKey, (String, u64)>,
+    pub adapters: BTreeMap<Luid, AdapterMemory>,
+    /// Values left out because the reading was full.
+    pub dropped: usize,
+}
+
+impl Reading {
+    pub fn new(at_ms: u64) -> Reading {
+        Reading {
+            at_ms,
+            ..Reading::default()
+        }
+    }
+
+    pub fn add(&mut self, v: CounterValue) {
+        if self.memory.len() + self.engines.len() + self.adapters.len() >= MAX_INSTANCES {
+            self.dropped += 1;
+            return;
+        }
+        let i = v.instance;
+        let Some(pid) = i.pid else {
+            let a = self.adapters.entry(i.luid).or_default();
+            match (v.set, v.counter) {
+                (CounterSet::LocalAdapterMemory, Counter::LocalUsage) => add(&mut a.local, v.value),
+                (CounterSet::AdapterMemory, Counter::DedicatedUsage) => add(&mut a.dedicated, v.value),
+                (CounterSet::AdapterMemory, Counter::SharedUsage) => add(&mut a.shared, v.value),
+                (CounterSet::AdapterMemory, Counter::TotalCommitted) => add(&mut a.total_committed, v.value),
+                _ => {}
+            }
+            return;
+        };
+        let context = ContextKey {
+            pid,
+            luid: i.luid,
+            dup: i.dup,
+        };
+        match (v.set, i.eng, i.engtype) {
+            (CounterSet::Engine, Some(eng), Some(engtype)) => {
+                let key = EngineKey {
+                    context,
+                    phys: i.phys,
+                    eng,
+                };
+                self.engines.insert(key, (engtype, v.value));
+            }
+            (CounterSet::ProcessMemory, None, None) => {
+                let m = self.memory.entry(context).or_default();
+                let slot = match v.counter {
+                    Counter::LocalUsage => &mut m.local,
+                    Counter::NonLocalUsage => &mut m.non_local,
+                    Counter::DedicatedUsage => &mut m.dedicated,
+                    Counter::SharedUsage => &mut m.shared,
+                    Counter::TotalCommitted => &mut m.total_committed,
+                    Counter::RunningTime => return,
+                };
+                add(slot, v.value);
+            }
+            _ => {}
+        }
+    }
+
+    /// Every context the reading has memory or engine time for.
+    pub fn contexts(&self) -> Vec<ContextKey> {
+        let mut all: Vec<ContextKey> = self.memory.keys().copied().collect();
+        all.extend(self.engines.keys().map(|k| k.context));
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+/// A process's memory on one adapter as gputaskman shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Split {
+    pub vram: Option<u64>,
+    pub spill: Option<u64>,
+    /// Total Committed - Local - Non Local, floored at 0: committed memory
+    /// resident nowhere the GPU can reach now. An estimate of
+    /// non-residency, not proof of paging.
+    pub paged: Option<u64>,
+    /// VRAM and spill are Dedicated and Shared Usage: this Windows has no
+    /// Local/Non Local counters.
+    pub fallback: bool,
+}
+
+/// Local Usage is VRAM and Non Local Usage spill; Dedicated/Shared Usage
+/// stand in only where both are missing (older WDDM), and say so.
+pub fn split(m: &ProcessMemory) -> Split {
+    if m.local.is_some() || m.non_local.is_some() {
+        let paged = match (m.total_committed, m.local, m.non_local) {
+            (Some(t), Some(l), Some(n)) => Some(t.saturating_sub(l.saturating_add(n))),
+            _ => None,
+        };
+        return Split {
+            vram: m.local,
+            spill: m.non_local,
+            paged,
+            fallback: false,
+        };
+    }
+    Split {
+        vram: m.dedicated,
+        spill: m.shared,
+        paged: None,
+        fallback: m.dedicated.is_some() || m.shared.is_some(),
+    }
+}
+
+/// Engine busy percent from Running Time deltas between two readings.
+#[derive(Debug, Default)]
+pub struct EngineClock {
+    previous: Option<(u64, BTreeMap<EngineKey, u64>)>,
+    /// The last answer: a reading seen again (the bridge has not sent a new
+    /// one yet) gives it again instead of an empty window.
+    last: BTreeMap<ContextKey, BTreeMap<String, u32>>,
+}
+
+impl EngineClock {
+    /// Per context, per engine type: the busiest engine of that type over
+    /// the time since the previous reading (Task Manager shows the same).
+    /// Empty on the first reading: busy time needs two.
+    pub fn percents(&mut self, reading: &Reading) -> BTreeMap<ContextKey, BTreeMap<String, u32>> {
+        if self.previous.as_ref().is_some_and(|(at, _)| *at == reading.at_ms) {
+            return self.last.clone();
+        }
+        let now: BTreeMap<EngineKey, u64> = reading.engines.iter().map(|(k, (_, t))| (*k, *t)).collect();
+        let previous = self.previous.replace((reading.at_ms, now));
+        self.last = self.compute(reading, previous);
+        self.last.clone()
+    }
+
+    fn compute(
+        &self,
+        reading: &Reading,
+        previous: Option<(u64, BTreeMap<EngineKey, u64>)>,
+    ) -> BTreeMap<ContextKey, BTreeMap<String, u32>> {
+        let mut out: BTreeMap<ContextKey, BTreeMap<String, u32>> = BTreeMap::new();
+        let Some((before_ms, before)) = previous else {
+            return out;
+        };
+        // Running Time is in 100 ns units: 10_000 per millisecond.
+        let window = reading.at_ms.saturating_sub(before_ms).saturating_mul(10_000);
+        if window == 0 {
+            return out;
+        }
+        for (key, (engtype, time)) in &reading.engines {
+            let busy = match before.get(key) {
+                // A counter that went backwards was reset (a new context under
+                // an old name): no figure this time.
+                Some(&b) if *time >= b => time - b,
+                Some(_) => continue,
+                // An engine seen for the first time started inside the window.
+                None => *time,
+            };
+            let percent = ((busy as f64 / window as f64) * 100.0).round().min(100.0) as u32;
+            let slot = out.entry(key.context).or_default().entry(engtype.clone()).or_insert(0);
+            *slot = (*slot).max(percent);
+        }
+        out
+    }
+}
+
+/// Where an adapter sits on the PCI bus (D3DKMT's adapter address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdapterAddress {
+    pub luid: Luid,
+    pub bus: u32,
+    pub device: u32,
+    pub function: u32,
+}
+
+/// Bus, device and function of an NVML PCI bus id, `00000000:01:00.0`.
+pub fn parse_pci_bus_id(id: &str) -> Option<(u32, u32, u32)> {
+    let mut parts = id.trim().rsplitn(3, ':');
+    let dev_fn = parts.next()?;
+    let bus = parts.next()?;
+    let (dev, func) = dev_fn.split_once('.')?;
+    let hex = |s: &str| (!s.is_empty() && s.len() <= 8).then(|| u32::from_str_radix(s, 16).ok())?;
+    Some((hex(bus)?, hex(dev)?, hex(func)?))
+}
+
+/// Which device each adapter LUID is. A LUID names one adapter and nothing
+/// else: two cards of the same model differ by LUID, and names are never
+/// compared. The LUID of a device comes from its PCI address; an address
+/// two devices share (NVML domains this module ignores) matches neither.
+pub fn match_devices(devices: &[Device], addresses: &[AdapterAddress]) -> BTreeMap<Luid, u32> {
+    let mut out = BTreeMap::new();
+    for a in addresses {
+        let mut found = devices
+            .iter()
+            .filter(|d| d.pci_bus_id.as_deref().and_then(parse_pci_bus_id) == Some((a.bus, a.device, a.function)));
+        if let (Some(d), None) = (found.next(), found.next()) {
+            out.insert(a.luid, d.index);
+        }
+    }
+    out
+}
+
+/// A process's usage on one device, from the counters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContextUsage {
+    pub context: ContextKey,
+    pub usage: GpuUsage,
+    pub notes: Vec<String>,
+}
+
+/// What one reading says, on devices that already exist and new ones.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attributed {
+    /// Adapters no existing device matched, as devices of their own.
+    pub devices: Vec<Device>,
+    pub contexts: Vec<ContextUsage>,
+}
+
+/// Turns a reading into per-context usage on devices. Adapters in `luids`
+/// are the existing devices (whose totals stay the backend's own; only the
+/// shared memory NVML cannot see is filled in); the others become devices
+/// numbered from `index_base`. `source` names the backend (`wddm`,
+/// `wsl-host`).
+pub fn attribute(
+    reading: &Reading,
+    engines: &BTreeMap<ContextKey, BTreeMap<String, u32>>,
+    luids: &BTreeMap<Luid, u32>,
+    existing: &mut [Device],
+    index_base: u32,
+    source: &str,
+) -> Attributed {
+    let mut out = Attributed::default();
+    let mut extra: BTreeMap<Luid, u32> = BTreeMap::new();
+    let contexts = reading.contexts();
+    let holds_memory = |luid: &Luid| {
+        reading
+            .memory
+            .iter()
+            .any(|(k, m)| k.luid == *luid && split(m).vram.unwrap_or(0) > 0)
+    };
+    let mut luid_list: Vec<Luid> = reading.adapters.keys().copied().collect();
+    luid_list.extend(contexts.iter().map(|c| c.luid));
+    luid_list.sort_unstable();
+    luid_list.dedup();
+    for luid in luid_list {
+        let memory = reading.adapters.get(&luid).copied().unwrap_or_default();
+        if let Some(&index) = luids.get(&luid) {
+            if let Some(d) = existing.iter_mut().find(|d| d.index == index) {
+                d.shared_memory_used_bytes = d.shared_memory_used_bytes.or(memory.shared);
+            }
+            continue;
+        }
+        // Software adapters (Microsoft Basic Render Driver) hold no local
+        // memory: they are not devices worth a row.
+        if memory.local.or(memory.dedicated).unwrap_or(0) == 0 && !holds_memory(&luid) {
+            continue;
+        }
+        let index = index_base + extra.len() as u32;
+        extra.insert(luid, index);
+        out.devices.push(Device {
+            index,
+            backend: source.to_string(),
+            vendor: "unknown".into(),
+            name: Some(format!("WDDM adapter {luid}")),
+            memory_used_bytes: memory.local.or(memory.dedicated),
+            shared_memory_used_bytes: memory.shared,
+            process_list_complete: true,
+            notes: vec![format!(
+                "adapter LUID {luid} matched no {} device by PCI address: its totals are the Windows counters' (Local Usage, else Dedicated Usage); the memory size is unknown to them",
+                if luids.is_empty() && existing.is_empty() { "other" } else { "NVML" }
+            )],
+            ..Device::default()
+        });
+    }
+    for context in contexts {
+        let Some(&device) = luids.get(&context.luid).or_else(|| extra.get(&context.luid)) else {
+            continue;
+        };
+        let memory = reading.memory.get(&context).copied().unwrap_or_default();
+        let s = split(&memory);
+        let mut notes = Vec::new();
+        if s.fallback {
+            notes.push(format!(
+                "GPU {device}: VRAM and spill are WDDM Dedicated and Shared Usage (this Windows has no Local/Non Local Usage counters): they count surfaces shared with other processes too"
+            ));
+        }
+        out.contexts.push(ContextUsage {
+            context,
+            usage: GpuUsage {
+                device,
+                vram_bytes: s.vram,
+                spill_bytes: s.spill,
+                paged_bytes: s.paged,
+                source: source.to_string(),
+                pairing: None,
+                contexts: Vec::new(),
+                engines: engines.get(&context).cloned().unwrap_or_default(),
+            },
+            notes,
+        });
+    }
+    out
+}
+
+/// Windows books CUDA kernels of a process on its adapter's 3D engine on
+/// many drivers (Task Manager shows them under "3D", or under "Cuda" when
+/// that graph is picked). Said where it happens, so "3D" is not read as
+/// graphics.
+pub fn cuda_on_3d_note(runtimes: &[String], usage: &GpuUsage) -> Option<String> {
+    let cuda = runtimes.iter().any(|r| r == "cuda" || r == "cudart");
+    let busy_3d = usage.engines.get("3d").is_some_and(|&p| p > 0);
+    let named_cuda = usage
+        .engines
+        .iter()
+        .any(|(k, &p)| (k == "cuda" || k.starts_with("compute")) && p > 0);
+    (cuda && busy_3d && !named_cuda).then(|| {
+        format!(
+            "GPU {}: this CUDA process's kernels are booked by Windows on the 3D engine: its 3D figure is compute, not graphics",
+            usage.device
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const RTX: Luid = Luid { high: 0, low: 0xC6F5 };
+
+    /// A recorded Get-Counter dump as one reading.
+    fn dump(name: &str, at_ms: u64) -> Reading {
+        let path = format!("{}/tests/data/wddm/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut r = Reading::new(at_ms);
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+            if let Some(v) = parse_line(line).unwrap_or_else(|e| panic!("{name}: {e}")) {
+                r.add(v);
+            }
+        }
+        r
+    }
+
+    fn nvml_device(index: u32, name: &str, bus: &str) -> Device {
+        Device {
+            index,
+            backend: "nvml".into(),
+            vendor: "NVIDIA".into(),
+            name: Some(name.into()),
+            pci_bus_id: Some(bus.into()),
+            process_list_complete: true,
+            ..Device::default()
+        }
+    }
+
+    fn context(pid: u32, luid: Luid) -> ContextKey {
+        ContextKey { pid, luid, dup: 0 }
+    }
+
+    #[test]
+    fn instance_names_parse_in_either_case_and_bad_ones_do_not() {
+        let i = parse_instance("pid_1234_luid_0x00000000_0x0000C6F5_phys_0_eng_3_engtype_VideoDecode").unwrap();
+        assert_eq!(i.pid, Some(1234));
+        assert_eq!(i.luid, RTX);
+        assert_eq!((i.phys, i.eng, i.engtype.as_deref()), (0, Some(3), Some("videodecode")));
+        let i = parse_instance("pid_88_luid_0x00000001_0x0001f3c2_phys_1_eng_5_engtype_compute_1#2").unwrap();
+        assert_eq!(i.luid, Luid { high: 1, low: 0x1F3C2 });
+        assert_eq!((i.phys, i.engtype.as_deref(), i.dup), (1, Some("compute_1"), 2));
+        let i = parse_instance("luid_0x00000000_0x0000c6f5_phys_0_part_0").unwrap();
+        assert_eq!((i.pid, i.part), (None, Some(0)));
+        assert_eq!(parse_instance("luid_0x00000000_0x0000c6f5_phys_0").unwrap().pid, None);
+        for bad in [
+            "",
+            "_Total",
+            "pid_x_luid_0x0_0x1_phys_0",
+            "pid_1_luid_0x0_phys_0",
+            "pid_1_luid_0x0_0x123456789_phys_0",
+            "pid_1_luid_0x0_0x1_phys_0_eng_1",
+            "pid_1_luid_0x0_0x1_phys_0_eng_1_engtype_",
+            "pid_1_luid_0x0_0x1_phys_0_extra",
+            "pid_1_luid_0x0_0x1_phys_0#",
+            "pid_99999999999_luid_0x0_0x1_phys_0",
+        ] {
+            assert_eq!(parse_instance(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn counter_lines_parse_and_garbage_is_an_error_not_a_panic() {
+        let v = parse_line("\\\\pc\\gpu process memory(pid_4_luid_0x0_0x1_phys_0)\\local usage\t1.5E+09")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (v.set, v.counter, v.value),
+            (CounterSet::ProcessMemory, Counter::LocalUsage, 1_500_000_000)
+        );
+        // PDH's own spelling, without a machine name.
+        let v = parse_line("\\GPU Engine(pid_4_luid_0x0_0x1_phys_0_eng_0_engtype_3D)\\Running Time\t42")
+            .unwrap()
+            .unwrap();
+        assert_eq!(v.instance.engtype.as_deref(), Some("3d"));
+        // Counters not read are skipped, not errors.
+        let skipped = "\\\\pc\\gpu engine(pid_4_luid_0x0_0x1_phys_0_eng_0_engtype_3d)\\utilization percentage\t3";
+        assert_eq!(parse_line(skipped), Ok(None));
+        assert_eq!(parse_line("\\\\pc\\processor(_total)\\% processor time\t3"), Ok(None));
+        for bad in [
+            "no tab here",
+            "\\\\pc\\gpu process memory(pid_4_luid_0x0_0x1_phys_0)\\local usage\t-5",
+            "\\\\pc\\gpu process memory(pid_4_luid_0x0_0x1_phys_0)\\local usage\tNaN",
+            "\\\\pc\\gpu process memory(oops)\\local usage\t5",
+            "\\\\pc\\gpu process memory\\local usage\t5",
+            "\\\\pc\t5",
+            "\t",
+        ] {
+            assert!(parse_line(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dwm_is_charged_its_local_usage_not_its_tenfold_dedicated_usage() {
+        let r = dump("desktop-4090-t0.txt", 0);
+        let dwm = r.memory[&context(1432, RTX)];
+        assert_eq!(dwm.dedicated, Some(10 * dwm.local.unwrap()), "the recorded case");
+        let s = split(&dwm);
+        assert_eq!(s.vram, Some(192 * MIB));
+        assert_eq!(s.spill, Some(24 * MIB));
+        assert!(!s.fallback);
+        // Committed 256 MiB, resident 192 + 24: 40 MiB resident nowhere.
+        assert_eq!(s.paged, Some(40 * MIB));
+    }
+
+    #[test]
+    fn a_spilled_process_shows_more_spill_than_vram() {
+        let r = dump("desktop-4090-t0.txt", 0);
+        let s = split(&r.memory[&context(6604, RTX)]);
+        assert!(s.spill.unwrap() > s.vram.unwrap());
+        assert_eq!((s.vram, s.spill), (Some(3174 * MIB), Some(5530 * MIB)));
+        assert_eq!(s.paged, Some(0), "all of it is resident somewhere");
+    }
+
+    #[test]
+    fn paged_is_floored_at_zero_and_unknown_without_its_inputs() {
+        let m = ProcessMemory {
+            local: Some(100),
+            non_local: Some(50),
+            total_committed: Some(120),
+            ..ProcessMemory::default()
+        };
+        assert_eq!(split(&m).paged, Some(0));
+        let m = ProcessMemory {
+            local: Some(100),
+            total_committed: Some(300),
+            ..ProcessMemory::default()
+        };
+        assert_eq!(
+            (split(&m).vram, split(&m).spill, split(&m).paged),
+            (Some(100), None, None)
+        );
+    }
+
+    #[test]
+    fn dedicated_and_shared_stand_in_only_when_local_counters_are_missing() {
+        let r = dump("no-local-usage.txt", 0);
+        let s = split(&r.memory[&context(1044, RTX)]);
+        assert_eq!((s.vram, s.spill, s.paged), (Some(1920 * MIB), Some(320 * MIB), None));
+        assert!(s.fallback);
+        let mut devices = [nvml_device(0, "NVIDIA GeForce RTX 3060", "00000000:2B:00.0")];
+        let luids = BTreeMap::from([(RTX, 0)]);
+        let a = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 1, "wddm");
+        let c = a.contexts.iter().find(|c| c.context.pid == 1044).unwrap();
+        assert!(c.notes[0].contains("Dedicated and Shared Usage"), "{:?}", c.notes);
+        assert_eq!(
+            split(&ProcessMemory::default()),
+            Split::default(),
+            "nothing known is nothing"
+        );
+    }
+
+    #[test]
+    fn engine_percent_comes_from_running_time_over_two_readings() {
+        let mut clock = EngineClock::default();
+        assert!(
+            clock.percents(&dump("desktop-4090-t0.txt", 10_000)).is_empty(),
+            "one reading tells nothing"
+        );
+        let p = clock.percents(&dump("desktop-4090-t1.txt", 11_000));
+        let python = &p[&context(9120, RTX)];
+        assert_eq!(python["3d"], 95);
+        assert_eq!(python["copy"], 1);
+        assert_eq!(python["cuda"], 0);
+        assert_eq!(p[&context(7788, RTX)]["videodecode"], 20);
+        // The same reading again (no new sample yet) gives the same answer.
+        assert_eq!(
+            clock.percents(&dump("desktop-4090-t1.txt", 11_000))[&context(9120, RTX)]["3d"],
+            95
+        );
+        // A reset counter gives no figure rather than a wrapped one.
+        let mut r = dump("desktop-4090-t0.txt", 12_000);
+        r.at_ms = 12_000;
+        let p = clock.percents(&r);
+        assert!(!p.get(&context(9120, RTX)).is_some_and(|e| e.contains_key("3d")));
+    }
+
+    #[test]
+    fn cuda_on_the_3d_engine_is_explained() {
+        let mut clock = EngineClock::default();
+        clock.percents(&dump("desktop-4090-t0.txt", 0));
+        let t1 = dump("desktop-4090-t1.txt", 1000);
+        let engines = clock.percents(&t1);
+        let luids = BTreeMap::from([(RTX, 0)]);
+        let mut devices = [nvml_device(0, "NVIDIA GeForce RTX 4090", "00000000:01:00.0")];
+        let a = attribute(&t1, &engines, &luids, &mut devices, 1, "wddm");
+        let python = a.contexts.iter().find(|c| c.context.pid == 9120).unwrap();
+        let note = cuda_on_3d_note(&["cuda".into(), "pytorch".into()], &python.usage).unwrap();
+        assert!(note.contains("3D engine"), "{note}");
+        let chrome = a.contexts.iter().find(|c| c.context.pid == 7788).unwrap();
+        assert_eq!(cuda_on_3d_note(&["d3d11".into()], &chrome.usage), None);
+    }
+
+    #[test]
+    fn adapters_match_devices_by_luid_through_the_pci_address_never_by_name() {
+        let r = dump("two-rtx3090.txt", 0);
+        let (a, b) = (Luid { high: 0, low: 0xE1A0 }, Luid { high: 0, low: 0x1F3C2 });
+        let mut devices = [
+            nvml_device(0, "NVIDIA GeForce RTX 3090", "00000000:01:00.0"),
+            nvml_device(1, "NVIDIA GeForce RTX 3090", "00000000:21:00.0"),
+        ];
+        // The first LUID is the card on bus 0x21, NVML's second.
+        let addresses = [
+            AdapterAddress {
+                luid: a,
+                bus: 0x21,
+                device: 0,
+                function: 0,
+            },
+            AdapterAddress {
+                luid: b,
+                bus: 1,
+                device: 0,
+                function: 0,
+            },
+        ];
+        let luids = match_devices(&devices, &addresses);
+        assert_eq!(luids, BTreeMap::from([(a, 1), (b, 0)]));
+        let out = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 2, "wddm");
+        assert!(out.devices.is_empty(), "both adapters are NVML devices");
+        let on = |pid: u32| {
+            out.contexts
+                .iter()
+                .find(|c| c.context.pid == pid)
+                .unwrap()
+                .usage
+                .clone()
+        };
+        assert_eq!((on(4410).device, on(4410).vram_bytes), (1, Some(20 << 30)));
+        assert_eq!((on(4412).device, on(4412).vram_bytes), (0, Some(10 << 30)));
+        assert_eq!(on(1320).device, 1);
+        // Device totals stay NVML's; the shared memory NVML cannot see is added.
+        assert_eq!(devices[1].memory_used_bytes, None);
+        assert_eq!(devices[1].shared_memory_used_bytes, Some(192 * MIB));
+        assert_eq!(devices[0].shared_memory_used_bytes, Some(100 * MIB));
+    }
+
+    #[test]
+    fn an_address_two_devices_share_matches_neither_and_unmatched_adapters_become_devices() {
+        let devices = [
+            nvml_device(0, "A", "00000000:01:00.0"),
+            nvml_device(1, "B", "00000001:01:00.0"),
+        ];
+        let addresses = [AdapterAddress {
+            luid: RTX,
+            bus: 1,
+            device: 0,
+            function: 0,
+        }];
+        assert!(match_devices(&devices, &addresses).is_empty());
+        assert_eq!(parse_pci_bus_id("00000000:2B:00.1"), Some((0x2B, 0, 1)));
+        assert_eq!(parse_pci_bus_id("0000:2b:1f.0"), Some((0x2B, 0x1F, 0)));
+        assert_eq!(parse_pci_bus_id("garbage"), None);
+
+        // No match at all: the RTX becomes a device of its own; the
+        // software adapter, which holds no local memory, does not.
+        let r = dump("desktop-4090-t0.txt", 0);
+        let out = attribute(&r, &BTreeMap::new(), &BTreeMap::new(), &mut [], 0, "wddm");
+        assert_eq!(out.devices.len(), 1);
+        let d = &out.devices[0];
+        assert_eq!((d.index, d.backend.as_str()), (0, "wddm"));
+        assert_eq!(d.memory_used_bytes, Some(12_650_020_864), "Local Usage of the adapter");
+        assert_eq!(d.memory_total_bytes, None, "the counters do not say");
+        assert!(out.contexts.iter().all(|c| c.context.luid == RTX));
+        assert_eq!(out.contexts.len(), 4);
+    }
+
+    #[test]
+    fn readings_are_bounded() {
+        let mut r = Reading::new(0);
+        for pid in 0..(MAX_INSTANCES as u32 + 10) {
+            r.add(CounterValue {
+                set: CounterSet::ProcessMemory,
+                counter: Counter::LocalUsage,
+                instance: parse_instance(&format!("pid_{pid}_luid_0x0_0x1_phys_0")).unwrap(),
+                value: 1,
+            });
+        }
+        assert_eq!(r.memory.len(), MAX_INSTANCES);
+        assert_eq!(r.dropped, 10);
+    }
+}

@@ -1,0 +1,277 @@
+//! The Windows calls behind the WDDM source, kept thin: PDH for the GPU
+//! counters (English counter names, so a localized Windows reads the same),
+//! D3DKMT for each adapter's LUID and PCI address. What they return goes
+//! through the pure code in the parent module.
+//!
+//! Microsoft Learn: "Using the PDH Functions to Consume Counter Data"
+//! (PdhOpenQuery, PdhAddEnglishCounter with a `*` instance, PdhCollectQueryData,
+//! PdhGetRawCounterArray), and D3DKMTEnumAdapters2 / D3DKMTQueryAdapterInfo
+//! (KMTQAITYPE_ADAPTERADDRESS) in d3dkmthk.h.
+
+use super::{
+    attribute, match_devices, AdapterAddress, Counter, CounterSet, CounterValue, EngineClock, Instance, Luid, Reading,
+};
+use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
+use std::collections::BTreeMap;
+use windows::core::{HSTRING, PCWSTR};
+use windows::Wdk::Graphics::Direct3D::{
+    D3DKMTCloseAdapter, D3DKMTEnumAdapters2, D3DKMTQueryAdapterInfo, D3DKMT_ADAPTERADDRESS, D3DKMT_ADAPTERINFO,
+    D3DKMT_CLOSEADAPTER, D3DKMT_ENUMADAPTERS2, D3DKMT_QUERYADAPTERINFO, KMTQAITYPE_ADAPTERADDRESS,
+};
+use windows::Win32::System::Performance::{
+    PdhAddEnglishCounterW, PdhCloseQuery, PdhCollectQueryData, PdhGetRawCounterArrayW, PdhOpenQueryW, PDH_HCOUNTER,
+    PDH_HQUERY, PDH_RAW_COUNTER_ITEM_W,
+};
+
+/// PDH_MORE_DATA: the buffer is too small; the size needed was written.
+const PDH_MORE_DATA: u32 = 0x8000_07D2;
+/// Most bytes one counter array may take (a few hundred processes with a
+/// few dozen engines each fit in a few MiB).
+const MAX_ARRAY_BYTES: u32 = 64 << 20;
+
+struct Query {
+    handle: PDH_HQUERY,
+    counters: Vec<(CounterSet, Counter, PDH_HCOUNTER)>,
+}
+
+impl Drop for Query {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from PdhOpenQueryW and is closed once.
+        unsafe { PdhCloseQuery(self.handle) };
+    }
+}
+
+fn open_query() -> Result<Query, String> {
+    let mut handle = PDH_HQUERY::default();
+    // SAFETY: a null data source means live data; handle is written on success.
+    let rc = unsafe { PdhOpenQueryW(PCWSTR::null(), 0, &mut handle) };
+    if rc != 0 {
+        return Err(format!("PdhOpenQuery failed (0x{rc:08X})"));
+    }
+    let mut query = Query {
+        handle,
+        counters: Vec::new(),
+    };
+    for set in CounterSet::ALL {
+        for &counter in set.counters() {
+            let path = HSTRING::from(format!("\\{}(*)\\{}", set.english(), counter.english()));
+            let mut c = PDH_HCOUNTER::default();
+            // SAFETY: the query is open; path is a NUL-terminated wide string.
+            let rc = unsafe { PdhAddEnglishCounterW(query.handle, &path, 0, &mut c) };
+            // A counter this Windows does not have (Local Usage on old
+            // builds) is left out; the fallback rules cover it.
+            if rc == 0 {
+                query.counters.push((set, counter, c));
+            }
+        }
+    }
+    if query.counters.is_empty() {
+        return Err("no GPU counter set exists (Windows 10 1709 or later with a WDDM 2.x driver is needed)".into());
+    }
+    Ok(query)
+}
+
+/// Every instance's raw value of one counter, as (instance name, value).
+fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
+    let (mut size, mut count) = (0u32, 0u32);
+    // SAFETY: a null buffer asks for the size.
+    let rc = unsafe { PdhGetRawCounterArrayW(counter, &mut size, &mut count, None) };
+    if rc != PDH_MORE_DATA || size == 0 {
+        return match rc {
+            0 => Ok(Vec::new()),
+            _ => Err(format!("PdhGetRawCounterArray failed (0x{rc:08X})")),
+        };
+    }
+    if size > MAX_ARRAY_BYTES {
+        return Err(format!("a counter array of {size} bytes was refused"));
+    }
+    // u64 elements keep the item structs (pointers, i64) aligned.
+    let mut buf = vec![0u64; (size as usize).div_ceil(8)];
+    let items = buf.as_mut_ptr().cast::<PDH_RAW_COUNTER_ITEM_W>();
+    // SAFETY: buf holds `size` bytes, as PDH asked for.
+    let rc = unsafe { PdhGetRawCounterArrayW(counter, &mut size, &mut count, Some(items)) };
+    if rc != 0 {
+        return Err(format!("PdhGetRawCounterArray failed (0x{rc:08X})"));
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count as usize {
+        // SAFETY: PDH wrote `count` items at the start of buf; their names
+        // point into the rest of it.
+        let item = unsafe { &*items.add(i) };
+        if item.RawValue.CStatus > 1 {
+            continue; // PDH_CSTATUS_VALID_DATA = 0, PDH_CSTATUS_NEW_DATA = 1
+        }
+        // SAFETY: szName is a NUL-terminated wide string inside buf.
+        let Ok(name) = (unsafe { item.szName.to_string() }) else {
+            continue;
+        };
+        out.push((name, item.RawValue.FirstValue.max(0) as u64));
+    }
+    Ok(out)
+}
+
+/// Each adapter's LUID and PCI address. Software adapters have no address
+/// and are left out.
+fn adapter_addresses() -> Result<Vec<AdapterAddress>, String> {
+    let mut e = D3DKMT_ENUMADAPTERS2::default();
+    // SAFETY: a null pAdapters asks for the count.
+    let status = unsafe { D3DKMTEnumAdapters2(&mut e) };
+    if status.is_err() {
+        return Err(format!("D3DKMTEnumAdapters2 failed (0x{:08X})", status.0));
+    }
+    let mut infos = vec![D3DKMT_ADAPTERINFO::default(); e.NumAdapters.min(64) as usize];
+    e.NumAdapters = infos.len() as u32;
+    e.pAdapters = infos.as_mut_ptr();
+    // SAFETY: pAdapters has room for NumAdapters entries.
+    let status = unsafe { D3DKMTEnumAdapters2(&mut e) };
+    if status.is_err() {
+        return Err(format!("D3DKMTEnumAdapters2 failed (0x{:08X})", status.0));
+    }
+    let mut out = Vec::new();
+    for info in infos.iter().take(e.NumAdapters as usize) {
+        let mut address = D3DKMT_ADAPTERADDRESS::default();
+        let mut q = D3DKMT_QUERYADAPTERINFO {
+            hAdapter: info.hAdapter,
+            Type: KMTQAITYPE_ADAPTERADDRESS,
+            pPrivateDriverData: (&mut address as *mut D3DKMT_ADAPTERADDRESS).cast(),
+            PrivateDriverDataSize: std::mem::size_of::<D3DKMT_ADAPTERADDRESS>() as u32,
+        };
+        // SAFETY: the adapter handle is open; the data pointer is valid for its size.
+        if unsafe { D3DKMTQueryAdapterInfo(&mut q) }.is_ok() {
+            out.push(AdapterAddress {
+                luid: Luid {
+                    high: info.AdapterLuid.HighPart as u32,
+                    low: info.AdapterLuid.LowPart,
+                },
+                bus: address.BusNumber,
+                device: address.DeviceNumber,
+                function: address.FunctionNumber,
+            });
+        }
+        let close = D3DKMT_CLOSEADAPTER {
+            hAdapter: info.hAdapter,
+        };
+        // SAFETY: closes the handle D3DKMTEnumAdapters2 opened.
+        unsafe {
+            let _ = D3DKMTCloseAdapter(&close);
+        }
+    }
+    Ok(out)
+}
+
+/// What one sample of the native source gives the collector.
+#[derive(Debug, Default)]
+pub struct SourceSample {
+    pub devices: Vec<Device>,
+    pub usage: Vec<(u32, GpuUsage)>,
+    pub notes: BTreeMap<u32, Vec<String>>,
+}
+
+/// The WDDM source on Windows itself.
+pub struct WddmSource {
+    query: Result<Query, String>,
+    clock: EngineClock,
+    addresses: Result<Vec<AdapterAddress>, String>,
+}
+
+impl WddmSource {
+    pub fn open() -> WddmSource {
+        WddmSource {
+            query: open_query(),
+            clock: EngineClock::default(),
+            addresses: adapter_addresses(),
+        }
+    }
+
+    pub fn sample(&mut self, existing: &mut [Device], index_base: u32) -> (Backend, SourceSample) {
+        let backend = |status, detail: String| Backend {
+            name: "wddm".into(),
+            status,
+            detail,
+        };
+        let query = match &self.query {
+            Ok(q) => q,
+            Err(e) => return (backend(BackendStatus::Unavailable, e.clone()), SourceSample::default()),
+        };
+        // SAFETY: the query is open.
+        let rc = unsafe { PdhCollectQueryData(query.handle) };
+        if rc != 0 {
+            let detail = format!("PdhCollectQueryData failed (0x{rc:08X})");
+            return (backend(BackendStatus::Error, detail), SourceSample::default());
+        }
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let mut reading = Reading::new(at_ms);
+        let mut errors = Vec::new();
+        for &(set, counter, handle) in &query.counters {
+            match read_counter(handle) {
+                Ok(values) => {
+                    for (name, value) in values {
+                        let Some(instance) = super::parse_instance(&name) else {
+                            continue;
+                        };
+                        reading.add(counter_value(set, counter, instance, value));
+                    }
+                }
+                Err(e) => errors.push(format!("{}\\{}: {e}", set.english(), counter.english())),
+            }
+        }
+        let addresses = self.addresses.as_deref().unwrap_or_default();
+        let luids = match_devices(existing, addresses);
+        let engines = self.clock.percents(&reading);
+        let attributed = attribute(&reading, &engines, &luids, existing, index_base, "wddm");
+        let mut out = SourceSample {
+            devices: attributed.devices,
+            ..SourceSample::default()
+        };
+        // One row per process and device: its contexts on the device summed.
+        let mut by_pid: BTreeMap<(u32, u32), GpuUsage> = BTreeMap::new();
+        for c in attributed.contexts {
+            out.notes.entry(c.context.pid).or_default().extend(c.notes);
+            let key = (c.context.pid, c.usage.device);
+            match by_pid.get_mut(&key) {
+                None => {
+                    by_pid.insert(key, c.usage);
+                }
+                Some(u) => {
+                    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                        (None, None) => None,
+                        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+                    };
+                    u.vram_bytes = sum(u.vram_bytes, c.usage.vram_bytes);
+                    u.spill_bytes = sum(u.spill_bytes, c.usage.spill_bytes);
+                    u.paged_bytes = sum(u.paged_bytes, c.usage.paged_bytes);
+                    for (engine, p) in c.usage.engines {
+                        let slot = u.engines.entry(engine).or_insert(0);
+                        *slot = (*slot).max(p);
+                    }
+                }
+            }
+        }
+        out.usage = by_pid.into_iter().map(|((pid, _), u)| (pid, u)).collect();
+        let mut detail = format!(
+            "Windows GPU counters: {} process entr{} (VRAM = Local Usage, spill = Non Local Usage, paged = an estimate of non-residency)",
+            out.usage.len(),
+            if out.usage.len() == 1 { "y" } else { "ies" }
+        );
+        if let Err(e) = &self.addresses {
+            detail.push_str(&format!("; adapters not matched to NVML devices: {e}"));
+        }
+        for e in &errors {
+            detail.push_str("; ");
+            detail.push_str(e);
+        }
+        (backend(BackendStatus::Ok, detail), out)
+    }
+}
+
+fn counter_value(set: CounterSet, counter: Counter, instance: Instance, value: u64) -> CounterValue {
+    CounterValue {
+        set,
+        counter,
+        instance,
+        value,
+    }
+}

@@ -1,0 +1,817 @@
+//! Under WSL: the Windows host's GPU counters, read through a bridge.
+//!
+//! Windows charges the GPU memory of every Linux process to the utility VM's
+//! worker process, vmwp.exe, so nvidia-smi inside WSL lists no process. A
+//! long-lived `powershell.exe` started through WSL interop ([`bridge`])
+//! reads the WDDM counters on the Windows side once a second and streams
+//! them back in the line format [`Parser`] reads. vmwp.exe's GPU contexts
+//! (PDH instances `pid_<vmwp>_luid_..._phys_0`, `#1`, `#2`, ... when there
+//! are several) are then paired with the Linux processes that can hold
+//! one ([`ContextPairing`]); every other Windows process is shown as what
+//! it is, a host process.
+//!
+//! Everything but [`bridge`]'s child process is pure and tested on recorded
+//! streams (tests/data/wsl/).
+
+pub mod bridge;
+
+use super::container::{Candidate, Pair};
+use super::wddm::{self, AdapterAddress, ContextKey, EngineClock, Luid, Reading};
+use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The first line of every stream: the format's version.
+pub const HELLO: &str = "gputaskman-bridge 1";
+/// Bad lines kept per sample, word for word; the rest are counted.
+const MAX_ERRORS_KEPT: usize = 5;
+/// Longest process name kept (Windows allows 260 characters in a path).
+const MAX_NAME: usize = 128;
+
+/// One sample the Windows side sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BridgeSample {
+    pub reading: Reading,
+    /// Windows process names (Get-Process's, without `.exe`) by PID.
+    pub names: BTreeMap<u32, String>,
+    /// Where each adapter sits on the PCI bus, to match NVML's devices.
+    pub adapters: Vec<AdapterAddress>,
+    /// What the Windows side had to say (a counter set missing, ...).
+    pub notes: Vec<String>,
+    /// Lines that could not be read, and how many more there were.
+    pub errors: Vec<String>,
+}
+
+/// What one line of the stream meant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Nothing to act on yet (a line inside a sample).
+    None,
+    /// A sample ended.
+    Sample(Box<BridgeSample>),
+    /// The Windows side reports a failure (`error ...`), or the stream is not
+    /// what this version speaks.
+    Error(String),
+}
+
+/// Reads the bridge's line format:
+///
+/// ```text
+/// gputaskman-bridge 1
+/// begin <unix ms when the counters were collected>
+/// <counter path>\t<value>          one per counter (see wddm::parse_line)
+/// proc <windows pid> <process name>
+/// adapter <luid high> <luid low> <pci bus> <device> <function>
+/// note <text>
+/// end
+/// error <text>                     anywhere: what failed on the Windows side
+/// ```
+#[derive(Debug, Default)]
+pub struct Parser {
+    hello: bool,
+    current: Option<BridgeSample>,
+    errors_dropped: usize,
+}
+
+impl Parser {
+    pub fn line(&mut self, line: &str) -> Event {
+        let line = line.trim_end_matches(['\r', '\n']);
+        if !self.hello {
+            if line == HELLO {
+                self.hello = true;
+                return Event::None;
+            }
+            if line.trim().is_empty() {
+                return Event::None;
+            }
+            return Event::Error(format!(
+                "the bridge said {:?} where {HELLO:?} was expected",
+                wddm::clip(line)
+            ));
+        }
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match word {
+            "begin" => {
+                let at_ms = rest.trim().parse().unwrap_or(0);
+                self.errors_dropped = 0;
+                let old = self.current.replace(BridgeSample {
+                    reading: Reading::new(at_ms),
+                    ..BridgeSample::default()
+                });
+                return match old {
+                    Some(_) => Event::Error("a sample ended without `end`: dropped".into()),
+                    None => Event::None,
+                };
+            }
+            "error" => return Event::Error(format!("Windows side: {}", wddm::clip(rest))),
+            _ => {}
+        }
+        let Some(sample) = self.current.as_mut() else {
+            return match line.trim().is_empty() {
+                true => Event::None,
+                false => Event::Error(format!("a line outside a sample: {:?}", wddm::clip(line))),
+            };
+        };
+        let result = match word {
+            "end" => {
+                let mut done = self.current.take().expect("checked above");
+                if self.errors_dropped > 0 {
+                    done.errors.push(format!("and {} more bad lines", self.errors_dropped));
+                }
+                return Event::Sample(Box::new(done));
+            }
+            "proc" => parse_proc(rest).map(|(pid, name)| {
+                sample.names.insert(pid, name);
+            }),
+            "adapter" => parse_adapter(rest).map(|a| sample.adapters.push(a)),
+            "note" => {
+                if sample.notes.len() < MAX_ERRORS_KEPT {
+                    sample.notes.push(wddm::clip(rest));
+                }
+                Ok(())
+            }
+            _ => wddm::parse_line(line).map(|v| {
+                if let Some(v) = v {
+                    sample.reading.add(v);
+                }
+            }),
+        };
+        if let Err(e) = result {
+            if sample.errors.len() < MAX_ERRORS_KEPT {
+                sample.errors.push(e);
+            } else {
+                self.errors_dropped += 1;
+            }
+        }
+        Event::None
+    }
+}
+
+fn parse_proc(rest: &str) -> Result<(u32, String), String> {
+    let bad = || format!("not a process line: {:?}", wddm::clip(rest));
+    let (pid, name) = rest.split_once(' ').ok_or_else(bad)?;
+    let pid = pid.parse().map_err(|_| bad())?;
+    let name: String = name.trim().chars().filter(|c| !c.is_control()).take(MAX_NAME).collect();
+    if name.is_empty() {
+        return Err(bad());
+    }
+    Ok((pid, name))
+}
+
+fn parse_adapter(rest: &str) -> Result<AdapterAddress, String> {
+    let bad = || format!("not an adapter line: {:?}", wddm::clip(rest));
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let [high, low, bus, device, function] = f.as_slice() else {
+        return Err(bad());
+    };
+    let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| bad());
+    let dec = |s: &str| s.parse::<u32>().map_err(|_| bad());
+    Ok(AdapterAddress {
+        luid: Luid {
+            high: hex(high)?,
+            low: hex(low)?,
+        },
+        bus: dec(bus)?,
+        device: dec(device)?,
+        function: dec(function)?,
+    })
+}
+
+/// Pairs vmwp.exe's GPU contexts with the Linux processes that can hold
+/// one, over a sequence of samples.
+///
+/// Nothing on either side names the other, so the pairing goes by time. A
+/// context that appears while we watch, when exactly as many new processes
+/// appeared, is that process's: exact (`*`). Contexts and processes that
+/// were there before the first sample (or arrived in a batch whose order
+/// cannot be told) are paired oldest to oldest, and that is a guess (`?`),
+/// recomputed every sample. A context whose process exited is withheld
+/// (shown unpaired) until Windows drops it, so a newcomer never inherits
+/// it. A context with no process to pair is shown unpaired (`n/a`).
+#[derive(Debug, Default)]
+pub struct ContextPairing {
+    started: bool,
+    sample: u64,
+    preexisting_contexts: BTreeSet<ContextKey>,
+    preexisting_candidates: BTreeSet<Candidate>,
+    first_seen: BTreeMap<ContextKey, u64>,
+    exact: BTreeMap<ContextKey, Candidate>,
+    guessed: BTreeMap<ContextKey, Candidate>,
+    withheld: BTreeSet<ContextKey>,
+}
+
+impl ContextPairing {
+    /// `contexts`: vmwp.exe's contexts now; `candidates`: the Linux
+    /// processes alive now that can hold a GPU context.
+    pub fn pair(&mut self, contexts: &[ContextKey], candidates: &[Candidate]) -> BTreeMap<ContextKey, Pair> {
+        self.sample += 1;
+        let listed: BTreeSet<ContextKey> = contexts.iter().copied().collect();
+        let alive: BTreeSet<Candidate> = candidates.iter().cloned().collect();
+        if !self.started {
+            self.started = true;
+            self.preexisting_contexts = listed.clone();
+            self.preexisting_candidates = alive.clone();
+        }
+        self.preexisting_contexts.retain(|c| listed.contains(c));
+        self.preexisting_candidates.retain(|c| alive.contains(c));
+        self.first_seen.retain(|c, _| listed.contains(c));
+        for c in &listed {
+            self.first_seen.entry(*c).or_insert(self.sample);
+        }
+
+        // Contexts whose process exited are withheld while Windows lists them.
+        self.withheld.retain(|c| listed.contains(c));
+        for (context, candidate) in self.exact.iter().chain(&self.guessed) {
+            if listed.contains(context) && !alive.contains(candidate) {
+                self.withheld.insert(*context);
+            }
+        }
+        self.guessed.clear();
+        self.exact
+            .retain(|context, candidate| listed.contains(context) && alive.contains(candidate));
+
+        let taken: BTreeSet<&Candidate> = self.exact.values().collect();
+        let mut free: Vec<ContextKey> = listed
+            .iter()
+            .copied()
+            .filter(|c| !self.exact.contains_key(c) && !self.withheld.contains(c))
+            .collect();
+        let mut people: Vec<Candidate> = alive.iter().filter(|c| !taken.contains(c)).cloned().collect();
+        // Pre-existing contexts first in PDH's order (`#1` after the
+        // unnumbered one), then new ones in the order they appeared.
+        let order = |c: &ContextKey| (!self.preexisting_contexts.contains(c), self.first_seen[c], *c);
+        free.sort_by_key(order);
+        people.sort();
+
+        let new_contexts: Vec<ContextKey> = free
+            .iter()
+            .copied()
+            .filter(|c| !self.preexisting_contexts.contains(c))
+            .collect();
+        let new_people: Vec<Candidate> = people
+            .iter()
+            .filter(|c| !self.preexisting_candidates.contains(c))
+            .cloned()
+            .collect();
+        let mut out: BTreeMap<ContextKey, Pair> = BTreeMap::new();
+        if !new_contexts.is_empty() && new_contexts.len() == new_people.len() {
+            // As many new contexts as new processes: new to new, in order.
+            // Certain only when the contexts appeared one sample apart each,
+            // so their order is known.
+            let mut seen: Vec<u64> = new_contexts.iter().map(|c| self.first_seen[c]).collect();
+            seen.dedup();
+            let certain = seen.len() == new_contexts.len();
+            for (context, person) in new_contexts.iter().zip(&new_people) {
+                match certain {
+                    true => {
+                        self.exact.insert(*context, person.clone());
+                    }
+                    false => {
+                        self.guessed.insert(*context, person.clone());
+                    }
+                }
+            }
+            free.retain(|c| !new_contexts.contains(c));
+            people.retain(|p| !new_people.contains(p));
+        }
+        // The rest, oldest to oldest.
+        for (context, person) in free.iter().zip(&people) {
+            self.guessed.insert(*context, person.clone());
+        }
+        for context in &listed {
+            let pair = match (self.exact.get(context), self.guessed.get(context)) {
+                (Some(p), _) => Pair::Exact(p.pid),
+                (None, Some(p)) => Pair::Guess(p.pid),
+                (None, None) => Pair::Host,
+            };
+            out.insert(*context, pair);
+        }
+        out
+    }
+}
+
+/// Whose a usage entry from the host is, in this distribution.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Owner {
+    /// A Linux process, paired with a vmwp.exe context.
+    Linux { pid: u32, vmwp: u32 },
+    /// A Windows process (or a vmwp.exe context nothing here pairs with).
+    Windows(u32),
+}
+
+/// What the host said this sample, ready to merge.
+#[derive(Debug, Clone, Default)]
+pub struct HostSample {
+    pub devices: Vec<Device>,
+    pub usage: Vec<(Owner, GpuUsage)>,
+    /// Per Windows PID shown: the name and what to say about it.
+    pub windows: BTreeMap<u32, (Option<String>, String)>,
+    /// Per Linux PID: notes about its pairing.
+    pub linux_notes: BTreeMap<u32, Vec<String>>,
+}
+
+/// Whether a Windows process name is the VM worker process.
+fn is_vmwp(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n == "vmwp" || n == "vmwp.exe"
+}
+
+/// Turns the newest bridge sample into usage on devices (existing ones
+/// matched by LUID, the rest new from `index_base`) and pairs vmwp.exe's
+/// contexts with `candidates`. Engine percentages and pairing keep their
+/// state in the arguments across samples.
+pub fn host_sample(
+    sample: &BridgeSample,
+    clock: &mut EngineClock,
+    pairing: &mut ContextPairing,
+    existing: &mut [Device],
+    index_base: u32,
+    candidates: &[Candidate],
+) -> HostSample {
+    let engines = clock.percents(&sample.reading);
+    let luids = wddm::match_devices(existing, &sample.adapters);
+    let attributed = wddm::attribute(&sample.reading, &engines, &luids, existing, index_base, "wsl-host");
+    let vmwp_contexts: Vec<ContextKey> = attributed
+        .contexts
+        .iter()
+        .map(|c| c.context)
+        .filter(|c| sample.names.get(&c.pid).is_some_and(|n| is_vmwp(n)))
+        .collect();
+    let vmwp_count = vmwp_contexts.iter().map(|c| c.pid).collect::<BTreeSet<_>>().len();
+    let pairs = pairing.pair(&vmwp_contexts, candidates);
+    let mut out = HostSample {
+        devices: attributed.devices,
+        ..HostSample::default()
+    };
+    for c in attributed.contexts {
+        let mut usage = c.usage;
+        let name = sample.names.get(&c.context.pid).cloned();
+        let owner = match pairs.get(&c.context) {
+            Some(Pair::Exact(pid)) | Some(Pair::Guess(pid)) => {
+                usage.pairing = Some(match pairs[&c.context] {
+                    Pair::Exact(_) => Match::Exact,
+                    _ => Match::Guess,
+                });
+                let notes = out.linux_notes.entry(*pid).or_default();
+                notes.extend(c.notes);
+                notes.push(format!(
+                    "GPU {}: memory from the Windows host's counters for vmwp.exe (PID {}), {}",
+                    usage.device,
+                    c.context.pid,
+                    match usage.pairing {
+                        Some(Match::Exact) => "whose context appeared with this process (exact)",
+                        _ => "paired by start order (a guess: it was there before gputaskman watched, or started in a batch)",
+                    }
+                ));
+                Owner::Linux {
+                    pid: *pid,
+                    vmwp: c.context.pid,
+                }
+            }
+            Some(Pair::Host) => {
+                let mut note = "vmwp.exe: a GPU context of a Linux process that no process here pairs with (exited, in another distribution, or not yet seen)".to_string();
+                if vmwp_count > 1 {
+                    note.push_str("; more than one vmwp.exe holds GPU memory: another VM may own it");
+                }
+                out.windows.insert(c.context.pid, (name, note));
+                Owner::Windows(c.context.pid)
+            }
+            None => {
+                let mut note = format!("a Windows process (PID {} on the host)", c.context.pid);
+                for n in &c.notes {
+                    note.push_str("; ");
+                    note.push_str(n);
+                }
+                out.windows.insert(c.context.pid, (name, note));
+                Owner::Windows(c.context.pid)
+            }
+        };
+        out.usage.push((owner, usage));
+    }
+    out
+}
+
+/// The backend line for the host bridge's state.
+pub fn backend(status: BackendStatus, detail: String) -> Backend {
+    Backend {
+        name: "wsl-host".into(),
+        status,
+        detail,
+    }
+}
+
+/// Forced on or off by `GPUTASKMAN_WSL=1|0` (tests run the bridge on Linux
+/// with a stand-in powershell.exe); None leaves it to detection.
+pub fn forced() -> Option<bool> {
+    match std::env::var("GPUTASKMAN_WSL").ok()?.as_str() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Why Windows programs cannot be started from here, if they cannot: WSL
+/// registers its interop handler with binfmt_misc, and `[interop]
+/// enabled=false` in /etc/wsl.conf (or `echo 0 >` the entry) turns it off.
+fn interop_problem() -> Option<String> {
+    let entries = [
+        "/proc/sys/fs/binfmt_misc/WSLInterop",
+        "/proc/sys/fs/binfmt_misc/WSLInterop-late",
+    ];
+    for entry in entries {
+        if let Ok(text) = std::fs::read_to_string(entry) {
+            return match text.lines().next() {
+                Some("enabled") => None,
+                _ => Some(format!(
+                    "WSL interop is disabled ({entry}): Windows programs cannot be started, so the host counters cannot be read ([interop] enabled=true in /etc/wsl.conf turns it on)"
+                )),
+            };
+        }
+    }
+    Some("WSL interop is not registered (no /proc/sys/fs/binfmt_misc/WSLInterop): Windows programs cannot be started, so the host counters cannot be read".into())
+}
+
+/// How long one-shot output waits for the bridge's first sample.
+pub const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(10);
+/// A failed bridge is started again after this long.
+const RESTART_AFTER: Duration = Duration::from_secs(30);
+
+enum State {
+    /// Not started, and why (`--no-host`, interop off, no powershell.exe).
+    Off(Backend),
+    Running(bridge::Bridge),
+    /// Failed at start; tried again after [`RESTART_AFTER`].
+    Failed {
+        why: String,
+        at: Instant,
+        program: PathBuf,
+    },
+}
+
+/// The host source as the collector holds it.
+pub struct WslHost {
+    state: State,
+    clock: EngineClock,
+    pairing: ContextPairing,
+}
+
+impl WslHost {
+    /// Starts the bridge unless `no_host` or interop is missing.
+    pub fn open(no_host: bool) -> WslHost {
+        let off = |status, detail: String| State::Off(backend(status, detail));
+        let state = if no_host {
+            off(
+                BackendStatus::Unavailable,
+                format!("skipped (--no-host): {NO_HOST_WHY}"),
+            )
+        } else if let Some(problem) = (forced() != Some(true)).then(interop_problem).flatten() {
+            off(BackendStatus::Unavailable, problem)
+        } else {
+            match bridge::find_powershell() {
+                None => off(
+                    BackendStatus::Unavailable,
+                    "powershell.exe is not on PATH nor in /mnt/c/Windows/System32/WindowsPowerShell/v1.0 (appendWindowsPath=false, or C: not mounted there): the host counters cannot be read".into(),
+                ),
+                Some(program) => start(program),
+            }
+        };
+        WslHost {
+            state,
+            clock: EngineClock::default(),
+            pairing: ContextPairing::default(),
+        }
+    }
+
+    /// For one-shot output: waits (boundedly) for the first sample.
+    pub fn wait_first(&self) {
+        if let State::Running(b) = &self.state {
+            b.wait_first(FIRST_SAMPLE_WAIT);
+        }
+    }
+
+    /// The newest host sample as usage on devices. `candidates` are the
+    /// Linux processes that can hold a GPU context.
+    pub fn sample(
+        &mut self,
+        existing: &mut [Device],
+        index_base: u32,
+        candidates: &[Candidate],
+    ) -> (Backend, HostSample) {
+        if let State::Failed { at, program, .. } = &self.state {
+            if at.elapsed() >= RESTART_AFTER {
+                self.state = start(program.clone());
+            }
+        }
+        let na = |why: &str| na_notes(candidates, why);
+        let bridge = match &mut self.state {
+            State::Off(b) => {
+                let why = match b.detail.starts_with("skipped") {
+                    true => NO_HOST_WHY.to_string(),
+                    false => b.detail.clone(),
+                };
+                return (b.clone(), na(&why));
+            }
+            State::Failed { why, .. } => {
+                let why = why.clone();
+                return (backend(BackendStatus::Error, why.clone()), na(&why));
+            }
+            State::Running(b) => b,
+        };
+        let (status, latest) = bridge.latest();
+        let sample = match status {
+            bridge::Status::Starting(waited) => {
+                let detail = format!(
+                    "starting: powershell.exe on the Windows side has sent no sample yet ({:.1} s; the first takes a few seconds)",
+                    waited.as_secs_f64()
+                );
+                return (backend(BackendStatus::Ok, detail), na("the host bridge is starting"));
+            }
+            bridge::Status::Failed(why) => {
+                let program = bridge::find_powershell().unwrap_or_default();
+                let why = format!("the host bridge failed: {why}");
+                self.state = State::Failed {
+                    why: why.clone(),
+                    at: bridge.started(),
+                    program,
+                };
+                return (backend(BackendStatus::Error, why.clone()), na(&why));
+            }
+            bridge::Status::Running(age) if age > bridge::STALL => {
+                let why = format!(
+                    "the host bridge has sent nothing for {:.0} s (Get-Counter hangs?): no host figures shown",
+                    age.as_secs_f64()
+                );
+                return (backend(BackendStatus::Error, why.clone()), na(&why));
+            }
+            bridge::Status::Running(_) => match latest {
+                Some((_, sample)) => sample,
+                None => return (backend(BackendStatus::Error, "no sample".into()), na("no sample")),
+            },
+        };
+        let out = host_sample(
+            &sample,
+            &mut self.clock,
+            &mut self.pairing,
+            existing,
+            index_base,
+            candidates,
+        );
+        let count = |m: Option<Match>| {
+            out.usage
+                .iter()
+                .filter(|(o, u)| matches!(o, Owner::Linux { .. }) && u.pairing == m)
+                .count()
+        };
+        let unpaired = out
+            .windows
+            .values()
+            .filter(|(n, _)| n.as_deref().is_some_and(is_vmwp))
+            .count();
+        let mut detail = format!(
+            "Windows GPU counters through powershell.exe: {} Linux process{} paired with vmwp.exe contexts ({} exact, {} guessed, {} context{} unpaired), {} Windows process{}",
+            count(Some(Match::Exact)) + count(Some(Match::Guess)),
+            if count(Some(Match::Exact)) + count(Some(Match::Guess)) == 1 { "" } else { "es" },
+            count(Some(Match::Exact)),
+            count(Some(Match::Guess)),
+            unpaired,
+            if unpaired == 1 { "" } else { "s" },
+            out.windows.len() - unpaired,
+            if out.windows.len() - unpaired == 1 { "" } else { "es" },
+        );
+        for e in sample
+            .notes
+            .iter()
+            .chain(&sample.errors)
+            .chain(bridge.last_error().as_ref())
+        {
+            detail.push_str("; ");
+            detail.push_str(e);
+        }
+        (backend(BackendStatus::Ok, detail), out)
+    }
+}
+
+const NO_HOST_WHY: &str = "under WSL, Windows charges every Linux process's GPU memory to vmwp.exe, so per-process VRAM is n/a without the host counters";
+
+fn start(program: PathBuf) -> State {
+    match bridge::Bridge::start(&program) {
+        Ok(b) => State::Running(b),
+        Err(why) => State::Failed {
+            why,
+            at: Instant::now(),
+            program,
+        },
+    }
+}
+
+/// Says on every process that could hold GPU memory why its VRAM is n/a.
+fn na_notes(candidates: &[Candidate], why: &str) -> HostSample {
+    let mut out = HostSample::default();
+    for c in candidates {
+        out.linux_notes
+            .entry(c.pid)
+            .or_default()
+            .push(format!("VRAM n/a: {why}"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LUID: Luid = Luid { high: 0, low: 0xC6F5 };
+
+    fn ctx(dup: u32) -> ContextKey {
+        ContextKey {
+            pid: 5544,
+            luid: LUID,
+            dup,
+        }
+    }
+
+    fn cand(started: u64, pid: u32) -> Candidate {
+        Candidate { started, pid }
+    }
+
+    /// Every sample of a recorded stream, and the errors on the way.
+    fn stream(name: &str) -> (Vec<BridgeSample>, Vec<String>) {
+        let path = format!("{}/tests/data/wsl/{name}", env!("CARGO_MANIFEST_DIR"));
+        let mut parser = Parser::default();
+        let (mut samples, mut errors) = (vec![], vec![]);
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            match parser.line(line) {
+                Event::Sample(s) => samples.push(*s),
+                Event::Error(e) => errors.push(e),
+                Event::None => {}
+            }
+        }
+        (samples, errors)
+    }
+
+    #[test]
+    fn a_pre_existing_process_is_a_guess_and_a_new_one_exact() {
+        let mut p = ContextPairing::default();
+        let pairs = p.pair(&[ctx(0)], &[cand(100, 40)]);
+        assert_eq!(pairs[&ctx(0)], Pair::Guess(40), "both were there before we watched");
+        assert_eq!(
+            p.pair(&[ctx(0)], &[cand(100, 40)])[&ctx(0)],
+            Pair::Guess(40),
+            "and stays a guess"
+        );
+        // A process starts, then its context appears a sample later.
+        let pairs = p.pair(&[ctx(0)], &[cand(100, 40), cand(500, 77)]);
+        assert_eq!(pairs.len(), 1);
+        let pairs = p.pair(&[ctx(0), ctx(1)], &[cand(100, 40), cand(500, 77)]);
+        assert_eq!(pairs[&ctx(1)], Pair::Exact(77));
+        assert_eq!(pairs[&ctx(0)], Pair::Guess(40));
+        // The exact pair holds while both live.
+        let pairs = p.pair(&[ctx(0), ctx(1)], &[cand(100, 40), cand(500, 77)]);
+        assert_eq!(pairs[&ctx(1)], Pair::Exact(77));
+    }
+
+    #[test]
+    fn the_context_of_an_exited_process_is_withheld_from_a_newcomer() {
+        let mut p = ContextPairing::default();
+        p.pair(&[], &[]);
+        p.pair(&[ctx(0)], &[cand(100, 40)]);
+        assert_eq!(p.pair(&[ctx(0)], &[cand(100, 40)])[&ctx(0)], Pair::Exact(40));
+        // 40 exits; 41 starts and makes a context while Windows still lists 40's.
+        let pairs = p.pair(&[ctx(0), ctx(1)], &[cand(900, 41)]);
+        assert_eq!(pairs[&ctx(0)], Pair::Host, "40's memory is not handed to 41");
+        assert_eq!(pairs[&ctx(1)], Pair::Exact(41));
+        // Windows drops it: nothing is withheld any more.
+        let pairs = p.pair(&[ctx(1)], &[cand(900, 41)]);
+        assert_eq!(pairs.len(), 1);
+        assert!(p.withheld.is_empty());
+        // A guessed pair's process exiting withholds its context too.
+        let mut p = ContextPairing::default();
+        p.pair(&[ctx(0), ctx(1)], &[cand(1, 10), cand(2, 11)]);
+        let pairs = p.pair(&[ctx(0), ctx(1)], &[cand(2, 11)]);
+        assert_eq!(pairs[&ctx(0)], Pair::Host);
+        assert_eq!(pairs[&ctx(1)], Pair::Guess(11));
+    }
+
+    #[test]
+    fn contexts_that_appear_together_are_guessed_and_extras_are_unpaired() {
+        let mut p = ContextPairing::default();
+        p.pair(&[], &[]);
+        let pairs = p.pair(&[ctx(0), ctx(1)], &[cand(10, 1), cand(20, 2)]);
+        assert_eq!((pairs[&ctx(0)], pairs[&ctx(1)]), (Pair::Guess(1), Pair::Guess(2)));
+        // Nothing to pair with: n/a.
+        let mut p = ContextPairing::default();
+        assert_eq!(p.pair(&[ctx(0)], &[])[&ctx(0)], Pair::Host);
+        // A process that was there before makes its first context later: a
+        // guess (it is not new, so the context is not certainly its).
+        let mut p = ContextPairing::default();
+        p.pair(&[], &[cand(10, 1)]);
+        assert_eq!(p.pair(&[ctx(0)], &[cand(10, 1)])[&ctx(0)], Pair::Guess(1));
+    }
+
+    #[test]
+    fn the_recorded_stream_parses_and_pairs_vmwp_contexts() {
+        let (samples, errors) = stream("bridge-vmwp.txt");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(samples.len(), 3);
+        let first = &samples[0];
+        assert_eq!(first.names.get(&5544).map(String::as_str), Some("vmwp"));
+        assert_eq!(first.adapters.len(), 1);
+        let mut nvml = [Device {
+            index: 0,
+            backend: "nvml".into(),
+            pci_bus_id: Some("00000000:01:00.0".into()),
+            process_list_complete: true,
+            ..Device::default()
+        }];
+        let (mut clock, mut pairing) = (EngineClock::default(), ContextPairing::default());
+        // A Linux process that was running before the first sample.
+        let old = cand(1_000, 312);
+        let s = host_sample(first, &mut clock, &mut pairing, &mut nvml, 1, std::slice::from_ref(&old));
+        assert!(s.devices.is_empty(), "the adapter is NVML's device 0");
+        let linux: Vec<_> = s
+            .usage
+            .iter()
+            .filter(|(o, _)| matches!(o, Owner::Linux { .. }))
+            .collect();
+        assert_eq!(linux.len(), 1);
+        assert_eq!(linux[0].0, Owner::Linux { pid: 312, vmwp: 5544 });
+        assert_eq!(linux[0].1.pairing, Some(Match::Guess));
+        assert_eq!(linux[0].1.vram_bytes, Some(2_147_483_648));
+        assert_eq!(linux[0].1.device, 0);
+        assert!(linux[0].1.engines.is_empty(), "engine time needs two samples");
+        let chrome = s.usage.iter().find(|(o, _)| *o == Owner::Windows(7788)).unwrap();
+        assert_eq!(chrome.1.pairing, None);
+        assert_eq!(s.windows[&7788].0.as_deref(), Some("chrome"));
+        // A new Linux process starts; its context appears in the next sample.
+        let new = cand(90_000, 4711);
+        let s = host_sample(
+            &samples[1],
+            &mut clock,
+            &mut pairing,
+            &mut nvml,
+            1,
+            &[old.clone(), new.clone()],
+        );
+        let linux: Vec<_> = s
+            .usage
+            .iter()
+            .filter(|(o, _)| matches!(o, Owner::Linux { .. }))
+            .collect();
+        assert_eq!(linux.len(), 1, "no new context yet");
+        let s = host_sample(&samples[2], &mut clock, &mut pairing, &mut nvml, 1, &[old, new]);
+        let owner = |pid: u32| {
+            s.usage
+                .iter()
+                .find(|(o, _)| matches!(o, Owner::Linux { pid: p, .. } if *p == pid))
+        };
+        let (_, fresh) = owner(4711).unwrap();
+        assert_eq!(fresh.pairing, Some(Match::Exact));
+        assert_eq!(fresh.vram_bytes, Some(6_442_450_944));
+        assert_eq!(owner(312).unwrap().1.pairing, Some(Match::Guess));
+        assert!(s.linux_notes[&4711].iter().any(|n| n.contains("exact")));
+        assert_eq!(nvml[0].shared_memory_used_bytes, Some(402_653_184));
+    }
+
+    #[test]
+    fn the_stream_is_checked_and_bad_lines_are_errors_not_panics() {
+        let mut p = Parser::default();
+        assert!(matches!(p.line("Windows PowerShell"), Event::Error(_)), "no hello");
+        let mut p = Parser::default();
+        assert_eq!(p.line(HELLO), Event::None);
+        assert!(matches!(p.line("stray"), Event::Error(_)));
+        assert_eq!(
+            p.line("error Get-Counter: The specified object was not found"),
+            Event::Error("Windows side: Get-Counter: The specified object was not found".into())
+        );
+        p.line("begin 1700000000000");
+        for bad in [
+            "proc x chrome",
+            "proc 12",
+            "adapter 0 1 2",
+            "adapter zz 0 1 0 0",
+            "\\\\pc\\gpu engine(pid_1)\\running time\t5",
+            "garbage\t",
+            "\u{0}\u{1}",
+            &"x".repeat(10_000),
+        ] {
+            assert_eq!(p.line(bad), Event::None);
+        }
+        p.line("proc 7 a\u{7}b");
+        let Event::Sample(s) = p.line("end") else {
+            panic!("a sample")
+        };
+        assert_eq!(s.errors.len(), MAX_ERRORS_KEPT + 1);
+        assert!(s.errors.last().unwrap().contains("3 more"));
+        assert!(
+            s.errors.iter().all(|e| e.chars().count() < 200),
+            "outside input is clipped"
+        );
+        assert_eq!(s.names[&7], "ab");
+        assert_eq!(s.reading.at_ms, 1_700_000_000_000);
+        // A sample cut short is dropped with a word, the next one is read.
+        p.line("begin 1");
+        assert!(matches!(p.line("begin 2"), Event::Error(_)));
+        assert!(matches!(p.line("end"), Event::Sample(_)));
+    }
+}

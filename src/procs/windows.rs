@@ -1,0 +1,317 @@
+//! The process scan on Windows, kept thin: Toolhelp for the process list and
+//! each process's loaded modules (its runtimes, from the one classification
+//! table), the process's own handle for times, memory, image path and
+//! command line. A process we may not open (another user's, protected) is
+//! listed by name with a note.
+//!
+//! Microsoft Learn: CreateToolhelp32Snapshot (TH32CS_SNAPPROCESS,
+//! TH32CS_SNAPMODULE), GetProcessTimes, GetProcessMemoryInfo,
+//! QueryFullProcessImageNameW, and NtQueryInformationProcess with
+//! ProcessCommandLineInformation (Windows 8.1+).
+
+use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+use windows::core::PWSTR;
+use windows::Wdk::System::Threading::{NtQueryInformationProcess, ProcessCommandLineInformation};
+use windows::Win32::Foundation::{CloseHandle, FILETIME, HANDLE, UNICODE_STRING};
+use windows::Win32::System::Diagnostics::ToolHelp::{
+    CreateToolhelp32Snapshot, Module32FirstW, Module32NextW, Process32FirstW, Process32NextW, MODULEENTRY32W,
+    PROCESSENTRY32W, TH32CS_SNAPMODULE, TH32CS_SNAPMODULE32, TH32CS_SNAPPROCESS,
+};
+use windows::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
+use windows::Win32::System::Threading::{
+    GetProcessTimes, OpenProcess, QueryFullProcessImageNameW, PROCESS_NAME_WIN32, PROCESS_QUERY_LIMITED_INFORMATION,
+};
+
+/// Longest command line read (the documented limit is 32767 characters).
+const MAX_CMDLINE_BYTES: u32 = 64 * 1024;
+/// 100 ns FILETIME ticks between 1601-01-01 and 1970-01-01.
+const EPOCH_DIFFERENCE_100NS: i128 = 116_444_736_000_000_000;
+
+struct Static {
+    argv: Vec<String>,
+    cmdline: Option<String>,
+    exe: Option<String>,
+    start_time: Option<String>,
+    modules: Vec<String>,
+    modules_read_at: Instant,
+    runtimes: Vec<String>,
+    kind: crate::snapshot::ProcessKind,
+    notes: Vec<String>,
+}
+
+pub struct ProcScanner {
+    /// CPU time (100 ns) at the previous sample, per (pid, creation time).
+    cpu: HashMap<(u32, u64), (u64, Instant)>,
+    statics: HashMap<(u32, u64), Static>,
+}
+
+/// A process handle closed on drop.
+struct Process(HANDLE);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from OpenProcess and is closed once.
+        unsafe {
+            let _ = CloseHandle(self.0);
+        }
+    }
+}
+
+fn ticks(t: FILETIME) -> u64 {
+    (u64::from(t.dwHighDateTime) << 32) | u64::from(t.dwLowDateTime)
+}
+
+fn wide(buf: &[u16]) -> String {
+    let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
+    String::from_utf16_lossy(&buf[..end])
+}
+
+impl ProcScanner {
+    pub fn new(_root: PathBuf) -> Self {
+        ProcScanner {
+            cpu: HashMap::new(),
+            statics: HashMap::new(),
+        }
+    }
+
+    /// Records CPU times, so the next scan has CPU%.
+    pub fn prime(&mut self) {
+        let _ = self.scan();
+    }
+
+    pub fn rss_anon(&self, _pid: u32) -> Option<u64> {
+        None
+    }
+
+    pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        let mut seen_cpu = HashMap::new();
+        let mut seen_static = HashMap::new();
+        for (pid, name) in list_processes()? {
+            let handle = open(pid);
+            let times = handle.as_ref().and_then(process_times);
+            let created = times.map(|t| t.0).unwrap_or(0);
+            let key = (pid, created);
+            let cpu_percent = match (times, self.cpu.get(&key)) {
+                (Some((_, cpu)), Some(&(before, at))) => {
+                    let secs = now.duration_since(at).as_secs_f64();
+                    (secs > 0.0).then(|| cpu.saturating_sub(before) as f64 / 1e7 / secs * 100.0)
+                }
+                _ => None,
+            };
+            if let Some((_, cpu)) = times {
+                seen_cpu.insert(key, (cpu, now));
+            }
+            let mut fixed = match self.statics.remove(&key) {
+                Some(s) => s,
+                None => read_static(pid, &name, handle.as_ref(), created),
+            };
+            if now.duration_since(fixed.modules_read_at) >= MAPS_REFRESH && handle.is_some() {
+                fixed.modules = modules(pid);
+                fixed.modules_read_at = now;
+                classify_into(&mut fixed, &name);
+            }
+            let rss_bytes = handle.as_ref().and_then(working_set);
+            let ai = fixed.kind == crate::snapshot::ProcessKind::Ai;
+            out.push(ProcInfo {
+                pid,
+                start_ticks: created,
+                name: name.clone(),
+                start_time: fixed.start_time.clone(),
+                user: None,
+                argv: if ai { fixed.argv.clone() } else { Vec::new() },
+                cmdline: fixed.cmdline.clone(),
+                exe: fixed.exe.clone(),
+                runtimes: fixed.runtimes.clone(),
+                mapped_files: if ai { fixed.modules.clone() } else { Vec::new() },
+                maps_readable: handle.is_some(),
+                kind: fixed.kind,
+                cpu_percent,
+                rss_bytes,
+                notes: fixed.notes.clone(),
+            });
+            seen_static.insert(key, fixed);
+        }
+        self.cpu = seen_cpu;
+        self.statics = seen_static;
+        Ok(out)
+    }
+}
+
+fn list_processes() -> anyhow::Result<Vec<(u32, String)>> {
+    // SAFETY: a process snapshot; the handle is closed below.
+    let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) }?;
+    let snap = Process(snap);
+    let mut entry = PROCESSENTRY32W {
+        dwSize: std::mem::size_of::<PROCESSENTRY32W>() as u32,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    // SAFETY: entry.dwSize is set as the API requires.
+    let mut more = unsafe { Process32FirstW(snap.0, &mut entry) }.is_ok();
+    while more {
+        if entry.th32ProcessID != 0 {
+            out.push((entry.th32ProcessID, wide(&entry.szExeFile)));
+        }
+        // SAFETY: as above.
+        more = unsafe { Process32NextW(snap.0, &mut entry) }.is_ok();
+    }
+    Ok(out)
+}
+
+fn open(pid: u32) -> Option<Process> {
+    // SAFETY: a query-only handle, closed on drop.
+    unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, false, pid) }
+        .ok()
+        .map(Process)
+}
+
+/// (creation time, user + kernel time), both in 100 ns units.
+fn process_times(p: &Process) -> Option<(u64, u64)> {
+    let (mut created, mut exited, mut kernel, mut user) = Default::default();
+    // SAFETY: four FILETIMEs to write into.
+    unsafe { GetProcessTimes(p.0, &mut created, &mut exited, &mut kernel, &mut user) }.ok()?;
+    Some((ticks(created), ticks(kernel) + ticks(user)))
+}
+
+fn working_set(p: &Process) -> Option<u64> {
+    let mut counters = PROCESS_MEMORY_COUNTERS::default();
+    let size = std::mem::size_of::<PROCESS_MEMORY_COUNTERS>() as u32;
+    // SAFETY: counters has `size` bytes.
+    unsafe { GetProcessMemoryInfo(p.0, &mut counters, size) }.ok()?;
+    Some(counters.WorkingSetSize as u64)
+}
+
+fn image_path(p: &Process) -> Option<String> {
+    let mut buf = vec![0u16; 1024];
+    let mut len = buf.len() as u32;
+    // SAFETY: buf holds len characters.
+    unsafe { QueryFullProcessImageNameW(p.0, PROCESS_NAME_WIN32, PWSTR(buf.as_mut_ptr()), &mut len) }.ok()?;
+    Some(String::from_utf16_lossy(&buf[..(len as usize).min(buf.len())]))
+}
+
+fn command_line(p: &Process) -> Option<String> {
+    let mut needed = 0u32;
+    // SAFETY: a zero-length query returns the size needed.
+    let _ =
+        unsafe { NtQueryInformationProcess(p.0, ProcessCommandLineInformation, std::ptr::null_mut(), 0, &mut needed) };
+    if needed == 0 || needed > MAX_CMDLINE_BYTES {
+        return None;
+    }
+    // u64 elements keep the UNICODE_STRING header aligned.
+    let mut buf = vec![0u64; (needed as usize).div_ceil(8)];
+    // SAFETY: buf has `needed` bytes.
+    let status = unsafe {
+        NtQueryInformationProcess(
+            p.0,
+            ProcessCommandLineInformation,
+            buf.as_mut_ptr().cast(),
+            needed,
+            &mut needed,
+        )
+    };
+    if status.is_err() {
+        return None;
+    }
+    // SAFETY: the buffer starts with a UNICODE_STRING whose Buffer points into it.
+    let s = unsafe { &*buf.as_ptr().cast::<UNICODE_STRING>() };
+    if s.Buffer.is_null() {
+        return None;
+    }
+    // SAFETY: Length bytes of UTF-16 at Buffer, inside buf.
+    let text = unsafe { std::slice::from_raw_parts(s.Buffer.0, usize::from(s.Length) / 2) };
+    Some(String::from_utf16_lossy(text))
+}
+
+/// The loaded modules' paths (Toolhelp's module snapshot).
+fn modules(pid: u32) -> Vec<String> {
+    // SAFETY: a module snapshot of one process; closed below.
+    let Ok(snap) = (unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPMODULE | TH32CS_SNAPMODULE32, pid) }) else {
+        return Vec::new();
+    };
+    let snap = Process(snap);
+    let mut entry = MODULEENTRY32W {
+        dwSize: std::mem::size_of::<MODULEENTRY32W>() as u32,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    // SAFETY: entry.dwSize is set.
+    let mut more = unsafe { Module32FirstW(snap.0, &mut entry) }.is_ok();
+    while more && out.len() < 4096 {
+        out.push(wide(&entry.szExePath));
+        // SAFETY: as above.
+        more = unsafe { Module32NextW(snap.0, &mut entry) }.is_ok();
+    }
+    out
+}
+
+/// Splits a Windows command line the way most programs' C runtime does:
+/// whitespace separates, double quotes group (CommandLineToArgvW's rules
+/// without its backslash subtleties, enough to find model paths).
+fn split_command_line(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let (mut quoted, mut any) = (false, false);
+    for c in line.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    out.push(std::mem::take(&mut current));
+                    any = false;
+                }
+            }
+            c => {
+                current.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        out.push(current);
+    }
+    out
+}
+
+fn read_static(pid: u32, name: &str, handle: Option<&Process>, created: u64) -> Static {
+    let argv = handle
+        .and_then(command_line)
+        .map(|l| split_command_line(&l))
+        .unwrap_or_default();
+    let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
+    let start_time = (created > 0)
+        .then(|| format_unix_nanos((i128::from(created) - EPOCH_DIFFERENCE_100NS) * 100))
+        .flatten();
+    let mut notes = Vec::new();
+    if handle.is_none() {
+        notes.push("not readable without more privileges: command line, modules and memory unknown".into());
+    }
+    let mut s = Static {
+        argv,
+        cmdline,
+        exe: handle.and_then(image_path),
+        start_time,
+        modules: handle.map(|_| modules(pid)).unwrap_or_default(),
+        modules_read_at: Instant::now(),
+        runtimes: Vec::new(),
+        kind: crate::snapshot::ProcessKind::Other,
+        notes,
+    };
+    classify_into(&mut s, name);
+    s
+}
+
+fn classify_into(s: &mut Static, name: &str) {
+    let mut runtimes = Vec::new();
+    classify::runtimes_from_libraries(s.modules.iter().map(String::as_str), &mut runtimes);
+    classify::runtimes_from_names(name, s.exe.as_deref(), &s.argv, &mut runtimes);
+    s.kind = classify::kind(name, s.exe.as_deref(), &s.argv, &runtimes);
+    s.runtimes = runtimes;
+}
