@@ -44,15 +44,16 @@ const PLATFORM_LAYERS: [Layer; 4] = [
         source: "NVML process lists (compute and graphics contexts); DRM fdinfo \
                  drm-memory-vram / drm-resident-vram per open GPU file (AMD, Intel)",
         good_for: "who holds the card",
-        limits: "a PID from another PID namespace has no name here; under WSL the Linux side \
-                 sees no per-process figure (n/a) and the Windows host counters are paired by \
-                 a guess (?)",
+        limits: "a PID from another PID namespace has no name here; under WSL the figures come \
+                 from the Windows host's counters (the bridge), whose vmwp.exe contexts are \
+                 paired with Linux processes: * for a process seen starting, ? otherwise, n/a \
+                 with --no-host",
     },
     Layer {
         what: "Spill: GPU-accessible system RAM; paged-out memory",
         kind: "measured",
         source: "DRM fdinfo drm-memory-gtt (AMD); under WSL the Windows host's \
-                 GPU Process Memory Shared Usage; NVML has no per-process figure",
+                 GPU Process Memory Non Local Usage; NVML has no per-process figure",
         good_for: "seeing working sets that live in system RAM and cross PCIe",
         limits: "spill is memory the GPU can reach, not proof that VRAM overflowed",
     },
@@ -71,30 +72,33 @@ const PLATFORM_LAYERS: [Layer; 4] = [
     Layer {
         what: "Device totals: used, total, free; GPU and memory activity, temperature, power",
         kind: "measured",
-        source: "NVML (NVIDIA); PDH GPU Adapter Memory (Dedicated/Shared Usage) for every vendor",
+        source: "NVML (NVIDIA, WDDM or TCC); PDH GPU Local Adapter Memory / GPU Adapter Memory \
+                 for adapters NVML does not cover (matched by LUID)",
         good_for: "how full the card is: the reference every other figure is checked against",
         limits: "WDDM keeps part of VRAM for itself; Task Manager shows the same counters",
     },
     Layer {
         what: "Per-process VRAM",
         kind: "measured",
-        source: "PDH GPU Process Memory(pid_*) Dedicated Usage; NVML says n/a under WDDM",
-        good_for: "who holds the card",
-        limits: "Dedicated Usage double-counts surfaces shared between processes (the \
-                 compositor and every window), so rows can add up to more than the device uses",
+        source: "PDH GPU Process Memory(pid_*) Local Usage; NVML says n/a under WDDM",
+        good_for: "who holds the card, for every API (Direct3D, Vulkan, OpenGL, CUDA)",
+        limits: "where Local Usage is missing, Dedicated Usage stands in (marked): it counts \
+                 surfaces shared with the compositor, so dwm.exe can show ten times its share",
     },
     Layer {
         what: "Spill: GPU-accessible system RAM; paged-out memory",
         kind: "measured (paged: estimated)",
-        source: "PDH GPU Process Memory Shared Usage; committed minus resident for paged",
+        source: "PDH GPU Process Memory Non Local Usage; Total Committed - Local - Non Local for \
+                 paged",
         good_for: "seeing working sets that live in system RAM and cross PCIe",
         limits: "spill is memory the GPU can reach, not proof that VRAM overflowed; paged is an \
-                 estimate",
+                 estimate of non-residency, not proof of paging",
     },
     Layer {
         what: "Which runtime a process runs",
         kind: "inferred",
-        source: "loaded modules (cudart, ggml, torch, onnxruntime, DirectML) and the image name",
+        source: "loaded modules (nvcuda, cudart, d3d11/12, vulkan-1, opengl32, ggml, llama, \
+                 torch, onnxruntime, DirectML), the image name and the command line",
         good_for: "telling a model server from a browser or dwm.exe",
         limits: "a runtime library names a runtime, never a model",
     },
