@@ -42,16 +42,23 @@ impl CudaSleeper {
     fn start() -> CudaSleeper {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libcuda.so.1");
-        let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .expect("libm");
+        let libm = [
+            "/lib/x86_64-linux-gnu/libm.so.6",
+            "/usr/lib/x86_64-linux-gnu/libm.so.6",
+            "/lib64/libm.so.6",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("libm");
         std::fs::copy(libm, &lib).unwrap();
         let child = Command::new("sleep").arg("60").env("LD_PRELOAD", &lib).spawn().unwrap();
         // Wait until the library is mapped.
         let maps = format!("/proc/{}/maps", child.id());
         let deadline = Instant::now() + Duration::from_secs(5);
-        while !std::fs::read_to_string(&maps).unwrap_or_default().contains("libcuda.so.1") {
+        while !std::fs::read_to_string(&maps)
+            .unwrap_or_default()
+            .contains("libcuda.so.1")
+        {
             assert!(Instant::now() < deadline, "the sleeper never mapped the library");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -90,7 +97,12 @@ fn json(bin: Option<&Path>, extra: &[&str]) -> Value {
 }
 
 fn backend(s: &Value) -> &Value {
-    s["backends"].as_array().unwrap().iter().find(|b| b["name"] == "wsl-host").expect("a wsl-host backend")
+    s["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "wsl-host")
+        .expect("a wsl-host backend")
 }
 
 fn process(s: &Value, pid: u32) -> Option<&Value> {
@@ -109,7 +121,12 @@ fn linux_processes_get_the_hosts_counters_through_the_bridge() {
     assert!(b["detail"].as_str().unwrap().contains("1 guessed"), "{b}");
 
     // No NVML here: the adapter becomes a device of its own, with its totals.
-    let device = s["devices"].as_array().unwrap().iter().find(|d| d["backend"] == "wsl-host").unwrap();
+    let device = s["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["backend"] == "wsl-host")
+        .unwrap();
     assert!(device["notes"][0].as_str().unwrap().contains("matched no"), "{device}");
 
     // The CUDA process that ran before gputaskman: vmwp.exe's first
@@ -117,17 +134,28 @@ fn linux_processes_get_the_hosts_counters_through_the_bridge() {
     let p = process(&s, sleeper.child.id()).expect("the CUDA process is listed");
     assert_eq!(p["host_pid"], 5544);
     let g = &p["gpu"][0];
-    assert_eq!((g["source"].as_str(), g["match"].as_str()), (Some("wsl-host"), Some("guess")));
+    assert_eq!(
+        (g["source"].as_str(), g["match"].as_str()),
+        (Some("wsl-host"), Some("guess"))
+    );
     assert_eq!(g["vram_bytes"], 2_147_483_648u64);
     assert_eq!(g["spill_bytes"], 67_108_864);
     assert!(p["notes"].to_string().contains("vmwp.exe"), "{p}");
 
     // A Windows process on the same GPU, by its Windows name.
-    let chrome = s["processes"].as_array().unwrap().iter().find(|p| p["host_pid"] == 7788).unwrap();
+    let chrome = s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["host_pid"] == 7788)
+        .unwrap();
     assert_eq!(chrome["name"], "chrome");
     assert_eq!(chrome["gpu"][0]["vram_bytes"], 310_378_496);
     assert_eq!(chrome["gpu"][0]["match"], Value::Null);
-    assert!(chrome["notes"][0].as_str().unwrap().contains("Windows process"), "{chrome}");
+    assert!(
+        chrome["notes"][0].as_str().unwrap().contains("Windows process"),
+        "{chrome}"
+    );
     // Only measured bytes are summed: the host's per-process figures.
     assert!(s["attribution"]["measured_sum_bytes"].as_u64().unwrap() >= 2_147_483_648 + 310_378_496);
 }
@@ -155,7 +183,10 @@ fn missing_interop_and_a_slow_start_are_notes_not_hangs() {
     let s = json(None, &[]);
     let b = backend(&s);
     assert_eq!(b["status"], "unavailable");
-    assert!(b["detail"].as_str().unwrap().contains("powershell.exe is not on PATH"), "{b}");
+    assert!(
+        b["detail"].as_str().unwrap().contains("powershell.exe is not on PATH"),
+        "{b}"
+    );
 
     // One that never sends a sample: one-shot output waits boundedly, then
     // says "starting" and shows no figures rather than zeros.

@@ -217,7 +217,15 @@ pub fn kind(comm: &str, exe: Option<&str>, argv: &[String], runtimes: &[String])
         return ProcessKind::Ai;
     }
     let exe_name = exe.map(file_name).unwrap_or(comm);
-    let names = [comm, exe_name];
+    // Windows image names carry `.exe`: looked up with and without it
+    // (`chrome.exe` is a browser; the list spells `dwm.exe` out, so Linux's
+    // dwm window manager is not taken for the Windows compositor).
+    let names = [
+        comm,
+        exe_name,
+        comm.trim_end_matches(".exe"),
+        exe_name.trim_end_matches(".exe"),
+    ];
     if names.iter().any(|n| COMPOSITORS.contains(n)) {
         return ProcessKind::Compositor;
     }
@@ -301,6 +309,15 @@ mod tests {
         );
         assert_eq!(r, ["dxcore", "d3d12"]);
         assert_eq!(kind("dwm.exe", None, &[], &r), ProcessKind::Compositor);
+        assert_eq!(
+            kind(
+                "chrome.exe",
+                Some("C:\\Program Files\\Google\\Chrome\\Application\\chrome.exe"),
+                &[],
+                &[]
+            ),
+            ProcessKind::Browser
+        );
     }
 
     #[test]

@@ -16,6 +16,8 @@ mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::ProcScanner;
 
+#[cfg(any(test, windows))]
+mod wincmd;
 #[cfg(windows)]
 mod windows;
 #[cfg(windows)]

@@ -9,6 +9,7 @@
 //! QueryFullProcessImageNameW, and NtQueryInformationProcess with
 //! ProcessCommandLineInformation (Windows 8.1+).
 
+use super::wincmd::split_command_line;
 use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -245,37 +246,6 @@ fn modules(pid: u32) -> Vec<String> {
         out.push(wide(&entry.szExePath));
         // SAFETY: as above.
         more = unsafe { Module32NextW(snap.0, &mut entry) }.is_ok();
-    }
-    out
-}
-
-/// Splits a Windows command line the way most programs' C runtime does:
-/// whitespace separates, double quotes group (CommandLineToArgvW's rules
-/// without its backslash subtleties, enough to find model paths).
-fn split_command_line(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let (mut quoted, mut any) = (false, false);
-    for c in line.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                any = true;
-            }
-            c if c.is_whitespace() && !quoted => {
-                if any {
-                    out.push(std::mem::take(&mut current));
-                    any = false;
-                }
-            }
-            c => {
-                current.push(c);
-                any = true;
-            }
-        }
-    }
-    if any {
-        out.push(current);
     }
     out
 }

@@ -727,7 +727,14 @@ mod tests {
         let (mut clock, mut pairing) = (EngineClock::default(), ContextPairing::default());
         // A Linux process that was running before the first sample.
         let old = cand(1_000, 312);
-        let s = host_sample(first, &mut clock, &mut pairing, &mut nvml, 1, std::slice::from_ref(&old));
+        let s = host_sample(
+            first,
+            &mut clock,
+            &mut pairing,
+            &mut nvml,
+            1,
+            std::slice::from_ref(&old),
+        );
         assert!(s.devices.is_empty(), "the adapter is NVML's device 0");
         let linux: Vec<_> = s
             .usage
