@@ -1,6 +1,9 @@
 //! Sources of measurement, one module each, and the collector that merges
 //! them with the process scan into a [`Snapshot`].
 
+// Built on macOS, and everywhere for its tests on recorded registry reads.
+#[cfg(any(test, target_os = "macos"))]
+pub mod apple;
 pub mod container;
 // A few of the DRM source's setters serve only its tests and benchmark.
 #[cfg_attr(not(test), allow(dead_code))]
@@ -45,6 +48,9 @@ pub struct Collector {
     options: Options,
     nvml: Result<Watchdog, Backend>,
     drm: drm::DrmSource,
+    /// Apple GPUs through IOKit, and footprints.
+    #[cfg(target_os = "macos")]
+    apple: apple::iokit::AppleSource,
     procs: ProcScanner,
     discovery: Arc<Discovery>,
     /// In a child PID namespace NVML's PIDs are the host's: they are paired
@@ -74,6 +80,10 @@ impl Collector {
             host.wait_first();
         }
         Collector {
+            // Footprints on their own thread where discovery is too (the
+            // live view, record); measured in line for one-shot output.
+            #[cfg(target_os = "macos")]
+            apple: apple::iokit::AppleSource::new(options.background_discovery),
             options,
             nvml,
             drm,
@@ -91,6 +101,9 @@ impl Collector {
     pub fn prime(&mut self) {
         self.procs.prime();
         self.drm.prime();
+        // A first GPU-time reading, so the next sample has shares.
+        #[cfg(target_os = "macos")]
+        drop(self.apple.sample(0, None));
     }
 
     pub fn sample(&mut self) -> Snapshot {
@@ -177,6 +190,21 @@ impl Collector {
                 detail: e,
             }),
         }
+        // Apple GPUs (IOKit) on macOS, after the other sources.
+        #[cfg(target_os = "macos")]
+        let apple_window = {
+            let index_base = devices.iter().map(|d| d.index + 1).max().unwrap_or(0);
+            let (sample, backend) = self.apple.sample(index_base, self.options.gpu);
+            backends.push(backend);
+            devices.extend(sample.devices);
+            gpu_processes.extend(
+                sample
+                    .processes
+                    .into_iter()
+                    .map(|(pid, usage)| nvml::GpuProcess { pid, usage }),
+            );
+            (sample.process_notes, sample.busy, sample.creators)
+        };
 
         // Windows counters: natively, or from the host under WSL. They come
         // after the other sources, whose devices they are matched to by LUID.
@@ -249,6 +277,8 @@ impl Collector {
                 p.notes = vec![note];
             }
         }
+        #[cfg(target_os = "macos")]
+        self.apple_footprints(&scanned, &mut processes, apple_window);
         let ai: Vec<&ProcInfo> = scanned
             .iter()
             .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid && p.host_pid.is_none()))
@@ -348,6 +378,49 @@ fn wsl_candidates(scanned: &[ProcInfo]) -> Vec<Candidate> {
         .collect()
 }
 
+#[cfg(target_os = "macos")]
+impl Collector {
+    /// Per listed process: why its GPU share is unknown, its physical
+    /// footprint (busy processes, whose GPU time moved, measured more
+    /// often), and for a GPU client whose process the scan did not see, the
+    /// name its client gives.
+    fn apple_footprints(
+        &self,
+        scanned: &[ProcInfo],
+        processes: &mut [Process],
+        (mut notes, busy, creators): apple::Window,
+    ) {
+        let starts: std::collections::HashMap<u32, u64> = scanned.iter().map(|i| (i.pid, i.start_ticks)).collect();
+        let wanted = processes
+            .iter()
+            .filter_map(|p| {
+                Some(apple::Wanted {
+                    pid: p.pid,
+                    start: *starts.get(&p.pid)?,
+                    busy: busy.get(&p.pid).copied().unwrap_or(false),
+                })
+            })
+            .collect();
+        self.apple.want_footprints(wanted);
+        for p in processes {
+            p.notes.extend(notes.remove(&p.pid).unwrap_or_default());
+            match starts.get(&p.pid) {
+                Some(&start) => {
+                    let (bytes, note) = self.apple.footprint(p.pid, start);
+                    p.footprint_bytes = bytes;
+                    p.notes.extend(note);
+                }
+                None => {
+                    if let Some(name) = creators.get(&p.pid) {
+                        p.notes
+                            .push(format!("its GPU client names it \"{name}\" (IOUserClientCreator)"));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Whose a GPU entry is, in this PID namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Owner {
@@ -408,6 +481,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             cpu_percent: info.cpu_percent,
             rss_bytes: info.rss_bytes,
             rss_anon_bytes: None,
+            footprint_bytes: None,
             gpu,
             models: Vec::new(),
             models_pending: false,
@@ -444,6 +518,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             cpu_percent: None,
             rss_bytes: None,
             rss_anon_bytes: None,
+            footprint_bytes: None,
             notes: vec![note],
             gpu,
             models: Vec::new(),

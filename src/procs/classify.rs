@@ -40,6 +40,10 @@ const LIBRARY_RUNTIMES: &[(&str, &str)] = &[
     ("libnvcuvid", "nvdec"),
     ("libnvidia-encode", "nvenc"),
     ("libva.so", "vaapi"),
+    // Apple's MLX: the pip wheel ships mlx/lib/libmlx.dylib and its Metal
+    // kernels as mlx/lib/mlx.metallib (LM Studio's MLX engine loads the same).
+    ("libmlx", "mlx"),
+    ("mlx.metallib", "mlx"),
     // WSL's user-mode GPU libraries (/usr/lib/wsl/lib): a process that maps
     // them talks to the Windows host's GPU through /dev/dxg.
     ("libdxcore", "dxcore"),

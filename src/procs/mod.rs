@@ -23,9 +23,15 @@ mod windows;
 #[cfg(windows)]
 pub use windows::ProcScanner;
 
-#[cfg(not(any(target_os = "linux", windows)))]
+// libproc and sysctl; its argv parser is tested everywhere.
+#[cfg(any(test, target_os = "macos"))]
+mod macos;
+#[cfg(target_os = "macos")]
+pub use macos::ProcScanner;
+
+#[cfg(not(any(target_os = "linux", windows, target_os = "macos")))]
 mod unsupported;
-#[cfg(not(any(target_os = "linux", windows)))]
+#[cfg(not(any(target_os = "linux", windows, target_os = "macos")))]
 pub use unsupported::ProcScanner;
 
 use crate::snapshot::ProcessKind;

@@ -532,6 +532,7 @@ pub(crate) mod tests {
             cpu_percent: Some(12.5),
             rss_bytes: Some(1 << 30),
             rss_anon_bytes: None,
+            footprint_bytes: None,
             gpu: vec![usage(vram)],
             models: vec![],
             models_pending: false,

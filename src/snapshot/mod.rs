@@ -183,6 +183,13 @@ pub struct Process {
     /// from /proc/PID/statm (resident - shared). What a CPU runtime's KV
     /// cache grows.
     pub rss_anon_bytes: Option<u64>,
+    /// macOS: the physical footprint, what the kernel books to the process
+    /// (`proc_pid_rusage`, `ri_phys_footprint`), its GPU memory included on
+    /// unified memory. Not VRAM, never summed as such; null where not
+    /// measured (other systems, another user's process without root, or not
+    /// yet reached by the footprint thread).
+    #[serde(default)]
+    pub footprint_bytes: Option<u64>,
     /// One entry per device the process has memory or work on.
     pub gpu: Vec<GpuUsage>,
     /// Model files the process runs (filled by model discovery).
@@ -427,6 +434,7 @@ mod tests {
             cpu_percent: None,
             rss_bytes: None,
             rss_anon_bytes: None,
+            footprint_bytes: None,
             gpu: usage
                 .iter()
                 .map(|&(device, vram_bytes)| GpuUsage {

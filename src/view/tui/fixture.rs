@@ -39,6 +39,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
         cpu_percent: cpu,
         rss_bytes: Some(rss_mib * MIB),
         rss_anon_bytes: None,
+        footprint_bytes: None,
         gpu: vec![],
         models: vec![],
         models_pending: false,

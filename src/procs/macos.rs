@@ -1,0 +1,447 @@
+//! The process scan on macOS, through libproc and sysctl: `proc_listallpids`
+//! for the list, `proc_pidinfo` (`PROC_PIDTBSDINFO`: name, user, start;
+//! `PROC_PIDTASKINFO`: CPU time, resident size), `proc_pidpath` for the
+//! executable, `sysctl(KERN_PROCARGS2)` for argv, and
+//! `PROC_PIDREGIONPATHINFO2` for the file-backed mappings (libraries, a
+//! memory-mapped GGUF file) that classification and model discovery read.
+//!
+//! Without root the kernel answers the task, argv and region calls only for
+//! the user's own processes: another user's process keeps its name, user and
+//! executable, and its command line, runtimes and mapped files are unknown,
+//! with a note (never an empty list posing as "none").
+//!
+//! The argv parser is plain Rust, tested everywhere; the rest is macOS only.
+
+#[cfg(target_os = "macos")]
+pub use sys::ProcScanner;
+
+/// The argv in a `KERN_PROCARGS2` buffer: `argc` (a native-endian i32), the
+/// executable path, NUL padding, then `argc` NUL-terminated arguments (the
+/// environment follows and is never read). None for a buffer that does not
+/// hold that shape.
+pub fn parse_procargs2(buf: &[u8]) -> Option<Vec<String>> {
+    let argc = i32::from_ne_bytes(buf.get(..4)?.try_into().ok()?);
+    let argc = usize::try_from(argc).ok()?;
+    let rest = &buf[4..];
+    // Skip the executable path and the NULs after it.
+    let path_end = rest.iter().position(|&b| b == 0)?;
+    let mut at = path_end;
+    while rest.get(at) == Some(&0) {
+        at += 1;
+    }
+    let mut argv = Vec::with_capacity(argc.min(4096));
+    for _ in 0..argc {
+        // Each argument ends with a NUL; a buffer cut short is not argv.
+        let len = rest.get(at..)?.iter().position(|&b| b == 0)?;
+        argv.push(String::from_utf8_lossy(&rest[at..at + len]).into_owned());
+        at += len + 1;
+    }
+    Some(argv)
+}
+
+#[cfg(target_os = "macos")]
+mod sys {
+    use super::super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+    use std::collections::HashMap;
+    use std::ffi::{c_int, c_void, CStr};
+    use std::path::PathBuf;
+    use std::time::Instant;
+
+    /// `struct proc_regioninfo` (xnu bsd/sys/proc_info.h), not in libc.
+    #[repr(C)]
+    #[allow(non_camel_case_types)]
+    struct proc_regioninfo {
+        pri_protection: u32,
+        pri_max_protection: u32,
+        pri_inheritance: u32,
+        pri_flags: u32,
+        pri_offset: u64,
+        pri_behavior: u32,
+        pri_user_wired_count: u32,
+        pri_user_tag: u32,
+        pri_pages_resident: u32,
+        pri_pages_shared_now_private: u32,
+        pri_pages_swapped_out: u32,
+        pri_pages_dirtied: u32,
+        pri_ref_count: u32,
+        pri_shadow_depth: u32,
+        pri_share_mode: u32,
+        pri_private_pages_resident: u32,
+        pri_shared_pages_resident: u32,
+        pri_obj_id: u32,
+        pri_depth: u32,
+        pri_address: u64,
+        pri_size: u64,
+    }
+
+    /// `struct proc_regionwithpathinfo`.
+    #[repr(C)]
+    #[allow(non_camel_case_types)]
+    struct proc_regionwithpathinfo {
+        prp_prinfo: proc_regioninfo,
+        prp_vip: libc::vnode_info_path,
+    }
+
+    /// The next vnode-backed region at or after an address (xnu
+    /// bsd/sys/proc_info.h: `PROC_PIDREGIONPATHINFO2 22`, used by lsof-like
+    /// tools since 10.15).
+    const PROC_PIDREGIONPATHINFO2: c_int = 22;
+    /// Regions looked at per process, at most: bounds a pathological map.
+    const MAX_REGIONS: usize = 65536;
+
+    #[derive(Debug, Clone)]
+    struct Static {
+        argv: Vec<String>,
+        cmdline: Option<String>,
+        exe: Option<String>,
+        user: Option<String>,
+        start_time: Option<String>,
+        runtimes: Vec<String>,
+        mapped_files: Vec<String>,
+        maps_read_at: Option<Instant>,
+        kind: crate::snapshot::ProcessKind,
+        notes: Vec<String>,
+    }
+
+    pub struct ProcScanner {
+        /// CPU time (ns) at the previous sample.
+        cpu: HashMap<(u32, u64), (u64, Instant)>,
+        statics: HashMap<(u32, u64), Static>,
+        users: HashMap<u32, String>,
+        /// Mach absolute time units to ns (1/1 on Intel, 125/3 on Apple
+        /// Silicon): `pti_total_user` is in those units.
+        timebase: (u64, u64),
+    }
+
+    impl ProcScanner {
+        pub fn new(_root: PathBuf) -> Self {
+            let mut tb = mach2::mach_time::mach_timebase_info { numer: 0, denom: 0 };
+            // SAFETY: fills the struct; 0 (KERN_SUCCESS) on success.
+            let ok = unsafe { mach2::mach_time::mach_timebase_info(&mut tb) } == 0 && tb.denom != 0;
+            ProcScanner {
+                cpu: HashMap::new(),
+                statics: HashMap::new(),
+                users: HashMap::new(),
+                timebase: if ok { (tb.numer.into(), tb.denom.into()) } else { (1, 1) },
+            }
+        }
+
+        pub fn prime(&mut self) {
+            let now = Instant::now();
+            for pid in list_pids().unwrap_or_default() {
+                if let (Some(bsd), Some(task)) = (bsd_info(pid), task_info(pid)) {
+                    let key = (pid, start_micros(&bsd));
+                    self.cpu.insert(key, (self.cpu_ns(&task), now));
+                }
+            }
+        }
+
+        /// Anonymous resident memory is a /proc notion: unknown here.
+        pub fn rss_anon(&self, _pid: u32) -> Option<u64> {
+            None
+        }
+
+        fn cpu_ns(&self, task: &libc::proc_taskinfo) -> u64 {
+            let ticks = u128::from(task.pti_total_user + task.pti_total_system);
+            (ticks * u128::from(self.timebase.0) / u128::from(self.timebase.1)) as u64
+        }
+
+        pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
+            let pids = list_pids()?;
+            let now = Instant::now();
+            let mut seen = HashMap::with_capacity(pids.len());
+            let mut out = Vec::with_capacity(pids.len());
+            for pid in pids {
+                // Exited since the list: left out.
+                let Some(bsd) = bsd_info(pid) else { continue };
+                let start = start_micros(&bsd);
+                let key = (pid, start);
+                let task = task_info(pid);
+                let cpu_now = task.as_ref().map(|t| self.cpu_ns(t));
+                let cpu_percent = match (cpu_now, self.cpu.get(&key)) {
+                    (Some(ns), Some(&(before, at))) => {
+                        let secs = now.duration_since(at).as_secs_f64();
+                        (secs > 0.0).then(|| ns.saturating_sub(before) as f64 / 1e9 / secs * 100.0)
+                    }
+                    _ => None,
+                };
+                if let Some(ns) = cpu_now {
+                    let reference = match self.cpu.get(&key) {
+                        Some(&(t, at)) if now.duration_since(at).as_millis() < 50 => (t, at),
+                        _ => (ns, now),
+                    };
+                    seen.insert(key, reference);
+                }
+                let name = cstr(&bsd.pbi_name)
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| cstr(&bsd.pbi_comm))
+                    .unwrap_or_default();
+                if !self.statics.contains_key(&key) {
+                    let user = self.user_name(bsd.pbi_uid);
+                    let fixed = read_static(pid, &name, &bsd, user, now);
+                    self.statics.insert(key, fixed);
+                }
+                let fixed = self.statics.get_mut(&key).expect("inserted above");
+                // Libraries load late (PyTorch, MLX on first use): the maps
+                // are reread like the Linux scan's.
+                if fixed
+                    .maps_read_at
+                    .is_some_and(|at| now.duration_since(at) >= MAPS_REFRESH)
+                {
+                    reclassify(pid, &name, fixed, now);
+                }
+                let ai = fixed.kind == crate::snapshot::ProcessKind::Ai;
+                out.push(ProcInfo {
+                    pid,
+                    start_ticks: start,
+                    name,
+                    start_time: fixed.start_time.clone(),
+                    user: fixed.user.clone(),
+                    argv: if ai { fixed.argv.clone() } else { Vec::new() },
+                    cmdline: fixed.cmdline.clone(),
+                    exe: fixed.exe.clone(),
+                    runtimes: fixed.runtimes.clone(),
+                    mapped_files: if ai { fixed.mapped_files.clone() } else { Vec::new() },
+                    maps_readable: fixed.maps_read_at.is_some(),
+                    kind: fixed.kind,
+                    cpu_percent,
+                    rss_bytes: task.map(|t| t.pti_resident_size),
+                    notes: fixed.notes.clone(),
+                });
+            }
+            self.statics
+                .retain(|k, _| seen.contains_key(k) || out.iter().any(|p| (p.pid, p.start_ticks) == *k));
+            self.cpu = seen;
+            Ok(out)
+        }
+
+        fn user_name(&mut self, uid: u32) -> String {
+            self.users
+                .entry(uid)
+                .or_insert_with(|| lookup_user(uid).unwrap_or_else(|| uid.to_string()))
+                .clone()
+        }
+    }
+
+    fn read_static(pid: u32, name: &str, bsd: &libc::proc_bsdinfo, user: String, now: Instant) -> Static {
+        let mut notes = Vec::new();
+        let argv = match argv(pid) {
+            Some(argv) => argv,
+            None => {
+                notes.push("command line not readable (another user's process: root sees it)".into());
+                Vec::new()
+            }
+        };
+        let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
+        let micros = start_micros(bsd);
+        let mut fixed = Static {
+            argv,
+            cmdline,
+            exe: pidpath(pid),
+            user: Some(user),
+            start_time: format_unix_nanos(i128::from(micros) * 1000),
+            runtimes: Vec::new(),
+            mapped_files: Vec::new(),
+            maps_read_at: None,
+            kind: crate::snapshot::ProcessKind::Other,
+            notes,
+        };
+        reclassify(pid, name, &mut fixed, now);
+        fixed
+    }
+
+    /// Rereads the mapped files and classifies the process again.
+    fn reclassify(pid: u32, name: &str, fixed: &mut Static, now: Instant) {
+        const NOTE: &str = "memory maps not readable";
+        fixed.notes.retain(|n| !n.starts_with(NOTE));
+        match mapped_files(pid) {
+            Some(files) => {
+                fixed.runtimes.clear();
+                classify::runtimes_from_libraries(files.iter().map(String::as_str), &mut fixed.runtimes);
+                fixed.mapped_files = files;
+                fixed.maps_read_at = Some(now);
+            }
+            None => {
+                fixed.notes.push(format!(
+                    "{NOTE} (another user's process: root sees them): runtimes only from its name"
+                ));
+                fixed.maps_read_at = None;
+            }
+        }
+        classify::runtimes_from_names(name, fixed.exe.as_deref(), &fixed.argv, &mut fixed.runtimes);
+        fixed.kind = classify::kind(name, fixed.exe.as_deref(), &fixed.argv, &fixed.runtimes);
+    }
+
+    fn list_pids() -> anyhow::Result<Vec<u32>> {
+        // SAFETY: a null buffer asks for the count.
+        let n = unsafe { libc::proc_listallpids(std::ptr::null_mut(), 0) };
+        anyhow::ensure!(n >= 0, "proc_listallpids failed: {}", std::io::Error::last_os_error());
+        // Room for processes started since the count.
+        let mut pids = vec![0 as c_int; n as usize + 256];
+        let bytes = c_int::try_from(pids.len() * std::mem::size_of::<c_int>())?;
+        // SAFETY: the buffer holds `bytes` bytes.
+        let n = unsafe { libc::proc_listallpids(pids.as_mut_ptr().cast(), bytes) };
+        anyhow::ensure!(n >= 0, "proc_listallpids failed: {}", std::io::Error::last_os_error());
+        pids.truncate((n as usize).min(pids.len()));
+        Ok(pids
+            .into_iter()
+            .filter_map(|p| u32::try_from(p).ok())
+            .filter(|&p| p > 0)
+            .collect())
+    }
+
+    /// One `proc_pidinfo` call into a plain-data struct; None unless the
+    /// kernel filled all of it.
+    fn pidinfo<T>(pid: u32, flavor: c_int, arg: u64) -> Option<T> {
+        let size = c_int::try_from(std::mem::size_of::<T>()).ok()?;
+        let mut out = std::mem::MaybeUninit::<T>::zeroed();
+        // SAFETY: the buffer is `size` bytes; T is a C struct of plain data
+        // for which all-zero bytes are valid.
+        let n = unsafe { libc::proc_pidinfo(pid as c_int, flavor, arg, out.as_mut_ptr().cast::<c_void>(), size) };
+        // SAFETY: the kernel wrote `size` bytes over zeroed plain data.
+        (n == size).then(|| unsafe { out.assume_init() })
+    }
+
+    fn bsd_info(pid: u32) -> Option<libc::proc_bsdinfo> {
+        pidinfo(pid, libc::PROC_PIDTBSDINFO, 0)
+    }
+
+    /// Not for another user's process without root.
+    fn task_info(pid: u32) -> Option<libc::proc_taskinfo> {
+        pidinfo(pid, libc::PROC_PIDTASKINFO, 0)
+    }
+
+    /// Start time in microseconds since the epoch: with the PID it names
+    /// the process, and it orders processes by creation.
+    fn start_micros(bsd: &libc::proc_bsdinfo) -> u64 {
+        bsd.pbi_start_tvsec
+            .saturating_mul(1_000_000)
+            .saturating_add(bsd.pbi_start_tvusec)
+    }
+
+    fn cstr(chars: &[libc::c_char]) -> Option<String> {
+        let bytes: Vec<u8> = chars.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn pidpath(pid: u32) -> Option<String> {
+        let mut buf = vec![0u8; libc::PROC_PIDPATHINFO_MAXSIZE as usize];
+        // SAFETY: the buffer holds the size passed.
+        let n = unsafe { libc::proc_pidpath(pid as c_int, buf.as_mut_ptr().cast(), buf.len() as u32) };
+        (n > 0).then(|| String::from_utf8_lossy(&buf[..(n as usize).min(buf.len())]).into_owned())
+    }
+
+    fn argv(pid: u32) -> Option<Vec<String>> {
+        let mut argmax: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>();
+        let mut mib = [libc::CTL_KERN, libc::KERN_ARGMAX];
+        // SAFETY: KERN_ARGMAX is an int; `len` is its size.
+        let rc = unsafe {
+            libc::sysctl(
+                mib.as_mut_ptr(),
+                2,
+                (&mut argmax as *mut c_int).cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        let size = if rc == 0 && argmax > 0 {
+            (argmax as usize).min(4 << 20)
+        } else {
+            1 << 20
+        };
+        let mut buf = vec![0u8; size];
+        let mut len = buf.len();
+        let mut mib = [libc::CTL_KERN, libc::KERN_PROCARGS2, pid as c_int];
+        // SAFETY: the buffer holds `len` bytes; the kernel writes at most that.
+        let rc = unsafe {
+            libc::sysctl(
+                mib.as_mut_ptr(),
+                3,
+                buf.as_mut_ptr().cast(),
+                &mut len,
+                std::ptr::null_mut(),
+                0,
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        super::parse_procargs2(&buf[..len.min(buf.len())])
+    }
+
+    /// The distinct files mapped into a process, in address order; None
+    /// when the kernel will not say (another user's process).
+    fn mapped_files(pid: u32) -> Option<Vec<String>> {
+        let mut files: Vec<String> = Vec::new();
+        let mut address: u64 = 0;
+        for i in 0..MAX_REGIONS {
+            let Some(region) = pidinfo::<proc_regionwithpathinfo>(pid, PROC_PIDREGIONPATHINFO2, address) else {
+                // The first call failing means "not allowed"; a later one,
+                // the end of the map.
+                return (i > 0 || task_info(pid).is_some()).then_some(files);
+            };
+            // SAFETY: vip_path is a NUL-terminated C string of MAXPATHLEN
+            // bytes laid out as [[c_char; 32]; 32].
+            let path = unsafe { CStr::from_ptr(region.prp_vip.vip_path.as_ptr().cast()) };
+            let path = path.to_string_lossy();
+            if !path.is_empty() && files.last().map(String::as_str) != Some(&path) && !files.iter().any(|f| *f == path)
+            {
+                files.push(path.into_owned());
+            }
+            let next = region.prp_prinfo.pri_address.saturating_add(region.prp_prinfo.pri_size);
+            if next <= address {
+                break;
+            }
+            address = next;
+        }
+        Some(files)
+    }
+
+    fn lookup_user(uid: u32) -> Option<String> {
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: getpwuid_r writes into `pwd` and `buf`, both owned here.
+        unsafe {
+            let mut pwd: libc::passwd = std::mem::zeroed();
+            let mut result: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
+            if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+                return None;
+            }
+            Some(CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_procargs2;
+
+    fn buf(argc: i32, body: &[u8]) -> Vec<u8> {
+        let mut b = argc.to_ne_bytes().to_vec();
+        b.extend_from_slice(body);
+        b
+    }
+
+    #[test]
+    fn procargs2_gives_argv_and_never_the_environment() {
+        let b = buf(
+            3,
+            b"/opt/homebrew/bin/llama-server\0\0\0\0llama-server\0-m\0/Users/a/m.gguf\0HOME=/Users/a\0API_KEY=s\0",
+        );
+        assert_eq!(parse_procargs2(&b).unwrap(), ["llama-server", "-m", "/Users/a/m.gguf"]);
+    }
+
+    #[test]
+    fn a_short_or_lying_procargs2_buffer_is_none_never_a_panic() {
+        assert_eq!(parse_procargs2(&[]), None);
+        assert_eq!(parse_procargs2(&[1, 0]), None);
+        assert_eq!(parse_procargs2(&buf(-1, b"/x\0a\0")), None);
+        assert_eq!(parse_procargs2(&buf(5, b"/x\0a\0b\0")), None);
+        assert_eq!(parse_procargs2(&buf(2, b"/x\0a\0b")), None, "the last argument is cut");
+        assert_eq!(parse_procargs2(&buf(1, b"/x-without-a-nul")), None);
+        assert_eq!(parse_procargs2(&buf(i32::MAX, b"/x\0a\0")), None);
+        assert_eq!(parse_procargs2(&buf(0, b"/x\0")).unwrap(), Vec::<String>::new());
+    }
+}
