@@ -104,6 +104,9 @@ impl Collector {
         // A first GPU-time reading, so the next sample has shares.
         #[cfg(target_os = "macos")]
         drop(self.apple.sample(0, None));
+        // A first Running Time reading, so the next sample has engine %.
+        #[cfg(windows)]
+        drop(self.wddm.sample(&mut [], 0));
     }
 
     pub fn sample(&mut self) -> Snapshot {
