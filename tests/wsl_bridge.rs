@@ -3,6 +3,8 @@
 //! first on PATH that plays a recorded bridge stream (tests/data/wsl/), and
 //! pairs vmwp.exe's contexts with a real process that maps a library named
 //! libcuda.so.1.
+// The stand-in powershell.exe is a shell script.
+#![cfg(unix)]
 
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
