@@ -6,6 +6,8 @@
 // The stand-in powershell.exe is a shell script.
 #![cfg(unix)]
 
+mod common;
+
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -202,4 +204,78 @@ fn missing_interop_and_a_slow_start_are_notes_not_hangs() {
     let p = process(&s, sleeper.child.id()).unwrap();
     assert!(p["gpu"].as_array().unwrap().is_empty(), "no zeros: {p}");
     assert!(p["notes"].to_string().contains("starting"), "{p}");
+}
+
+#[test]
+fn host_adapters_are_nvmls_devices_by_luid_and_nvml_keeps_the_totals() {
+    let _serial = serial();
+    let sleeper = CudaSleeper::start();
+    let bin = fake_powershell("cat \"$BRIDGE_STREAM\"; exec sleep 60");
+    // NVML inside WSL: the card at 01:00.0 (the bridge's adapter line puts
+    // LUID 0x0000C6F5 there), and a Windows PID (above Linux's pid_max).
+    let scenario = common::Scenario::new(&serde_json::json!({
+        "driver_version": "581.57",
+        "cuda_driver_version": 13000,
+        "devices": [{
+            "name": "NVIDIA GeForce RTX 4090",
+            "uuid": "GPU-11111111-2222-3333-4444-555555555555",
+            "pci_bus_id": "00000000:01:00.0",
+            "memory": {"total": 25757220864u64, "used": 10200547328u64, "free": 15556673536u64, "reserved": 0},
+            "graphics_processes": [{"pid": 4194999, "used_memory": null}]
+        }]
+    }));
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let sys = tempfile::tempdir().unwrap();
+    let out = scenario
+        .command()
+        .arg("--json")
+        .env("GPUTASKMAN_WSL", "1")
+        .env("GPUTASKMAN_SYS_ROOT", sys.path())
+        .env("PATH", path)
+        .env("BRIDGE_STREAM", stream())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let devices = s["devices"].as_array().unwrap();
+    assert_eq!(
+        devices.len(),
+        1,
+        "the host adapter is NVML's device, not a second one: {devices:?}"
+    );
+    let d = &devices[0];
+    assert_eq!(
+        (d["backend"].as_str(), d["memory_used_bytes"].as_u64()),
+        (Some("nvml"), Some(10_200_547_328))
+    );
+    assert_eq!(
+        d["shared_memory_used_bytes"], 402_653_184,
+        "what NVML cannot see comes from the host"
+    );
+
+    let p = process(&s, sleeper.child.id()).unwrap();
+    let g = &p["gpu"][0];
+    assert_eq!(
+        (g["device"].as_u64(), g["source"].as_str()),
+        (Some(0), Some("wsl-host"))
+    );
+    assert_eq!(g["match"], "guess");
+
+    let windows = s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["host_pid"] == 4194999)
+        .unwrap();
+    assert!(
+        windows["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("a Windows process NVML lists"),
+        "{windows}"
+    );
+    // NVML says n/a per process here; the host's counters are summed instead.
+    let sum = s["attribution"]["devices"][0]["measured_sum_bytes"].as_u64().unwrap();
+    assert!(sum >= 2_147_483_648 + 310_378_496 + 201_326_592, "{sum}");
 }
