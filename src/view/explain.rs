@@ -105,35 +105,51 @@ const PLATFORM_LAYERS: [Layer; 4] = [
 ];
 
 #[cfg(target_os = "macos")]
-const PLATFORM_LAYERS: [Layer; 4] = [
+const PLATFORM_LAYERS: [Layer; 5] = [
     Layer {
-        what: "Device totals: memory in use by the GPU, activity",
+        what: "Device: GPU memory in use, activity",
         kind: "measured",
-        source: "IOKit IOAccelerator PerformanceStatistics (In use / Alloc system memory, \
-                 Device Utilization %)",
-        good_for: "how much of the unified memory the GPU holds",
-        limits: "Apple silicon has unified memory: there is no separate VRAM total",
+        source: "IOKit IOAccelerator PerformanceStatistics (In use system memory, Alloc system \
+                 memory, Device Utilization %, and whatever else the chip publishes); the total \
+                 is hw.memsize, all of the unified memory",
+        good_for: "how much of the unified memory the GPU holds, and how busy it is",
+        limits: "unified memory: no VRAM, no separate total, no \"free for the GPU\" figure; the \
+                 CPU competes for the same pages",
     },
     Layer {
-        what: "Per-process GPU memory",
+        what: "Per-process GPU time share",
         kind: "measured",
-        source: "IOKit accelerator user clients per task, where the system exposes them",
-        good_for: "who holds GPU memory",
-        limits: "often not exposed for other users' processes: then n/a",
+        source: "the AGXDeviceUserClient children of the GPU service: their creator's PID and \
+                 accumulatedGPUTime; the change between two samples over the time between them",
+        good_for: "who keeps the GPU busy, for every process and user",
+        limits: "n/a on the first sample and when a client's counter cannot be read; a failed \
+                 client query marks the list incomplete, never zero",
+    },
+    Layer {
+        what: "Per-process memory: the physical footprint",
+        kind: "measured",
+        source: "proc_pid_rusage ri_phys_footprint: what macOS books to the process, its GPU \
+                 buffers included; measured in the background (busy processes every 2 s, idle \
+                 ones every 30 s)",
+        good_for: "who holds the unified memory, GPU buffers and all",
+        limits: "CPU memory counts too, so it is never summed against the GPU's in-use figure; \
+                 without root, other users' processes are n/a",
     },
     Layer {
         what: "Spill: GPU-accessible system RAM",
-        kind: "measured",
+        kind: "not applicable",
         source: "none: all memory is shared between CPU and GPU",
         good_for: "nothing on this platform",
-        limits: "use the process's footprint instead",
+        limits: "read the footprint instead",
     },
     Layer {
         what: "Which runtime a process runs",
         kind: "inferred",
-        source: "loaded images (Metal, MLX, ggml-metal, torch) and the executable's name",
+        source: "mapped images (libmlx, mlx.metallib, libggml, libtorch, ...), the executable's \
+                 name and the command line (python -m mlx_lm.server)",
         good_for: "telling a model server from a browser or WindowServer",
-        limits: "a runtime library names a runtime, never a model",
+        limits: "a runtime library names a runtime, never a model; without root, other users' \
+                 processes are named by their executable only",
     },
 ];
 

@@ -177,8 +177,12 @@ fn render_processes(out: &mut String, processes: &[Process]) {
                 g.map(|g| g.device.to_string()).unwrap_or_else(|| "-".into()),
                 g.map(|g| bytes(g.vram_bytes)).unwrap_or_else(|| "-".into()),
                 g.map(|g| g.contexts.join("+")).unwrap_or_else(|| "-".into()),
-                g.map(|g| percent(g.engines.get("sm").copied()).trim_end_matches('%').to_string())
-                    .unwrap_or_else(|| "-".into()),
+                // NVML's SM busy, or an Apple GPU's share of GPU time.
+                g.map(|g| {
+                    let busy = g.engines.get("sm").or_else(|| g.engines.get("gpu")).copied();
+                    percent(busy).trim_end_matches('%').to_string()
+                })
+                .unwrap_or_else(|| "-".into()),
                 if first {
                     p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into())
                 } else {
@@ -195,6 +199,15 @@ fn render_processes(out: &mut String, processes: &[Process]) {
                 } else {
                     ""
                 },
+            );
+        }
+        if let Some(f) = p.footprint_bytes {
+            // macOS: unified memory has no per-process VRAM figure.
+            let _ = writeln!(
+                out,
+                "{:>9}footprint: {} (what macOS books to the process, GPU buffers included)",
+                "",
+                bytes(Some(f))
             );
         }
         for m in &p.models {
