@@ -480,11 +480,10 @@ impl FootprintSchedule {
     }
 
     pub fn record(&mut self, key: (u32, u64), now: Instant, result: Result<u64, Unmeasured>) {
-        if result == Err(Unmeasured::Gone) {
-            self.followed.remove(&key);
-            return;
-        }
         if let Some(f) = self.followed.get_mut(&key) {
+            // An exited process stays followed (unknown) until the next
+            // wish list drops it: forgetting it here would make it new, and
+            // due, again at once.
             f.measured_at = Some(now);
             f.result = Some(result);
         }

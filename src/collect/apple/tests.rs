@@ -427,6 +427,9 @@ fn an_unreadable_footprint_is_unknown_with_its_reason_and_retried_only_as_often_
     assert!(note.unwrap().contains("another user's process"));
     assert_eq!(s.footprint((2, 1)), (None, None));
     assert_eq!(s.footprint((3, 1)).1.as_deref(), Some("footprint not readable: EIO"));
+    // Nothing is asked again at once, the exited process included (the
+    // footprint thread would otherwise spin on it until the next sample).
+    assert!(s.due(t0, &list).is_empty());
     let due = s.due(t0 + Duration::from_secs(2), &list);
     assert!(
         !due.contains(&(1, 1)),
