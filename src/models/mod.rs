@@ -214,7 +214,10 @@ impl Discovery {
 
     fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>) -> Discovered {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
+        #[cfg(not(target_os = "macos"))]
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
+        #[cfg(target_os = "macos")]
+        let cwd = crate::procs::macos::cwd(info.pid);
         let resolve = |p: &Path| match (&cwd, p.is_relative()) {
             (Some(cwd), true) => cwd.join(p),
             _ => p.to_path_buf(),
@@ -353,14 +356,13 @@ impl Discovery {
 
     fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
         let mut answer = ApiAnswer::default();
-        let inodes = match sockets::socket_inodes(&self.root, info.pid) {
-            Ok(inodes) => inodes,
+        let mut addrs = match sockets::listening_of(&self.root, info.pid, listening) {
+            Ok(addrs) => addrs,
             Err(e) => {
                 answer.notes.push(format!("{e}: its API was not probed"));
                 return answer;
             }
         };
-        let mut addrs: Vec<SocketAddr> = inodes.iter().filter_map(|i| listening.get(i).copied()).collect();
         let mut ports: Vec<u16> = addrs.iter().map(SocketAddr::port).collect();
         ports.sort_unstable();
         ports.dedup();

@@ -58,6 +58,7 @@ fn parse_v6(hex: &str) -> Option<IpAddr> {
 
 /// The socket inodes among a process's file descriptors. Err when the fds
 /// cannot be read (another user's process without privileges).
+#[cfg_attr(target_os = "macos", allow(dead_code))]
 pub fn socket_inodes(root: &Path, pid: u32) -> Result<Vec<u64>, String> {
     let dir = root.join(pid.to_string()).join("fd");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("file descriptors not readable: {e}"))?;
@@ -68,6 +69,22 @@ pub fn socket_inodes(root: &Path, pid: u32) -> Result<Vec<u64>, String> {
             let t = target.to_string_lossy();
             t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
         })
+        .collect())
+}
+
+/// A process's listening TCP sockets: on Linux its socket inodes looked up
+/// in `table` (from [`listening`]); on macOS through libproc (the table is
+/// empty there: there is no /proc). Err when its fds cannot be read.
+pub fn listening_of(root: &Path, pid: u32, table: &HashMap<u64, SocketAddr>) -> Result<Vec<SocketAddr>, String> {
+    #[cfg(target_os = "macos")]
+    {
+        let _ = (root, table);
+        crate::procs::macos::listening_sockets(pid)
+    }
+    #[cfg(not(target_os = "macos"))]
+    Ok(socket_inodes(root, pid)?
+        .iter()
+        .filter_map(|i| table.get(i).copied())
         .collect())
 }
 
@@ -112,5 +129,6 @@ mod tests {
         let inodes = socket_inodes(root, std::process::id()).unwrap();
         let ours: Vec<SocketAddr> = inodes.iter().filter_map(|i| table.get(i).copied()).collect();
         assert!(ours.iter().any(|a| a.port() == port), "{ours:?}");
+        assert_eq!(listening_of(root, std::process::id(), &table).unwrap(), ours);
     }
 }

@@ -13,7 +13,52 @@
 //! The argv parser is plain Rust, tested everywhere; the rest is macOS only.
 
 #[cfg(target_os = "macos")]
-pub use sys::ProcScanner;
+pub use sys::{cwd, listening_sockets, ProcScanner};
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+/// `struct socket_fdinfo` (xnu bsd/sys/proc_info.h) as `PROC_PIDFDSOCKETINFO`
+/// fills it, read by offset: `proc_fileinfo` (24 bytes), then
+/// `socket_info`: `vinfo_stat` (136), `soi_so`, `soi_pcb`, three ints, eight
+/// shorts, `soi_oobmark`, two 24-byte `sockbuf_info`, `soi_kind` (at 24 +
+/// 232), a reserved word, and the protocol union (at 24 + 240). For TCP that
+/// is `tcp_sockinfo`: an 80-byte `in_sockinfo` (`insi_lport` at +4, in
+/// network order; `insi_vflag` at +24; `insi_laddr` at +48, an IPv4 address
+/// in its last four bytes) and then `tcpsi_state`. The same offsets are
+/// worked out, and checked against sockets bound on a real Mac, by other
+/// monitors that read this struct without the C header.
+pub const SOCKET_FDINFO_SIZE: usize = 792;
+const SOI_KIND: usize = 24 + 232;
+const SOI_PROTO: usize = 24 + 240;
+const INSI_LPORT: usize = SOI_PROTO + 4;
+const INSI_VFLAG: usize = SOI_PROTO + 24;
+const INSI_LADDR: usize = SOI_PROTO + 48;
+const TCPSI_STATE: usize = SOI_PROTO + 80;
+/// `SOCKINFO_TCP`, `TSI_S_LISTEN`, `INI_IPV4`, `INI_IPV6`.
+const SOCKINFO_TCP: i32 = 2;
+const TSI_S_LISTEN: i32 = 1;
+const INI_IPV4: u8 = 1;
+const INI_IPV6: u8 = 2;
+
+/// The local address of a listening TCP socket, from a `socket_fdinfo`
+/// buffer; None for any other socket or a buffer of another size.
+pub fn listening_addr(buf: &[u8]) -> Option<SocketAddr> {
+    if buf.len() != SOCKET_FDINFO_SIZE {
+        return None;
+    }
+    let int = |at: usize| i32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes"));
+    if int(SOI_KIND) != SOCKINFO_TCP || int(TCPSI_STATE) != TSI_S_LISTEN {
+        return None;
+    }
+    let port = u16::from_be(int(INSI_LPORT) as u16);
+    let laddr: [u8; 16] = buf[INSI_LADDR..INSI_LADDR + 16].try_into().expect("16 bytes");
+    let ip = match buf[INSI_VFLAG] {
+        v if v & INI_IPV6 != 0 => IpAddr::V6(Ipv6Addr::from(laddr)),
+        v if v & INI_IPV4 != 0 => IpAddr::V4(Ipv4Addr::new(laddr[12], laddr[13], laddr[14], laddr[15])),
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
 
 /// The argv in a `KERN_PROCARGS2` buffer: `argc` (a native-endian i32), the
 /// executable path, NUL padding, then `argc` NUL-terminated arguments (the
@@ -399,6 +444,65 @@ mod sys {
         Some(files)
     }
 
+    /// The listening TCP sockets of a process (for probing its runtime's
+    /// API): its socket fds (`PROC_PIDLISTFDS`), each read with
+    /// `proc_pidfdinfo(PROC_PIDFDSOCKETINFO)`. Err for another user's
+    /// process without root.
+    pub fn listening_sockets(pid: u32) -> Result<Vec<std::net::SocketAddr>, String> {
+        const PROC_PIDFDSOCKETINFO: c_int = 3;
+        const MAX_FDS: usize = 65536;
+        let denied = || format!("file descriptors not readable: {}", std::io::Error::last_os_error());
+        // SAFETY: a null buffer asks for the size needed.
+        let bytes = unsafe { libc::proc_pidinfo(pid as c_int, libc::PROC_PIDLISTFDS, 0, std::ptr::null_mut(), 0) };
+        if bytes <= 0 {
+            return Err(denied());
+        }
+        let entry = std::mem::size_of::<libc::proc_fdinfo>();
+        // Room for fds opened since the size was asked.
+        let count = (bytes as usize / entry + 32).min(MAX_FDS);
+        let empty = libc::proc_fdinfo {
+            proc_fd: 0,
+            proc_fdtype: 0,
+        };
+        let mut fds = vec![empty; count];
+        let size = c_int::try_from(count * entry).map_err(|e| e.to_string())?;
+        // SAFETY: the buffer holds `size` bytes of plain-data entries.
+        let bytes =
+            unsafe { libc::proc_pidinfo(pid as c_int, libc::PROC_PIDLISTFDS, 0, fds.as_mut_ptr().cast(), size) };
+        if bytes <= 0 {
+            return Err(denied());
+        }
+        fds.truncate((bytes as usize / entry).min(count));
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; super::SOCKET_FDINFO_SIZE];
+        for fd in fds.iter().filter(|f| f.proc_fdtype == libc::PROX_FDTYPE_SOCKET as u32) {
+            // SAFETY: the buffer holds SOCKET_FDINFO_SIZE bytes.
+            let n = unsafe {
+                libc::proc_pidfdinfo(
+                    pid as c_int,
+                    fd.proc_fd,
+                    PROC_PIDFDSOCKETINFO,
+                    buf.as_mut_ptr().cast(),
+                    super::SOCKET_FDINFO_SIZE as c_int,
+                )
+            };
+            if n as usize == super::SOCKET_FDINFO_SIZE {
+                out.extend(super::listening_addr(&buf));
+            }
+        }
+        Ok(out)
+    }
+
+    /// A process's working directory (`PROC_PIDVNODEPATHINFO`), to resolve
+    /// relative model paths on its command line.
+    pub fn cwd(pid: u32) -> Option<PathBuf> {
+        let info: libc::proc_vnodepathinfo = pidinfo(pid, libc::PROC_PIDVNODEPATHINFO, 0)?;
+        // SAFETY: vip_path is a NUL-terminated C string of MAXPATHLEN bytes.
+        let path = unsafe { CStr::from_ptr(info.pvi_cdir.vip_path.as_ptr().cast()) };
+        let path = path.to_string_lossy();
+        (!path.is_empty()).then(|| PathBuf::from(path.into_owned()))
+    }
+
     fn lookup_user(uid: u32) -> Option<String> {
         let mut buf = vec![0u8; 4096];
         // SAFETY: getpwuid_r writes into `pwd` and `buf`, both owned here.
@@ -416,7 +520,43 @@ mod sys {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_procargs2;
+    use super::*;
+
+    /// A `socket_fdinfo` as the kernel fills it for a TCP socket.
+    fn socket(state: i32, vflag: u8, laddr: [u8; 16], port: u16) -> Vec<u8> {
+        let mut b = vec![0u8; SOCKET_FDINFO_SIZE];
+        let mut put = |at: usize, v: &[u8]| b[at..at + v.len()].copy_from_slice(v);
+        put(SOI_KIND, &SOCKINFO_TCP.to_ne_bytes());
+        put(TCPSI_STATE, &state.to_ne_bytes());
+        // insi_lport holds the port in network order in an int.
+        put(INSI_LPORT, &i32::from(port.to_be()).to_ne_bytes());
+        put(INSI_VFLAG, &[vflag]);
+        put(INSI_LADDR, &laddr);
+        b
+    }
+
+    #[test]
+    fn listening_tcp_sockets_are_read_by_offset_and_others_skipped() {
+        let mut v4 = [0u8; 16];
+        v4[12..].copy_from_slice(&[127, 0, 0, 1]);
+        assert_eq!(
+            listening_addr(&socket(TSI_S_LISTEN, INI_IPV4, v4, 8080)),
+            Some("127.0.0.1:8080".parse().unwrap())
+        );
+        let v6 = std::net::Ipv6Addr::LOCALHOST.octets();
+        // An IPv6 socket that also takes IPv4 has both flags.
+        assert_eq!(
+            listening_addr(&socket(TSI_S_LISTEN, INI_IPV4 | INI_IPV6, v6, 11434)),
+            Some("[::1]:11434".parse().unwrap())
+        );
+        // Established (4), not TCP (UDP is SOCKINFO_IN), or a short buffer.
+        assert_eq!(listening_addr(&socket(4, INI_IPV4, v4, 8080)), None);
+        let mut udp = socket(TSI_S_LISTEN, INI_IPV4, v4, 53);
+        udp[SOI_KIND..SOI_KIND + 4].copy_from_slice(&1i32.to_ne_bytes());
+        assert_eq!(listening_addr(&udp), None);
+        assert_eq!(listening_addr(&socket(TSI_S_LISTEN, INI_IPV4, v4, 80)[..700]), None);
+        assert_eq!(listening_addr(&socket(TSI_S_LISTEN, 0, v4, 80)), None);
+    }
 
     fn buf(argc: i32, body: &[u8]) -> Vec<u8> {
         let mut b = argc.to_ne_bytes().to_vec();

@@ -25,7 +25,7 @@ pub use windows::ProcScanner;
 
 // libproc and sysctl; its argv parser is tested everywhere.
 #[cfg(any(test, target_os = "macos"))]
-mod macos;
+pub mod macos;
 #[cfg(target_os = "macos")]
 pub use macos::ProcScanner;
 
