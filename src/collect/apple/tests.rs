@@ -467,3 +467,15 @@ fn footprints_are_measured_off_the_sampling_thread_and_in_line_for_one_shot() {
     inline.want(vec![wanted(7, false)]);
     assert_eq!(inline.footprint(7, 1), (Some(7000), None));
 }
+
+#[test]
+fn snapshots_from_before_footprints_still_read_with_the_footprint_unknown() {
+    use crate::snapshot::{Process, ProcessKind};
+    let mut p = crate::view::tui::fixture::process(42, "mlx_lm.server", ProcessKind::Ai, None, 512);
+    p.footprint_bytes = Some(3 * GIB);
+    let mut json = serde_json::to_value(&p).unwrap();
+    assert_eq!(json["footprint_bytes"], 3 * GIB);
+    json.as_object_mut().unwrap().remove("footprint_bytes");
+    let old: Process = serde_json::from_value(json).unwrap();
+    assert_eq!(old.footprint_bytes, None, "absent is unknown, never 0");
+}
