@@ -743,10 +743,11 @@ fn replay_reads_one_at_a_time_what_summary_reads_in_batches() {
         std::fs::write(&bad, &d).unwrap();
         let rec = read_recording(&bad).unwrap();
         let ix = open_recording(&bad).unwrap();
-        assert_eq!(ix.len(), rec.snapshots.len());
-        for i in 0..ix.len() {
-            assert_eq!(ix.get(i).unwrap(), rec.snapshots[i]);
-        }
+        // A line damaged in its middle is indexed, then fails to parse in
+        // either way of reading, and is named among what was skipped.
+        let one_at_a_time: Vec<Snapshot> = (0..ix.len()).filter_map(|i| ix.get(i).ok()).collect();
+        assert_eq!(one_at_a_time, rec.snapshots);
+        assert_eq!(ix.len() - one_at_a_time.len(), rec.skipped.len() - ix.skipped.len());
     }
 }
 
