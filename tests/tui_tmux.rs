@@ -5,117 +5,12 @@
 
 mod common;
 
+use common::tmux::{tmux_path, Tmux};
 use common::{fake_nvml, Scenario, Sleeper};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const WIDTH: u32 = 160;
-const HEIGHT: u32 = 45;
-
-fn tmux_path() -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("tmux"))
-            .find(|p| p.exists())
-    });
-    if found.is_none() {
-        eprintln!(
-            "SKIPPED: tmux is not installed (apt-get install -y tmux); the live view's end-to-end test did not run"
-        );
-    }
-    found
-}
-
-/// A tmux server of our own (its own socket), killed when dropped.
-struct Tmux {
-    tmux: PathBuf,
-    socket: String,
-}
-
-impl Tmux {
-    fn new(tmux: PathBuf, name: &str) -> Tmux {
-        Tmux {
-            tmux,
-            socket: format!("gputaskman-test-{name}-{}", std::process::id()),
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new(&self.tmux)
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Starts `command` (a shell line) in a detached session of our size.
-    fn start(&self, command: &str) {
-        self.run(&[
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "view",
-            "-x",
-            &WIDTH.to_string(),
-            "-y",
-            &HEIGHT.to_string(),
-            command,
-        ]);
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "view"])
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "view"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn display(&self, format: &str) -> String {
-        self.run(&["display-message", "-p", "-t", "view", format])
-            .trim()
-            .to_string()
-    }
-
-    /// Waits until the screen satisfies `ok`, and returns it; panics with
-    /// the last screen after `limit`.
-    fn wait_for(&self, what: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            if start.elapsed() > limit {
-                panic!("waited {limit:?} for {what}; the screen:\n{s}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.tmux)
-            .arg("-L")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .output();
-    }
-}
 
 /// A shell line that runs the live view against the scenario, then says
 /// how it ended and waits, so the pane (and what it shows) stays.
@@ -427,4 +322,51 @@ fn the_view_ends_when_its_terminal_goes_away() {
         state.is_empty() || state.contains(") Z "),
         "the view still runs: {state}"
     );
+}
+
+#[test]
+fn a_recording_replays_in_a_terminal_with_its_keys() {
+    let Some(tmux) = tmux_path() else { return };
+    let d = desktop();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("desk.jsonl.zst");
+    let out = Command::new(env!("CARGO_BIN_EXE_gputaskman"))
+        .args(["record", "-o"])
+        .arg(&file)
+        .args(["--interval", "0.3", "--duration", "1.4"])
+        .env("FAKE_NVML_SCENARIO", d.scenario.path())
+        .env("GPUTASKMAN_NVML_LIB", fake_nvml())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let t = Tmux::new(tmux, "replay");
+    t.start(&format!(
+        "env NO_COLOR=1 {} replay {}; echo EXITED $?; sleep 600",
+        env!("CARGO_BIN_EXE_gputaskman"),
+        file.display()
+    ));
+    let s = t.wait_for("the first snapshot", Duration::from_secs(10), |s| s.contains("replay 1/"));
+    let total: usize = s
+        .split("replay 1/")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in the title:\n{s}"));
+    assert!(total >= 3, "{total} snapshots:\n{s}");
+    assert!(s.contains("RTX 4080 SUPER"), "{s}");
+    assert!(row(&s, d.llama.pid()).contains("1.31 GiB"), "{s}");
+    assert!(s.contains("paused"), "{s}");
+
+    t.keys(&["}"]);
+    t.wait_for("the end", Duration::from_secs(5), |s| s.contains(&format!("replay {total}/{total}")));
+    t.keys(&["["]);
+    let s = t.wait_for("a step back", Duration::from_secs(5), |s| {
+        s.contains(&format!("replay {}/{total}", total - 1))
+    });
+    assert!(row(&s, d.firefox.pid()).contains("612.0 MiB"), "{s}");
+    t.keys(&["{", "p"]);
+    t.wait_for("playing to the end", Duration::from_secs(10), |s| s.contains("at the end"));
+    t.keys(&["q"]);
+    t.wait_for("exit", Duration::from_secs(5), |s| s.contains("EXITED 0"));
 }
