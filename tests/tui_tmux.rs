@@ -346,7 +346,9 @@ fn a_recording_replays_in_a_terminal_with_its_keys() {
         env!("CARGO_BIN_EXE_gputaskman"),
         file.display()
     ));
-    let s = t.wait_for("the first snapshot", Duration::from_secs(10), |s| s.contains("replay 1/"));
+    let s = t.wait_for("the first snapshot", Duration::from_secs(10), |s| {
+        s.contains("replay 1/")
+    });
     let total: usize = s
         .split("replay 1/")
         .nth(1)
@@ -359,14 +361,18 @@ fn a_recording_replays_in_a_terminal_with_its_keys() {
     assert!(s.contains("paused"), "{s}");
 
     t.keys(&["}"]);
-    t.wait_for("the end", Duration::from_secs(5), |s| s.contains(&format!("replay {total}/{total}")));
+    t.wait_for("the end", Duration::from_secs(5), |s| {
+        s.contains(&format!("replay {total}/{total}"))
+    });
     t.keys(&["["]);
     let s = t.wait_for("a step back", Duration::from_secs(5), |s| {
         s.contains(&format!("replay {}/{total}", total - 1))
     });
     assert!(row(&s, d.firefox.pid()).contains("612.0 MiB"), "{s}");
     t.keys(&["{", "p"]);
-    t.wait_for("playing to the end", Duration::from_secs(10), |s| s.contains("at the end"));
+    t.wait_for("playing to the end", Duration::from_secs(10), |s| {
+        s.contains("at the end")
+    });
     t.keys(&["q"]);
     t.wait_for("exit", Duration::from_secs(5), |s| s.contains("EXITED 0"));
 }
