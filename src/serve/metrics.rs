@@ -78,6 +78,7 @@ families! {
     DEVICE_NORMALIZED = "gputaskman_device_attribution_normalized", "1 when the per-process sum exceeds the device's used memory.";
     PROCESS_INFO = "gputaskman_process_info", "A process the sample lists, with its user, start time and (redacted) command line (always 1).";
     PROCESS_RSS = "gputaskman_process_resident_memory_bytes", "Measured: resident system memory of the process.";
+    PROCESS_FOOTPRINT = "gputaskman_process_footprint_bytes", "Measured (macOS): the physical footprint, what the system books to the process, its GPU buffers included on unified memory. Not device memory: never summed with it.";
     PROCESS_CPU = "gputaskman_process_cpu_ratio", "Measured: CPU time over the last sample period, as a share of one core.";
     PROCESS_VRAM = "gputaskman_process_vram_bytes", "Measured: device memory the process holds on a device.";
     PROCESS_SPILL = "gputaskman_process_spill_bytes", "Measured: GPU-accessible system memory the process holds (WDDM shared).";
@@ -405,6 +406,7 @@ fn process(out: &mut Out, snap: &Snapshot, p: &Process) {
         .add("cmdline", p.cmdline.as_deref().map(clip).as_deref());
     out.sample(F::PROCESS_INFO, &info.0, Value::Int(1));
     out.opt_u64(F::PROCESS_RSS, ls, p.rss_bytes);
+    out.opt_u64(F::PROCESS_FOOTPRINT, ls, p.footprint_bytes);
     out.opt_f64(F::PROCESS_CPU, ls, p.cpu_percent.map(|c| c / 100.0));
     for g in &p.gpu {
         gpu_usage(out, snap, &l, g);
@@ -589,6 +591,17 @@ pub(crate) mod tests {
         text.lines()
             .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
             .collect()
+    }
+
+    #[test]
+    fn a_footprint_is_its_own_series_and_absent_when_unknown() {
+        let mut snap = snapshot();
+        snap.processes[0].footprint_bytes = Some(3 << 30);
+        let text = render(&snap, SampleInfo::default());
+        let lines = lines_of(&text, "gputaskman_process_footprint_bytes");
+        assert_eq!(lines.len(), 1, "the unknown footprint has no series: {lines:?}");
+        assert!(lines[0].contains("pid=\"4242\""), "{}", lines[0]);
+        assert!(lines[0].ends_with(" 3221225472"), "{}", lines[0]);
     }
 
     #[test]
