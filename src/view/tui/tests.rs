@@ -330,7 +330,8 @@ fn discovering_is_shown_until_discovery_lands() {
 fn question_mark_opens_what_can_be_known_and_esc_closes_it() {
     let mut app = app_with(desktop());
     key(&mut app, '?');
-    let s = screen(&mut app, 120, 40);
+    // Tall enough for every layer (the overlay scrolls on a smaller one).
+    let s = screen(&mut app, 120, 64);
     assert!(s.contains(crate::view::explain::TITLE), "{s}");
     assert!(s.contains("Per-process VRAM [measured]"), "{s}");
     assert!(s.contains("Weights / KV cache / compute buffers"), "{s}");
