@@ -80,7 +80,9 @@ impl ProcScanner {
         let now = Instant::now();
         // Clock ticks since boot: how old each process is.
         let uptime_ticks = self.boot_time_secs.and_then(|boot| {
-            let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?;
+            let since_epoch = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .ok()?;
             Some(since_epoch.as_secs().checked_sub(boot)? * self.ticks_per_second)
         });
         let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
@@ -277,13 +279,13 @@ fn brief(e: &procfs::ProcError) -> String {
     }
 }
 
-struct Stat {
-    comm: String,
-    utime: u64,
-    stime: u64,
-    starttime: u64,
-    vsize: u64,
-    rss: u64,
+pub struct Stat {
+    pub comm: String,
+    pub utime: u64,
+    pub stime: u64,
+    pub starttime: u64,
+    pub vsize: u64,
+    pub rss: u64,
 }
 
 /// Reads /proc/PID/stat with one open and one read into `buf`.
@@ -291,7 +293,13 @@ fn read_stat(path: &Path, buf: &mut [u8]) -> Option<Stat> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ok()?;
     let n = f.read(buf).ok()?;
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    parse_stat(&buf[..n])
+}
+
+/// One /proc/PID/stat line: the comm between the first '(' and the last ')'
+/// (a comm may hold both), then the numeric fields. `None` for anything else.
+pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
+    let text = std::str::from_utf8(bytes).ok()?;
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let comm = text.get(open + 1..close)?.to_string();
@@ -394,7 +402,10 @@ mod tests {
         child.wait().ok();
         let zombie = procs.iter().find(|p| p.pid == pid).expect("a zombie is still listed");
         assert_eq!(zombie.rss_bytes, None);
-        let me = procs.iter().find(|p| p.pid == std::process::id()).expect("this test is listed");
+        let me = procs
+            .iter()
+            .find(|p| p.pid == std::process::id())
+            .expect("this test is listed");
         assert!(me.rss_bytes.unwrap() > 0);
     }
 
@@ -404,10 +415,14 @@ mod tests {
         // of libm named libllama.so, loaded 1.5 s in.
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libllama.so");
-        let libm = ["/lib/x86_64-linux-gnu/libm.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6", "/lib64/libm.so.6"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .expect("libm");
+        let libm = [
+            "/lib/x86_64-linux-gnu/libm.so.6",
+            "/usr/lib/x86_64-linux-gnu/libm.so.6",
+            "/lib64/libm.so.6",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("libm");
         std::fs::copy(libm, &lib).unwrap();
         let script = format!(
             "import ctypes, time; time.sleep(1.5); ctypes.CDLL({:?}); time.sleep(30)",

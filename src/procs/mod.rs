@@ -11,8 +11,10 @@
 pub mod classify;
 pub mod redact;
 
+/// `pub` for fuzz/, which compiles this module by `#[path]` and calls
+/// `linux::parse_stat`.
 #[cfg(target_os = "linux")]
-mod linux;
+pub mod linux;
 #[cfg(target_os = "linux")]
 pub use linux::ProcScanner;
 

@@ -139,6 +139,17 @@ fn redact_word(arg: &str) -> String {
         let end = pos + "bearer ".len();
         return format!("{}{REDACTED}", &arg[..end]);
     }
+    // A header argument whose name is secret: `X-Api-Key: V`,
+    // `Authorization: Basic V`, `--header=Cookie: V`.
+    let (flag, header) = match arg.split_once('=') {
+        Some((flag, header)) if flag.starts_with('-') && header.contains(':') => (&arg[..=flag.len()], header),
+        _ => ("", arg),
+    };
+    if let Some((name, value)) = header.split_once(':') {
+        if !value.trim().is_empty() && !name.is_empty() && !name.contains([' ', '/']) && is_secret_name(name) {
+            return format!("{flag}{name}: {REDACTED}");
+        }
+    }
     if looks_like_token(arg) {
         return REDACTED.to_string();
     }
@@ -256,6 +267,31 @@ mod tests {
         assert_eq!(
             redact("run sk-proj-abcdefghijklmnopqrstuvwx hf_abcdefghijklmnopqrstu ok"),
             "run <redacted> <redacted> ok"
+        );
+        // Other headers with a secret name: the whole value.
+        let args: Vec<String> = [
+            "-H",
+            "X-Api-Key: k1",
+            "-H",
+            "Authorization: Basic YWxpY2U6cHc=",
+            "--header=Cookie: a=b",
+            "-H",
+            "Accept: text/plain",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            redact_args(&args),
+            [
+                "-H",
+                "X-Api-Key: <redacted>",
+                "-H",
+                "Authorization: <redacted>",
+                "--header=Cookie: <redacted>",
+                "-H",
+                "Accept: text/plain"
+            ]
         );
         // Too short to be a token: a name like `sk-learn` stays.
         assert_eq!(redact("pip install sk-learn"), "pip install sk-learn");

@@ -2,6 +2,8 @@
 //! child processes whose PIDs go into them.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod tmux;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::OnceLock;

@@ -1,0 +1,112 @@
+//! A tmux server of the test's own, for the live view end to end: keys go
+//! in with send-keys, the screen comes back with capture-pane.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub const WIDTH: u32 = 160;
+pub const HEIGHT: u32 = 45;
+
+pub fn tmux_path() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join("tmux"))
+            .find(|p| p.exists())
+    });
+    if found.is_none() {
+        eprintln!(
+            "SKIPPED: tmux is not installed (apt-get install -y tmux); the live view's end-to-end test did not run"
+        );
+    }
+    found
+}
+
+/// A tmux server of our own (its own socket), killed when dropped.
+pub struct Tmux {
+    tmux: PathBuf,
+    socket: String,
+}
+
+impl Tmux {
+    pub fn new(tmux: PathBuf, name: &str) -> Tmux {
+        Tmux {
+            tmux,
+            socket: format!("gputaskman-test-{name}-{}", std::process::id()),
+        }
+    }
+
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = Command::new(&self.tmux)
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts `command` (a shell line) in a detached session of our size.
+    pub fn start(&self, command: &str) {
+        self.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "view",
+            "-x",
+            &WIDTH.to_string(),
+            "-y",
+            &HEIGHT.to_string(),
+            command,
+        ]);
+    }
+
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "view"])
+    }
+
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "view"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    pub fn display(&self, format: &str) -> String {
+        self.run(&["display-message", "-p", "-t", "view", format])
+            .trim()
+            .to_string()
+    }
+
+    /// Waits until the screen satisfies `ok`, and returns it; panics with
+    /// the last screen after `limit`.
+    pub fn wait_for(&self, what: &str, limit: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            if start.elapsed() > limit {
+                panic!("waited {limit:?} for {what}; the screen:\n{s}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.tmux)
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
