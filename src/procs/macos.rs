@@ -144,6 +144,8 @@ mod sys {
         runtimes: Vec<String>,
         mapped_files: Vec<String>,
         maps_read_at: Option<Instant>,
+        /// The address-space size when the maps were read.
+        maps_vsize: Option<u64>,
         kind: crate::snapshot::ProcessKind,
         notes: Vec<String>,
     }
@@ -223,17 +225,23 @@ mod sys {
                     .unwrap_or_default();
                 if !self.statics.contains_key(&key) {
                     let user = self.user_name(bsd.pbi_uid);
-                    let fixed = read_static(pid, &name, &bsd, user, now);
+                    let mut fixed = read_static(pid, &name, &bsd, user, now);
+                    fixed.maps_vsize = task.as_ref().map(|t| t.pti_virtual_size);
                     self.statics.insert(key, fixed);
                 }
                 let fixed = self.statics.get_mut(&key).expect("inserted above");
                 // Libraries load late (PyTorch, MLX on first use): the maps
-                // are reread like the Linux scan's.
+                // are reread like the Linux scan's, at most every
+                // MAPS_REFRESH and only when the address space changed size
+                // (walking every region of every process is the costly part).
+                let vsize = task.as_ref().map(|t| t.pti_virtual_size);
                 if fixed
                     .maps_read_at
                     .is_some_and(|at| now.duration_since(at) >= MAPS_REFRESH)
+                    && vsize != fixed.maps_vsize
                 {
                     reclassify(pid, &name, fixed, now);
+                    fixed.maps_vsize = vsize;
                 }
                 let ai = fixed.kind == crate::snapshot::ProcessKind::Ai;
                 out.push(ProcInfo {
@@ -254,8 +262,9 @@ mod sys {
                     notes: fixed.notes.clone(),
                 });
             }
-            self.statics
-                .retain(|k, _| seen.contains_key(k) || out.iter().any(|p| (p.pid, p.start_ticks) == *k));
+            // Forget processes that are gone, so neither map grows.
+            let listed: std::collections::HashSet<(u32, u64)> = out.iter().map(|p| (p.pid, p.start_ticks)).collect();
+            self.statics.retain(|k, _| listed.contains(k));
             self.cpu = seen;
             Ok(out)
         }
@@ -288,6 +297,7 @@ mod sys {
             runtimes: Vec::new(),
             mapped_files: Vec::new(),
             maps_read_at: None,
+            maps_vsize: None,
             kind: crate::snapshot::ProcessKind::Other,
             notes,
         };
