@@ -4,9 +4,10 @@
 //!
 //! User clients (`AGXDeviceUserClient`) are not registered services, so
 //! `IOServiceGetMatchingServices` on their class finds none: they are found
-//! as children of the accelerator (noted by monitors that probed it on an M3
-//! Max, and done so by nvtop's Apple extractor). The walk allocates in
-//! proportion to what the registry holds, within the bounds below.
+//! as children of the accelerator in the service plane (noted by another
+//! monitor that probed it on an M3 Max: 0 matched, 142 as children). The
+//! walk allocates in proportion to what the registry holds, within the
+//! bounds below.
 
 use super::{Accelerator, Apple, Entry, Footprints, Measure, Registry, Sample, Unmeasured, Value, Wanted};
 use crate::snapshot::Backend;

@@ -19,11 +19,12 @@
 //!   milliseconds a process, so [`Footprints`] measures it on a thread of
 //!   its own on a schedule ([`FootprintSchedule`]).
 //!
-//! Key names and shapes are those of public `ioreg -r -c IOAccelerator`
-//! output quoted by other monitors (asitop/macmon-style parsers, an M3 Max
-//! probe note that user clients are not registered services and must be
-//! walked as children of the accelerator, nvtop's Apple extractor); the
-//! recorded dictionaries in `tests/data/apple/` cite them.
+//! Key names and shapes are those of public `ioreg -r -c IOAccelerator` and
+//! `ioreg -c AGXDeviceUserClient` output quoted in other monitors' tests and
+//! comments (an M4's PerformanceStatistics verbatim, WindowServer's and a
+//! Python process's `AppUsage`, and a note from a probe on an M3 Max that
+//! user clients are not registered services and are found as children of
+//! the accelerator); `tests/data/apple/README.md` lists them.
 //!
 //! Everything here is plain Rust over a plain [`Value`] tree; the IOKit
 //! calls that fill it are in `iokit.rs` (macOS only).
