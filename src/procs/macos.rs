@@ -119,6 +119,9 @@ mod sys {
         pri_size: u64,
     }
 
+    // 4 words, an offset, 13 words, padding, address and size.
+    const _: () = assert!(std::mem::size_of::<proc_regioninfo>() == 96);
+
     /// `struct proc_regionwithpathinfo`.
     #[repr(C)]
     #[allow(non_camel_case_types)]
