@@ -1,0 +1,60 @@
+//! Runtime API answers: llama.cpp /props, /slots and /v1/models, Ollama
+//! /api/ps, LM Studio /api/v0/models, vLLM /v1/models and the model's
+//! config.json, and safetensors headers. The first byte picks the parser;
+//! the rest is the body. A value or an error message, never a panic; what a
+//! parse gives can be merged and asked for totals without overflow.
+#![no_main]
+
+use gputaskman_fuzz::runtimes::{llamacpp, lmstudio, ollama, vllm};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, body)) = data.split_first() else {
+        return;
+    };
+    match which % 8 {
+        0 => {
+            if let Ok(props) = llamacpp::parse_props(body) {
+                let mut s = llamacpp::ServerState::default();
+                s.merge_props(&props);
+                let unified = s.kv_unified();
+                let _ = s.total_context(unified.unwrap_or(false));
+            }
+        }
+        1 => {
+            if let Ok(slots) = llamacpp::parse_slots(body) {
+                let mut s = llamacpp::ServerState::default();
+                s.merge_slots(&slots);
+                let _ = s.total_context(true);
+                let _ = s.total_context(false);
+            }
+        }
+        2 => {
+            if let Ok(models) = llamacpp::parse_v1_models(body) {
+                let mut s = llamacpp::ServerState::default();
+                s.merge_v1_models(&models);
+            }
+        }
+        3 => {
+            let _ = ollama::parse_ps(body);
+        }
+        4 => {
+            let _ = lmstudio::parse_models(body);
+        }
+        5 => {
+            let _ = vllm::parse_models(body);
+        }
+        6 => {
+            if let Ok(config) = vllm::parse_hf_config(body) {
+                let _ = (config.kv_heads(), config.head_dim());
+                for dtype in [None, Some("auto"), Some("fp8"), Some("bfloat16")] {
+                    let _ = vllm::kv_bytes_per_token(&config, dtype);
+                }
+            }
+        }
+        _ => {
+            let _ = vllm::safetensors_header_len(body);
+            let _ = vllm::parse_safetensors_header(body);
+        }
+    }
+});
