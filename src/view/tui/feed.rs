@@ -486,12 +486,21 @@ mod tests {
                 let times: Vec<&str> = v.iter().map(|s| s.taken_at.as_str()).collect();
                 assert_eq!(
                     times,
-                    ["2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:03Z", "2026-01-01T00:00:04Z"]
+                    [
+                        "2026-01-01T00:00:00Z",
+                        "2026-01-01T00:00:01Z",
+                        "2026-01-01T00:00:03Z",
+                        "2026-01-01T00:00:04Z"
+                    ]
                 );
             }
             other => panic!("{other:?}"),
         }
-        assert!(feed.status().ends_with("; skipped: line 3: not JSON"), "{}", feed.status());
+        assert!(
+            feed.status().ends_with("; skipped: line 3: not JSON"),
+            "{}",
+            feed.status()
+        );
         // Playing from the start: 1, then 2 is stepped over, then 3.
         feed.command(FeedCommand::Start, t0);
         feed.poll(t0);
@@ -504,6 +513,9 @@ mod tests {
                 shown.push(s.taken_at.clone());
             }
         }
-        assert_eq!(shown, ["2026-01-01T00:00:01Z", "2026-01-01T00:00:03Z", "2026-01-01T00:00:04Z"]);
+        assert_eq!(
+            shown,
+            ["2026-01-01T00:00:01Z", "2026-01-01T00:00:03Z", "2026-01-01T00:00:04Z"]
+        );
     }
 }
