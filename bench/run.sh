@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# gputaskman against the tools people use today, side by side, on one
+# machine in one run; prints the table and writes it into BENCHMARKS.md
+# ("Against the peers"). Sections:
+#   snapshot   one snapshot of the same fake GPUs (crates/fake-nvml): 1, 4, 8
+#              GPUs with 8, 64, 256 processes (real sleepers), gputaskman
+#              --once / --json against nvitop -1 / gpustat --json; wall time,
+#              CPU and peak RSS, interleaved runs, medians; first checks that
+#              the three tools agree on every per-process memory figure
+#   live       CPU per refresh of the live view at 1 s with 100, 1000, 3000
+#              sleepers on the machine, next to nvitop's live mode, top and
+#              htop, all in tmux panes over the same window
+#   gguf       gputaskman's GGUF reader against the gguf package's GGUFReader
+#              on the real gemma-3-270m file and on a generated 256k-vocabulary
+#              header: time, and bytes of the file read
+#   discovery  one --once with 0, 1 and 20 model processes (real llama.cpp
+#              servers: xllamacpp serving the gemma file)
+#
+#   bench/run.sh                      # everything (about 15-20 min), writes BENCHMARKS.md
+#   BENCH_QUICK=1 bench/run.sh        # a smoke run, seconds per section, writes nothing
+#   BENCH_SECTIONS="gguf" bench/run.sh
+#
+# Settings (environment): BENCH_QUICK, BENCH_SECTIONS, BENCH_RUNS (10),
+# BENCH_SIZES ("1:8 4:64 8:256", GPUS:PROCESSES), BENCH_LIVE_N ("100 1000
+# 3000"), BENCH_LIVE_SECS (60), BENCH_GGUF_PY_RUNS (3), BENCH_DISCOVERY
+# ("0 1 20"), BENCH_DISCOVERY_KIND (server, or mapped: idle Python processes
+# mapping the GGUF file), BENCH_WRITE (1 for a full run: replace the generated
+# block of BENCHMARKS.md), BENCH_RESULTS (keep the raw JSON lines there).
+#
+# Needs: the README's install (a Rust toolchain), python3 with venv, tmux,
+# fincore (util-linux); top and htop are measured where installed. Python
+# packages go into .venv (scripts/test-env.sh; nvitop and gpustat are
+# installed there, pinned, when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+started=$(date +%s)
+
+quick=${BENCH_QUICK:-0}
+if [ "$quick" = 1 ]; then
+  RUNS=${BENCH_RUNS:-3}
+  LIVE_N=${BENCH_LIVE_N:-100}
+  LIVE_SECS=${BENCH_LIVE_SECS:-5}
+  GGUF_PY_RUNS=${BENCH_GGUF_PY_RUNS:-1}
+  DISCOVERY=${BENCH_DISCOVERY:-0 1}
+  SIZES=${BENCH_SIZES:-1:8 4:64}
+else
+  RUNS=${BENCH_RUNS:-10}
+  LIVE_N=${BENCH_LIVE_N:-100 1000 3000}
+  LIVE_SECS=${BENCH_LIVE_SECS:-60}
+  GGUF_PY_RUNS=${BENCH_GGUF_PY_RUNS:-3}
+  DISCOVERY=${BENCH_DISCOVERY:-0 1 20}
+  SIZES=${BENCH_SIZES:-1:8 4:64 8:256}
+fi
+SECTIONS=${BENCH_SECTIONS:-snapshot live gguf discovery}
+DISCOVERY_KIND=${BENCH_DISCOVERY_KIND:-server}
+# Only a full run replaces the recorded table.
+if [ "$quick" = 0 ] && [ "$SECTIONS" = "snapshot live gguf discovery" ]; then
+  WRITE=${BENCH_WRITE:-1}
+else
+  WRITE=${BENCH_WRITE:-0}
+fi
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+
+command -v fincore >/dev/null || { echo "fincore is needed (util-linux)" >&2; exit 1; }
+if want live; then command -v tmux >/dev/null || { echo "tmux is needed (apt-get install -y tmux)" >&2; exit 1; }; fi
+
+# ---------------------------------------------------------------- set-up
+eval "$(scripts/test-env.sh)"
+py=$GPUTASKMAN_TEST_PYTHON
+venv_bin=$(dirname "$py")
+if ! "$py" -c 'import nvitop, gpustat' 2>/dev/null; then
+  "$venv_bin/pip" install --quiet --disable-pip-version-check nvitop==1.7.2 gpustat==1.1.1 >&2
+fi
+bench_py() { "$py" "$root/bench/bench.py" "$@"; }
+
+cargo build --release --quiet -p gputaskman -p fake-nvml
+target=$(realpath "${CARGO_TARGET_DIR:-target}")
+bin=$target/release/gputaskman
+lib=$target/release/libnvidia_ml.so
+
+work=$(mktemp -d)
+results=${BENCH_RESULTS:-$work/results.jsonl}
+: >"$results"
+socket=bench-run-$$
+sleepers=()
+servers=()
+cleanup() {
+  tmux -L "$socket" kill-server 2>/dev/null || true
+  stop_sleepers
+  if [ ${#servers[@]} -gt 0 ]; then kill "${servers[@]}" 2>/dev/null || true; fi
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_sleepers N: N more idle processes (PIDs in $sleepers).
+start_sleepers() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    sleep 100000 &
+    sleepers+=($!)
+  done
+}
+stop_sleepers() {
+  if [ ${#sleepers[@]} -gt 0 ]; then
+    kill "${sleepers[@]}" 2>/dev/null || true
+    wait "${sleepers[@]}" 2>/dev/null || true
+  fi
+  sleepers=()
+}
+nprocs() { find /proc -maxdepth 1 -name '[0-9]*' | wc -l; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# The peers load libnvidia-ml.so.1 from the library path; gputaskman is told.
+mkdir "$work/lib"
+ln -s "$lib" "$work/lib/libnvidia-ml.so.1"
+export LD_LIBRARY_PATH=$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export GPUTASKMAN_NVML_LIB=$lib
+export FAKE_NVML_SCENARIO=$work/scenario.json
+
+version() { "$py" -c 'import sys; from importlib.metadata import version; print(version(sys.argv[1]))' "$1"; }
+commit=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then commit="$commit (with local changes)"; fi
+load_start=$(load)
+echo "== bench/run.sh: $(date -u +%Y-%m-%dT%H:%MZ), load average $load_start, sections: $SECTIONS"
+
+# ---------------------------------------------------------------- 1. snapshot
+if want snapshot; then
+  echo "== 1. one snapshot: gputaskman vs nvitop -1 and gpustat --json ($RUNS runs each, interleaved)"
+  for size in $SIZES; do
+    gpus=${size%%:*}
+    procs=${size##*:}
+    case="$gpus GPU$([ "$gpus" = 1 ] || echo s), $procs processes"
+    start_sleepers "$procs"
+    bench_py scenario "$FAKE_NVML_SCENARIO" "$gpus" "${sleepers[@]}"
+    bench_py agree "$results" "$case" "$FAKE_NVML_SCENARIO" "$py" "$venv_bin/gpustat" "$bin"
+    bench_py time "$results" snapshot "$case" "$RUNS" \
+      "gputaskman --once=$bin --once" "nvitop -1=$venv_bin/nvitop -1" \
+      "gputaskman --json=$bin --json" "gpustat --json=$venv_bin/gpustat --json"
+    stop_sleepers
+  done
+fi
+
+# ---------------------------------------------------------------- 2. live
+if want live; then
+  echo "== 2. live view: CPU per refresh at 1 s over ${LIVE_SECS} s"
+  tmux_() { tmux -L "$socket" -f /dev/null "$@"; }
+  ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+  hz=$(getconf CLK_TCK)
+  for n in $LIVE_N; do
+    start_sleepers "$n"
+    # Five of the sleepers hold GPU memory, on one GPU.
+    bench_py scenario "$FAKE_NVML_SCENARIO" 1 "${sleepers[@]:0:5}"
+    launched=$(date +%s%N)
+    tmux_ new-session -d -s gputaskman -x 160 -y 45 "exec $bin --interval 1"
+    until tmux_ capture-pane -p -t gputaskman | grep -q "used of"; do sleep 0.005; done
+    first_ms=$((($(date +%s%N) - launched) / 1000000))
+    names=(gputaskman nvitop)
+    tmux_ new-session -d -s nvitop -x 160 -y 45 "exec $venv_bin/nvitop --interval 1"
+    if command -v top >/dev/null; then
+      tmux_ new-session -d -s top -x 160 -y 45 "exec top -b -d 1 >/dev/null"
+      names+=(top)
+    fi
+    if command -v htop >/dev/null; then
+      tmux_ new-session -d -s htop -x 160 -y 45 "exec htop -d 10"
+      names+=(htop)
+    fi
+    sleep 5 # every program past its start-up
+    declare -A pid=() before=()
+    for p in "${names[@]}"; do
+      pid[$p]=$(tmux_ display-message -p -t "$p" '#{pane_pid}')
+      before[$p]=$(ticks "${pid[$p]}")
+    done
+    sleep "$LIVE_SECS"
+    on_machine=$(nprocs)
+    for p in "${names[@]}"; do
+      after=$(ticks "${pid[$p]}")
+      cpu=$(awk -v a="$after" -v b="${before[$p]}" -v hz="$hz" 'BEGIN { print (a - b) / hz }')
+      extra=""
+      [ "$p" = gputaskman ] && extra=", \"first_ms\": $first_ms"
+      bench_py record "$results" "{\"section\": \"live\", \"case\": \"$n\", \"name\": \"$p\", \"cpu_s\": $cpu, \"secs\": $LIVE_SECS, \"procs\": $on_machine$extra}"
+      awk -v c="$cpu" -v s="$LIVE_SECS" -v n="$n" -v p="$p" \
+        'BEGIN { printf "  %-6s sleepers %-12s %7.2f ms per refresh, %6.2f %% of a core\n", n, p, c / s * 1000, c / s * 100 }'
+    done
+    echo "  gputaskman's first figures after ${first_ms} ms; $on_machine processes on the machine"
+    tmux_ kill-server
+    stop_sleepers
+  done
+fi
+
+# ---------------------------------------------------------------- 3. gguf
+if want gguf; then
+  echo "== 3. GGUF header: gputaskman model vs GGUFReader"
+  # Private copies: nobody else maps them, so they can be evicted from the page cache.
+  cp "$GPUTASKMAN_GEMMA_GGUF" "$work/gemma-3-270m-q4_k_m.gguf"
+  bench_py gguf-gen "$work/generated-256k-vocab.gguf"
+  reader='import sys; from gguf import GGUFReader; GGUFReader(sys.argv[1])'
+  for f in "$work/gemma-3-270m-q4_k_m.gguf" "$work/generated-256k-vocab.gguf"; do
+    case=$(basename "$f")
+    GPUTASKMAN_NVML_LIB=/nonexistent/libnvidia-ml.so.1 bench_py file-read "$results" "$case" "gputaskman model" "$f" strace "$bin" model "$f"
+    bench_py file-read "$results" "$case" GGUFReader "$f" smaps "$py"
+    GPUTASKMAN_NVML_LIB=/nonexistent/libnvidia-ml.so.1 bench_py time "$results" gguf "$case" "$RUNS" \
+      "gputaskman model=$bin model $f" "import gguf=$py -c 'import gguf'"
+    # GGUFReader takes seconds a read: fewer runs, and the file-read run above was its warm-up.
+    bench_py time --no-warmup "$results" gguf "$case" "$GGUF_PY_RUNS" "GGUFReader=$py -c '$reader' $f"
+  done
+fi
+
+# ---------------------------------------------------------------- 4. discovery
+if want discovery; then
+  echo "== 4. discovery: gputaskman --once with model processes ($DISCOVERY_KIND)"
+  export GPUTASKMAN_NVML_LIB=/nonexistent/libnvidia-ml.so.1
+  mkfifo "$work/hold"
+  # The servers' stdin: they stop when this script's copy closes.
+  # shellcheck disable=SC2034 # held open, never read
+  exec {hold}<>"$work/hold"
+  port_base=$((20000 + $$ % 20000))
+  for n in $DISCOVERY; do
+    mine=()
+    for ((i = 0; i < n; i++)); do
+      if [ "$DISCOVERY_KIND" = server ]; then
+        "$py" tests/servers/llama_server.py --model "$GPUTASKMAN_GEMMA_GGUF" --port $((port_base + i)) \
+          -c 1024 -np 1 <"$work/hold" >"$work/ready.$i" 2>/dev/null &
+      else
+        "$py" -c 'import mmap, sys; f = open(sys.argv[1], "rb"); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); print("ready", flush=True); sys.stdin.read()' \
+          "$GPUTASKMAN_GEMMA_GGUF" <"$work/hold" >"$work/ready.$i" &
+      fi
+      servers+=($!)
+      mine+=($!)
+    done
+    for ((i = 0; i < n; i++)); do
+      for _ in $(seq 1 1200); do grep -q ready "$work/ready.$i" 2>/dev/null && break; sleep 0.1; done
+      grep -q ready "$work/ready.$i" || { echo "model process $i never got ready" >&2; exit 1; }
+    done
+    found=$("$bin" --json | "$py" -c '
+import json, sys
+mine = {int(p) for p in sys.argv[1:]}
+s = json.load(sys.stdin)
+print(sum(1 for p in s["processes"] if p["pid"] in mine and p.get("models")))' "${mine[@]}")
+    echo "  $n model processes: models found in $found"
+    bench_py record "$results" "{\"section\": \"discovery-info\", \"case\": \"$n\", \"name\": \"info\", \"found\": $found, \"kind\": \"$DISCOVERY_KIND\"}"
+    bench_py time "$results" discovery "$n" "$RUNS" "gputaskman --once=$bin --once"
+    if [ ${#mine[@]} -gt 0 ]; then
+      kill "${mine[@]}"
+      wait "${mine[@]}" 2>/dev/null || true
+    fi
+    servers=()
+  done
+fi
+
+# ---------------------------------------------------------------- report
+secs=$(($(date +%s) - started))
+mem=$(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+meta=$("$py" -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
+  section meta case - name - \
+  date "$(date -u +%Y-%m-%d)" \
+  machine "$cpu, $(nproc) cores, $mem RAM" \
+  os "Linux $(uname -r)" \
+  commit "$commit" \
+  versions "$(rustc --version | cut -d' ' -f1-2), $("$py" --version), nvitop $(version nvitop), gpustat $(version gpustat), nvidia-ml-py $(version nvidia-ml-py), gguf $(version gguf)" \
+  load_start "$load_start" load_end "$(load)" \
+  duration "$((secs / 60)) min $((secs % 60)) s" \
+  settings "BENCH_RUNS=$RUNS, BENCH_LIVE_SECS=$LIVE_SECS, BENCH_GGUF_PY_RUNS=$GGUF_PY_RUNS, BENCH_DISCOVERY_KIND=$DISCOVERY_KIND")
+bench_py record "$results" "$meta"
+echo "== table"
+if [ "$WRITE" = 1 ]; then
+  bench_py report "$results" "$root/BENCHMARKS.md"
+else
+  bench_py report "$results"
+fi
