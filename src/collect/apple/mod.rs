@@ -234,18 +234,33 @@ pub struct Client {
     pub gpu_time_ns: Result<u64, String>,
 }
 
+/// The clients of a service as [`clients`] reads them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Clients {
+    pub list: Vec<Client>,
+    /// Why some clients are missing from `list`: the list is incomplete.
+    pub errors: Vec<String>,
+    /// The registry IDs of the clients left out of `list` (properties or
+    /// creator not readable): the tracker remembers them, so that when one
+    /// reads again its lifetime's GPU time is not taken for one window's.
+    pub unreadable: Vec<u64>,
+}
+
 /// Reads the clients of a service. Children that are not per-process
 /// clients (other user-client classes without a creator) are skipped; a
 /// client whose properties could not be read, or whose creator cannot be
 /// parsed, is an error: some process's time is then missing from the list.
-pub fn clients(children: &[Entry]) -> (Vec<Client>, Vec<String>) {
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
+pub fn clients(children: &[Entry]) -> Clients {
+    let mut out = Clients::default();
     for child in children {
+        let mut unreadable = |message: String| {
+            out.errors.push(message);
+            out.unreadable.push(child.id);
+        };
         let props = match &child.properties {
             Ok(p) => p,
             Err(e) if child.class == CLIENT_CLASS => {
-                errors.push(format!("client {:#x}: properties not readable: {e}", child.id));
+                unreadable(format!("client {:#x}: properties not readable: {e}", child.id));
                 continue;
             }
             Err(_) => continue,
@@ -253,7 +268,7 @@ pub fn clients(children: &[Entry]) -> (Vec<Client>, Vec<String>) {
         let time_source = props.get("AppUsage").or_else(|| props.get("accumulatedGPUTime"));
         let Some(creator) = props.get("IOUserClientCreator") else {
             if child.class == CLIENT_CLASS {
-                errors.push(format!("client {:#x}: no IOUserClientCreator", child.id));
+                unreadable(format!("client {:#x}: no IOUserClientCreator", child.id));
             }
             continue;
         };
@@ -261,20 +276,20 @@ pub fn clients(children: &[Entry]) -> (Vec<Client>, Vec<String>) {
             continue;
         }
         let Some((pid, name)) = creator.as_text().as_deref().and_then(parse_creator) else {
-            errors.push(format!(
+            unreadable(format!(
                 "client {:#x}: IOUserClientCreator {creator:?} does not name a process",
                 child.id
             ));
             continue;
         };
-        out.push(Client {
+        out.list.push(Client {
             id: child.id,
             pid,
             name,
             gpu_time_ns: gpu_time(props),
         });
     }
-    (out, errors)
+    out
 }
 
 /// `"pid 421, WindowServer"` → (421, "WindowServer").
@@ -331,8 +346,10 @@ pub struct ProcessGpu {
     pub note: Option<String>,
 }
 
-/// Per client registry ID: its creator's PID and its GPU time (ns).
-type Counters = HashMap<u64, (u32, u64)>;
+/// Per client registry ID: its creator's PID and its GPU time (ns), or
+/// `None` for a client seen but not readable (its time, its properties or
+/// its creator): its next readable window is unknown, not its whole life.
+type Counters = HashMap<u64, Option<(u32, u64)>>;
 
 /// The GPU time of every client at the previous sample, and when.
 #[derive(Debug, Default)]
@@ -344,28 +361,42 @@ impl GpuTimeTracker {
     /// Per process, the GPU share since the previous call. A client that
     /// has appeared since then was created in the window, so all of its
     /// time is the window's; a client that is gone (its process exited, or
-    /// it closed its queue) is forgotten. A counter that went backwards
-    /// leaves its process's share unknown for this window.
-    pub fn update(&mut self, now: Instant, clients: &[Client]) -> Vec<ProcessGpu> {
+    /// it closed its queue) is forgotten. A client listed in `unreadable`
+    /// (or whose time could not be read) is remembered as such, and its
+    /// next readable window is unknown: its counter holds time from before
+    /// the window. A counter that went backwards leaves its process's share
+    /// unknown for this window.
+    pub fn update(&mut self, now: Instant, clients: &[Client], unreadable: &[u64]) -> Vec<ProcessGpu> {
         let mut per_pid: BTreeMap<u32, (Option<u64>, Option<String>)> = BTreeMap::new();
         let window = self
             .last
             .as_ref()
             .map(|(at, seen)| (now.saturating_duration_since(*at), seen));
-        let mut current = HashMap::with_capacity(clients.len());
+        let mut current: Counters = HashMap::with_capacity(clients.len() + unreadable.len());
+        for &id in unreadable {
+            current.insert(id, None);
+        }
         for c in clients {
             let entry = per_pid.entry(c.pid).or_insert((Some(0), None));
             let ns = match &c.gpu_time_ns {
                 Ok(ns) => *ns,
                 Err(e) => {
+                    current.insert(c.id, None);
                     entry.0 = None;
                     entry.1 = Some(format!("GPU time not readable: {e}"));
                     continue;
                 }
             };
-            current.insert(c.id, (c.pid, ns));
+            current.insert(c.id, Some((c.pid, ns)));
             let delta = match window.and_then(|(_, seen)| seen.get(&c.id)) {
-                Some(&(pid, before)) if pid == c.pid => ns.checked_sub(before),
+                Some(&Some((pid, before))) if pid == c.pid => ns.checked_sub(before),
+                Some(None) => {
+                    entry.0 = None;
+                    entry.1.get_or_insert_with(|| {
+                        "a GPU client was not readable in the previous sample: share unknown for this window".into()
+                    });
+                    continue;
+                }
                 // A new client (or, never seen, a reused ID under another
                 // PID): all of its time is this window's.
                 _ => Some(ns),
@@ -684,7 +715,11 @@ impl Apple {
             let mut dev = device(&acc.service, index, unified_total);
             match &acc.clients {
                 Ok(children) => {
-                    let (list, errors) = clients(children);
+                    let Clients {
+                        list,
+                        errors,
+                        unreadable,
+                    } = clients(children);
                     clients_seen += list.len();
                     for c in &list {
                         sample.creators.entry(c.pid).or_insert_with(|| c.name.clone());
@@ -697,7 +732,7 @@ impl Apple {
                         }));
                     }
                     let tracker = self.trackers.entry(acc.service.id).or_default();
-                    for p in tracker.update(now, &list) {
+                    for p in tracker.update(now, &list, &unreadable) {
                         let mut engines = BTreeMap::new();
                         if let Some(s) = p.share_percent {
                             engines.insert("gpu".to_string(), s);

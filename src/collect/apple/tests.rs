@@ -156,13 +156,14 @@ fn a_client_whose_process_exited_is_dropped_and_forgotten() {
     let mut tracker = GpuTimeTracker::default();
     let t0 = Instant::now();
     let registry = load("m4-t0.json").unwrap();
-    let (before, errors) = clients(registry[0].clients.as_ref().unwrap());
-    assert!(errors.is_empty());
+    let before = clients(registry[0].clients.as_ref().unwrap());
+    assert!(before.errors.is_empty() && before.unreadable.is_empty());
+    let before = before.list;
     assert!(before.iter().any(|c| c.pid == 5120 && c.name == "Safari"));
-    tracker.update(t0, &before);
+    tracker.update(t0, &before, &[]);
     let registry = load("m4-t1.json").unwrap();
-    let (after, _) = clients(registry[0].clients.as_ref().unwrap());
-    let shares = tracker.update(t0 + Duration::from_secs(1), &after);
+    let after = clients(registry[0].clients.as_ref().unwrap()).list;
+    let shares = tracker.update(t0 + Duration::from_secs(1), &after, &[]);
     assert!(shares.iter().all(|p| p.pid != 5120), "{shares:?}");
     let (_, seen) = tracker.last.as_ref().unwrap();
     assert!(
@@ -262,7 +263,12 @@ fn unreadable_clients_and_counters_leave_their_share_unknown_and_the_list_incomp
             serde_json::json!({"IOUserClientCreator": "pid 15, f", "AppUsage": []}),
         ),
     ];
-    let (list, errors) = clients(&children);
+    let Clients {
+        list,
+        errors,
+        unreadable,
+    } = clients(&children);
+    assert_eq!(unreadable, [4, 5, 6], "the clients left out are remembered by ID");
     let pids: Vec<u32> = list.iter().map(|c| c.pid).collect();
     assert_eq!(pids, [10, 11, 12, 14, 15]);
     assert!(list[0].gpu_time_ns.as_ref().unwrap_err().contains("not an array"));
@@ -310,14 +316,65 @@ fn a_counter_that_goes_backwards_is_unknown_for_that_window() {
     };
     let mut tracker = GpuTimeTracker::default();
     let t0 = Instant::now();
-    tracker.update(t0, &[c(1_000_000_000)]);
-    let p = &tracker.update(t0 + Duration::from_secs(1), &[c(500)])[0];
+    tracker.update(t0, &[c(1_000_000_000)], &[]);
+    let p = &tracker.update(t0 + Duration::from_secs(1), &[c(500)], &[])[0];
     assert_eq!(p.share_percent, None);
     assert!(!p.busy);
     assert!(p.note.as_deref().unwrap().contains("backwards"));
     // A share over 100% (overlapping queues) is capped at the whole GPU.
-    let p = &tracker.update(t0 + Duration::from_secs(2), &[c(5_000_000_000)])[0];
+    let p = &tracker.update(t0 + Duration::from_secs(2), &[c(5_000_000_000)], &[])[0];
     assert_eq!(p.share_percent, Some(100));
+}
+
+#[test]
+fn a_client_unreadable_for_a_window_is_remembered_and_never_counted_whole_life_when_it_reads_again() {
+    let client = |props: Result<serde_json::Value, &str>| Entry {
+        class: CLIENT_CLASS.into(),
+        id: 0x1234,
+        properties: props.map(dict).map_err(str::to_string),
+    };
+    // 20 s of GPU time over its life, 10 ms of it in each 1 s window.
+    let ok = |ns: u64| {
+        client(Ok(serde_json::json!({
+            "IOUserClientCreator": "pid 77, mlx",
+            "AppUsage": [{"API": "Metal", "accumulatedGPUTime": ns}],
+        })))
+    };
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    let window = |tracker: &mut GpuTimeTracker, t: Instant, e: Entry| {
+        let c = clients(&[e]);
+        tracker.update(t, &c.list, &c.unreadable)
+    };
+    for unreadable in [
+        client(Err("IORegistryEntryCreateCFProperties: 0xe00002bd")),
+        client(Ok(serde_json::json!({"AppUsage": []}))),
+        client(Ok(
+            serde_json::json!({"IOUserClientCreator": "pid 77, mlx", "AppUsage": "garbage"}),
+        )),
+    ] {
+        let mut tracker = GpuTimeTracker::default();
+        window(&mut tracker, at(0), ok(20_000_000_000));
+        let p = window(&mut tracker, at(1), ok(20_010_000_000));
+        assert_eq!(p[0].share_percent, Some(1));
+        window(&mut tracker, at(2), unreadable);
+        let p = window(&mut tracker, at(3), ok(20_030_000_000));
+        assert_eq!(p.len(), 1);
+        assert_eq!(
+            p[0].share_percent, None,
+            "20 s of life in a 1 s window is not 100%: unknown"
+        );
+        assert!(!p[0].busy);
+        assert!(p[0]
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("not readable in the previous sample"));
+        // And the window after that is measured again.
+        let p = window(&mut tracker, at(4), ok(20_040_000_000));
+        assert_eq!(p[0].share_percent, Some(1));
+        assert_eq!(p[0].note, None);
+    }
 }
 
 #[test]
