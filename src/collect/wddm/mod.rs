@@ -28,7 +28,7 @@
 pub mod pdh;
 
 use crate::snapshot::{Device, GpuUsage};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// A WDDM adapter's locally unique identifier (two 32-bit halves, as the
@@ -449,10 +449,24 @@ pub fn split(m: &ProcessMemory) -> Split {
     }
 }
 
+/// The contexts whose key may name another context now: every surviving
+/// dup of a (pid, LUID) one of whose dups vanished since `before`.
+pub fn renumbered(before: &BTreeSet<ContextKey>, now: &BTreeSet<ContextKey>) -> BTreeSet<ContextKey> {
+    let gone: BTreeSet<(u32, Luid)> = before
+        .iter()
+        .filter(|c| !now.contains(c))
+        .map(|c| (c.pid, c.luid))
+        .collect();
+    now.iter()
+        .filter(|c| gone.contains(&(c.pid, c.luid)))
+        .copied()
+        .collect()
+}
+
 /// Engine busy percent from Running Time deltas between two readings.
 #[derive(Debug, Default)]
 pub struct EngineClock {
-    previous: Option<(u64, BTreeMap<EngineKey, u64>)>,
+    previous: Option<Previous>,
     /// The last answer: a reading seen again (the bridge has not sent a new
     /// one yet) gives it again instead of an empty window.
     last: BTreeMap<ContextKey, BTreeMap<String, u32>>,
@@ -463,37 +477,53 @@ impl EngineClock {
     /// the time since the previous reading (Task Manager shows the same).
     /// Empty on the first reading: busy time needs two.
     pub fn percents(&mut self, reading: &Reading) -> BTreeMap<ContextKey, BTreeMap<String, u32>> {
-        if self.previous.as_ref().is_some_and(|(at, _)| *at == reading.at_ms) {
+        if self.previous.as_ref().is_some_and(|p| p.at_ms == reading.at_ms) {
             return self.last.clone();
         }
-        let now: BTreeMap<EngineKey, u64> = reading.engines.iter().map(|(k, (_, t))| (*k, *t)).collect();
-        let previous = self.previous.replace((reading.at_ms, now));
+        let now = Previous {
+            at_ms: reading.at_ms,
+            engines: reading.engines.iter().map(|(k, (_, t))| (*k, *t)).collect(),
+            contexts: reading.contexts().into_iter().collect(),
+        };
+        let previous = self.previous.replace(now);
         self.last = self.compute(reading, previous);
         self.last.clone()
     }
 
-    fn compute(
-        &self,
-        reading: &Reading,
-        previous: Option<(u64, BTreeMap<EngineKey, u64>)>,
-    ) -> BTreeMap<ContextKey, BTreeMap<String, u32>> {
+    fn compute(&self, reading: &Reading, previous: Option<Previous>) -> BTreeMap<ContextKey, BTreeMap<String, u32>> {
         let mut out: BTreeMap<ContextKey, BTreeMap<String, u32>> = BTreeMap::new();
-        let Some((before_ms, before)) = previous else {
+        let Some(Previous {
+            at_ms: before_ms,
+            engines: before,
+            contexts: before_contexts,
+        }) = previous
+        else {
             return out;
         };
+        // A dup gone: the survivors' keys may name other contexts now, so
+        // their baselines are not theirs. No figure this time.
+        let now_contexts: BTreeSet<ContextKey> = reading.contexts().into_iter().collect();
+        let shifted = renumbered(&before_contexts, &now_contexts);
         // Running Time is in 100 ns units: 10_000 per millisecond.
         let window = reading.at_ms.saturating_sub(before_ms).saturating_mul(10_000);
         if window == 0 {
             return out;
         }
         for (key, (engtype, time)) in &reading.engines {
+            if shifted.contains(&key.context) {
+                continue;
+            }
             let busy = match before.get(key) {
                 // A counter that went backwards was reset (a new context under
                 // an old name): no figure this time.
                 Some(&b) if *time >= b => time - b,
                 Some(_) => continue,
-                // An engine seen for the first time started inside the window.
-                None => *time,
+                // A context new since the previous reading started inside the
+                // window: all its engine time is in it.
+                None if !before_contexts.contains(&key.context) => *time,
+                // An engine missing from a context that was there: its time
+                // may predate the window (the counter set lagged). No figure.
+                None => continue,
             };
             let percent = ((busy as f64 / window as f64) * 100.0).round().min(100.0) as u32;
             let slot = out.entry(key.context).or_default().entry(engtype.clone()).or_insert(0);
@@ -501,6 +531,14 @@ impl EngineClock {
         }
         out
     }
+}
+
+/// The reading engine percentages are measured against.
+#[derive(Debug)]
+struct Previous {
+    at_ms: u64,
+    engines: BTreeMap<EngineKey, u64>,
+    contexts: BTreeSet<ContextKey>,
 }
 
 /// Where an adapter sits on the PCI bus (D3DKMT's adapter address).
@@ -837,7 +875,76 @@ mod tests {
         let mut r = dump("desktop-4090-t0.txt", 12_000);
         r.at_ms = 12_000;
         let p = clock.percents(&r);
-        assert!(!p.get(&context(9120, RTX)).is_some_and(|e| e.contains_key("3d")));
+        let python = p
+            .get(&context(9120, RTX))
+            .expect("engines that did not go back still have a figure");
+        assert!(!python.contains_key("3d"), "{python:?}");
+        assert_eq!(python.get("cuda"), Some(&0), "{python:?}");
+    }
+
+    fn engine(pid: u32, dup: u32, eng: u32, engtype: &str, time: u64) -> CounterValue {
+        CounterValue {
+            set: CounterSet::Engine,
+            counter: Counter::RunningTime,
+            instance: parse_instance(&format!(
+                "pid_{pid}_luid_0x0_0x1_phys_0_eng_{eng}_engtype_{engtype}#{dup}"
+            ))
+            .unwrap(),
+            value: time,
+        }
+    }
+
+    fn ctx(pid: u32, dup: u32) -> ContextKey {
+        ContextKey {
+            pid,
+            luid: Luid { high: 0, low: 1 },
+            dup,
+        }
+    }
+
+    #[test]
+    fn an_engine_new_in_a_known_context_has_no_figure_but_a_new_context_counts_whole() {
+        let mut clock = EngineClock::default();
+        let mut r0 = Reading::new(10_000);
+        r0.add(engine(1, 0, 0, "3d", 100));
+        clock.percents(&r0);
+        // One second later: context 1 shows an engine it did not list before,
+        // with a lifetime's worth of time; context 2 is new.
+        let mut r1 = Reading::new(11_000);
+        r1.add(engine(1, 0, 0, "3d", 100));
+        r1.add(engine(1, 0, 1, "copy", 10_000_000));
+        r1.add(engine(2, 0, 0, "3d", 5_000_000));
+        let p = clock.percents(&r1);
+        assert_eq!(p[&ctx(1, 0)].get("copy"), None, "not a false 100 %: {p:?}");
+        assert_eq!(p[&ctx(1, 0)]["3d"], 0);
+        assert_eq!(p[&ctx(2, 0)]["3d"], 50, "started inside the window");
+    }
+
+    #[test]
+    fn a_vanished_dup_resets_the_baselines_of_its_siblings() {
+        let mut clock = EngineClock::default();
+        let mut r0 = Reading::new(10_000);
+        r0.add(engine(5, 0, 0, "3d", 0));
+        r0.add(engine(5, 1, 0, "3d", 50_000_000));
+        r0.add(engine(6, 0, 0, "3d", 0));
+        clock.percents(&r0);
+        // #0 went away: #1 is #0 now, with its own (larger) time.
+        let mut r1 = Reading::new(11_000);
+        r1.add(engine(5, 0, 0, "3d", 51_000_000));
+        r1.add(engine(6, 0, 0, "3d", 2_000_000));
+        let p = clock.percents(&r1);
+        assert!(
+            !p.contains_key(&ctx(5, 0)),
+            "not 100 % from another context's baseline: {p:?}"
+        );
+        assert_eq!(p[&ctx(6, 0)]["3d"], 20, "other processes are untouched");
+        // The next reading measures against the new baseline.
+        let mut r2 = Reading::new(12_000);
+        r2.add(engine(5, 0, 0, "3d", 52_000_000));
+        assert_eq!(clock.percents(&r2)[&ctx(5, 0)]["3d"], 10);
+        let before = BTreeSet::from([ctx(5, 0), ctx(5, 1), ctx(6, 0)]);
+        let now = BTreeSet::from([ctx(5, 0), ctx(6, 0)]);
+        assert_eq!(renumbered(&before, &now), BTreeSet::from([ctx(5, 0)]));
     }
 
     #[test]

@@ -182,13 +182,23 @@ fn parse_adapter(rest: &str) -> Result<AdapterAddress, String> {
 /// one, over a sequence of samples.
 ///
 /// Nothing on either side names the other, so the pairing goes by time. A
-/// context that appears while we watch, when exactly as many new processes
-/// appeared, is that process's: exact (`*`). Contexts and processes that
-/// were there before the first sample (or arrived in a batch whose order
-/// cannot be told) are paired oldest to oldest, and that is a guess (`?`),
-/// recomputed every sample. A context whose process exited is withheld
-/// (shown unpaired) until Windows drops it, so a newcomer never inherits
-/// it. A context with no process to pair is shown unpaired (`n/a`).
+/// context is exact (`*`) only when, in the sample it first appeared, it
+/// was the only new context and exactly one new process (first seen at or
+/// before that sample) was waiting without an exact context: then it can be
+/// no one else's. Everything else (contexts and processes that were there
+/// before the first sample, several that arrived together, a context that
+/// appeared with no new process waiting) is paired oldest to oldest, and
+/// that is a guess (`?`), recomputed every sample. A context whose process
+/// exited is withheld (shown unpaired) until Windows drops it, so a
+/// newcomer never inherits it. A context with no process to pair is shown
+/// unpaired (`n/a`).
+///
+/// PDH numbers a process's contexts on an adapter by position (`#1`,
+/// `#2`): when one goes away the higher ones are renumbered, so a key no
+/// longer names the same context. Which one went cannot be told from the
+/// keys (the top key is always the one that vanishes), so when any dup of a
+/// (pid, LUID) disappears every surviving dup of it loses its exact pair
+/// and its withheld mark and is guessed again.
 #[derive(Debug, Default)]
 pub struct ContextPairing {
     started: bool,
@@ -196,6 +206,10 @@ pub struct ContextPairing {
     preexisting_contexts: BTreeSet<ContextKey>,
     preexisting_candidates: BTreeSet<Candidate>,
     first_seen: BTreeMap<ContextKey, u64>,
+    /// The sample each candidate was first seen in.
+    candidate_seen: BTreeMap<Candidate, u64>,
+    /// The contexts listed last sample, to see dups vanish.
+    last_listed: BTreeSet<ContextKey>,
     exact: BTreeMap<ContextKey, Candidate>,
     guessed: BTreeMap<ContextKey, Candidate>,
     withheld: BTreeSet<ContextKey>,
@@ -219,17 +233,55 @@ impl ContextPairing {
         for c in &listed {
             self.first_seen.entry(*c).or_insert(self.sample);
         }
+        self.candidate_seen.retain(|c, _| alive.contains(c));
+        for c in &alive {
+            self.candidate_seen.entry(c.clone()).or_insert(self.sample);
+        }
+
+        // A dup gone: the survivors of its (pid, LUID) may be renumbered.
+        let shifted = wddm::renumbered(&self.last_listed, &listed);
+        self.last_listed = listed.clone();
+        for c in &shifted {
+            self.exact.remove(c);
+            self.withheld.remove(c);
+        }
 
         // Contexts whose process exited are withheld while Windows lists them.
         self.withheld.retain(|c| listed.contains(c));
         for (context, candidate) in self.exact.iter().chain(&self.guessed) {
-            if listed.contains(context) && !alive.contains(candidate) {
+            if listed.contains(context) && !alive.contains(candidate) && !shifted.contains(context) {
                 self.withheld.insert(*context);
             }
         }
         self.guessed.clear();
         self.exact
             .retain(|context, candidate| listed.contains(context) && alive.contains(candidate));
+
+        // Exact: the one context new this sample, and the one new process
+        // waiting for it (seen at or before this sample, no exact context).
+        let appeared: Vec<ContextKey> = listed
+            .iter()
+            .copied()
+            .filter(|c| {
+                self.first_seen[c] == self.sample
+                    && !self.preexisting_contexts.contains(c)
+                    && !self.withheld.contains(c)
+                    && !self.exact.contains_key(c)
+            })
+            .collect();
+        let paired: BTreeSet<&Candidate> = self.exact.values().collect();
+        let waiting: Vec<&Candidate> = alive
+            .iter()
+            .filter(|c| {
+                !self.preexisting_candidates.contains(*c)
+                    && !paired.contains(c)
+                    && self.candidate_seen.get(*c).is_some_and(|&seen| seen <= self.sample)
+            })
+            .collect();
+        if let ([context], [candidate]) = (appeared.as_slice(), waiting.as_slice()) {
+            let candidate = (*candidate).clone();
+            self.exact.insert(*context, candidate);
+        }
 
         let taken: BTreeSet<&Candidate> = self.exact.values().collect();
         let mut free: Vec<ContextKey> = listed
@@ -256,21 +308,10 @@ impl ContextPairing {
             .collect();
         let mut out: BTreeMap<ContextKey, Pair> = BTreeMap::new();
         if !new_contexts.is_empty() && new_contexts.len() == new_people.len() {
-            // As many new contexts as new processes: new to new, in order.
-            // Certain only when the contexts appeared one sample apart each,
-            // so their order is known.
-            let mut seen: Vec<u64> = new_contexts.iter().map(|c| self.first_seen[c]).collect();
-            seen.dedup();
-            let certain = seen.len() == new_contexts.len();
+            // As many new contexts as new processes: new to new, in order
+            // (a guess: nothing proved which is whose).
             for (context, person) in new_contexts.iter().zip(&new_people) {
-                match certain {
-                    true => {
-                        self.exact.insert(*context, person.clone());
-                    }
-                    false => {
-                        self.guessed.insert(*context, person.clone());
-                    }
-                }
+                self.guessed.insert(*context, person.clone());
             }
             free.retain(|c| !new_contexts.contains(c));
             people.retain(|p| !new_people.contains(p));
@@ -707,6 +748,58 @@ mod tests {
         let mut p = ContextPairing::default();
         p.pair(&[], &[cand(10, 1)]);
         assert_eq!(p.pair(&[ctx(0)], &[cand(10, 1)])[&ctx(0)], Pair::Guess(1));
+    }
+
+    #[test]
+    fn a_context_that_appeared_before_its_process_is_not_claimed_exact() {
+        // Case A: X appears with no new process waiting (another distro,
+        // WSLg); later P starts and makes its own context Y.
+        let mut p = ContextPairing::default();
+        p.pair(&[], &[]);
+        p.pair(&[ctx(0)], &[]);
+        let pairs = p.pair(&[ctx(0)], &[cand(500, 77)]);
+        assert_eq!(pairs[&ctx(0)], Pair::Guess(77), "X predates P: at most a guess");
+        let pairs = p.pair(&[ctx(0), ctx(1)], &[cand(500, 77)]);
+        assert_eq!(pairs[&ctx(1)], Pair::Exact(77), "P's own context");
+        assert_eq!(pairs[&ctx(0)], Pair::Host);
+    }
+
+    #[test]
+    fn two_processes_started_together_are_guessed_however_their_contexts_arrive() {
+        // Case B: two processes in one sample, contexts one per sample.
+        let mut p = ContextPairing::default();
+        p.pair(&[], &[]);
+        let both = [cand(10, 1), cand(20, 2)];
+        p.pair(&[], &both);
+        assert_eq!(p.pair(&[ctx(0)], &both)[&ctx(0)], Pair::Guess(1));
+        let pairs = p.pair(&[ctx(0), ctx(1)], &both);
+        assert_eq!((pairs[&ctx(0)], pairs[&ctx(1)]), (Pair::Guess(1), Pair::Guess(2)));
+        let pairs = p.pair(&[ctx(0), ctx(1)], &both);
+        assert_eq!((pairs[&ctx(0)], pairs[&ctx(1)]), (Pair::Guess(1), Pair::Guess(2)));
+    }
+
+    #[test]
+    fn a_vanished_dup_demotes_its_siblings_to_guesses() {
+        let (c40, c41) = (cand(100, 40), cand(200, 41));
+        let setup = || {
+            let mut p = ContextPairing::default();
+            p.pair(&[], &[]);
+            p.pair(&[], &[c40.clone()]);
+            assert_eq!(p.pair(&[ctx(0)], &[c40.clone()])[&ctx(0)], Pair::Exact(40));
+            p.pair(&[ctx(0)], &[c40.clone(), c41.clone()]);
+            let pairs = p.pair(&[ctx(0), ctx(1)], &[c40.clone(), c41.clone()]);
+            assert_eq!((pairs[&ctx(0)], pairs[&ctx(1)]), (Pair::Exact(40), Pair::Exact(41)));
+            p
+        };
+        // 40 exits and Windows drops its #0: 41's context is #0 now. It is
+        // not withheld as 40's, and not claimed exact.
+        let mut p = setup();
+        let pairs = p.pair(&[ctx(0)], std::slice::from_ref(&c41));
+        assert_eq!(pairs[&ctx(0)], Pair::Guess(41));
+        // 41 exits instead: #0 may be either context; a guess too.
+        let mut p = setup();
+        let pairs = p.pair(&[ctx(0)], std::slice::from_ref(&c40));
+        assert_eq!(pairs[&ctx(0)], Pair::Guess(40));
     }
 
     #[test]
