@@ -119,10 +119,15 @@ fn entry(o: &Object) -> Entry {
         }
     };
     // SAFETY: a live entry; `id` is written on success.
-    unsafe { IORegistryEntryGetRegistryEntryID(o.0, &mut id) };
+    let kr = unsafe { IORegistryEntryGetRegistryEntryID(o.0, &mut id) };
     Entry {
         class,
-        id,
+        // Unchecked, a failure would leave 0: every such client one.
+        id: if kr == 0 {
+            Ok(id)
+        } else {
+            Err(format!("IORegistryEntryGetRegistryEntryID failed: {kr:#x}"))
+        },
         properties: properties(o),
     }
 }

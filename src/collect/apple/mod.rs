@@ -91,12 +91,12 @@ impl Value {
 }
 
 /// One registry entry: its class, its registry ID (unique for the life of
-/// the boot, never reused) and its properties, or why they could not be
-/// read.
+/// the boot, never reused) or why it could not be read, and its
+/// properties, or why they could not be read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub class: String,
-    pub id: u64,
+    pub id: Result<u64, String>,
     pub properties: Result<Dict, String>,
 }
 
@@ -253,14 +253,30 @@ pub struct Clients {
 pub fn clients(children: &[Entry]) -> Clients {
     let mut out = Clients::default();
     for child in children {
+        let id = match &child.id {
+            Ok(id) => *id,
+            Err(e) => {
+                // Without its ID a client cannot be followed from one
+                // sample to the next (nor told from others): left out.
+                let props = child.properties.as_ref().ok();
+                let has = |k: &str| props.is_some_and(|p| p.contains_key(k));
+                if child.class == CLIENT_CLASS
+                    || (has("IOUserClientCreator") && (has("AppUsage") || has("accumulatedGPUTime")))
+                {
+                    out.errors
+                        .push(format!("a {} client: registry entry ID not readable: {e}", child.class));
+                }
+                continue;
+            }
+        };
         let mut unreadable = |message: String| {
             out.errors.push(message);
-            out.unreadable.push(child.id);
+            out.unreadable.push(id);
         };
         let props = match &child.properties {
             Ok(p) => p,
             Err(e) if child.class == CLIENT_CLASS => {
-                unreadable(format!("client {:#x}: properties not readable: {e}", child.id));
+                unreadable(format!("client {id:#x}: properties not readable: {e}"));
                 continue;
             }
             Err(_) => continue,
@@ -268,7 +284,7 @@ pub fn clients(children: &[Entry]) -> Clients {
         let time_source = props.get("AppUsage").or_else(|| props.get("accumulatedGPUTime"));
         let Some(creator) = props.get("IOUserClientCreator") else {
             if child.class == CLIENT_CLASS {
-                unreadable(format!("client {:#x}: no IOUserClientCreator", child.id));
+                unreadable(format!("client {id:#x}: no IOUserClientCreator"));
             }
             continue;
         };
@@ -277,13 +293,12 @@ pub fn clients(children: &[Entry]) -> Clients {
         }
         let Some((pid, name)) = creator.as_text().as_deref().and_then(parse_creator) else {
             unreadable(format!(
-                "client {:#x}: IOUserClientCreator {creator:?} does not name a process",
-                child.id
+                "client {id:#x}: IOUserClientCreator {creator:?} does not name a process"
             ));
             continue;
         };
         out.list.push(Client {
-            id: child.id,
+            id,
             pid,
             name,
             gpu_time_ns: gpu_time(props),
@@ -705,7 +720,7 @@ impl Apple {
             Err(e) => return (sample, backend(BackendStatus::Error, e.clone())),
         };
         self.trackers
-            .retain(|id, _| accelerators.iter().any(|a| a.service.id == *id));
+            .retain(|id, _| accelerators.iter().any(|a| a.service.id.as_ref() == Ok(id)));
         let mut clients_seen = 0;
         for (i, acc) in accelerators.iter().enumerate() {
             let index = index_base + i as u32;
@@ -713,8 +728,16 @@ impl Apple {
                 continue;
             }
             let mut dev = device(&acc.service, index, unified_total);
-            match &acc.clients {
-                Ok(children) => {
+            match (&acc.service.id, &acc.clients) {
+                (Err(e), _) => {
+                    // Its clients' GPU time is followed under its ID.
+                    dev.process_list_complete = false;
+                    dev.errors.push(QueryError {
+                        query: "Metal clients".into(),
+                        message: format!("the accelerator's registry entry ID not readable: {e}"),
+                    });
+                }
+                (Ok(service_id), Ok(children)) => {
                     let Clients {
                         list,
                         errors,
@@ -731,7 +754,7 @@ impl Apple {
                             message,
                         }));
                     }
-                    let tracker = self.trackers.entry(acc.service.id).or_default();
+                    let tracker = self.trackers.entry(*service_id).or_default();
                     for p in tracker.update(now, &list, &unreadable) {
                         let mut engines = BTreeMap::new();
                         if let Some(s) = p.share_percent {
@@ -749,6 +772,10 @@ impl Apple {
                                 spill_bytes: None,
                                 paged_bytes: None,
                                 source: "apple".into(),
+                                // The creator's own PID, as NVML's PIDs
+                                // seen in our /proc and DRM's fdinfo owners
+                                // are marked: exact (a `?` guess is the
+                                // inferred kind).
                                 pairing: Some(Match::Exact),
                                 contexts: Vec::new(),
                                 engines,
@@ -756,7 +783,7 @@ impl Apple {
                         ));
                     }
                 }
-                Err(e) => {
+                (Ok(_), Err(e)) => {
                     // Unknown, not "no processes": the GPU-time state is
                     // kept, so the next good sample measures over the
                     // whole gap.

@@ -31,7 +31,7 @@ fn dict(j: serde_json::Value) -> Dict {
 fn entry(j: &serde_json::Value) -> Entry {
     Entry {
         class: j["class"].as_str().unwrap().into(),
-        id: j["id"].as_u64().unwrap(),
+        id: Ok(j["id"].as_u64().unwrap()),
         properties: match j.get("error") {
             Some(e) => Err(e.as_str().unwrap().into()),
             None => Ok(dict(j["properties"].clone())),
@@ -221,7 +221,7 @@ fn a_failed_client_query_is_unavailable_never_zero_and_the_next_window_spans_the
 fn unreadable_clients_and_counters_leave_their_share_unknown_and_the_list_incomplete() {
     let client = |id: u64, props: serde_json::Value| Entry {
         class: CLIENT_CLASS.into(),
-        id,
+        id: Ok(id),
         properties: Ok(dict(props)),
     };
     let children = vec![
@@ -241,19 +241,19 @@ fn unreadable_clients_and_counters_leave_their_share_unknown_and_the_list_incomp
         client(5, serde_json::json!({"AppUsage": []})),
         Entry {
             class: CLIENT_CLASS.into(),
-            id: 6,
+            id: Ok(6),
             properties: Err("IORegistryEntryCreateCFProperties: 0xe00002bd".into()),
         },
         // Another user-client class with no GPU time: not a process's client.
         Entry {
             class: "IOAccelSharedUserClient".into(),
-            id: 7,
+            id: Ok(7),
             properties: Ok(dict(serde_json::json!({"IOUserClientCreator": "pid 13, d"}))),
         },
         // Intel Macs' clients carry the counter themselves; no AppUsage is 0.
         Entry {
             class: "IntelDeviceUserClient".into(),
-            id: 8,
+            id: Ok(8),
             properties: Ok(dict(
                 serde_json::json!({"IOUserClientCreator": "pid 14, e", "accumulatedGPUTime": 7}),
             )),
@@ -285,7 +285,7 @@ fn unreadable_clients_and_counters_leave_their_share_unknown_and_the_list_incomp
     let registry = Ok(vec![Accelerator {
         service: Entry {
             class: "AGXAcceleratorG16G".into(),
-            id: 99,
+            id: Ok(99),
             properties: Ok(dict(serde_json::json!({"model": "Apple M4"}))),
         },
         clients: Ok(children),
@@ -330,7 +330,7 @@ fn a_counter_that_goes_backwards_is_unknown_for_that_window() {
 fn a_client_unreadable_for_a_window_is_remembered_and_never_counted_whole_life_when_it_reads_again() {
     let client = |props: Result<serde_json::Value, &str>| Entry {
         class: CLIENT_CLASS.into(),
-        id: 0x1234,
+        id: Ok(0x1234),
         properties: props.map(dict).map_err(str::to_string),
     };
     // 20 s of GPU time over its life, 10 ms of it in each 1 s window.
@@ -381,7 +381,7 @@ fn a_client_unreadable_for_a_window_is_remembered_and_never_counted_whole_life_w
 fn wrong_types_and_values_are_unknown_with_a_note_never_a_panic() {
     let service = |stats: serde_json::Value| Entry {
         class: "AGXAcceleratorG13G".into(),
-        id: 1,
+        id: Ok(1),
         properties: Ok(dict(serde_json::json!({"model": 42, "PerformanceStatistics": stats}))),
     };
     let d = device(&service(serde_json::json!("busy")), 0, None);
@@ -410,7 +410,7 @@ fn wrong_types_and_values_are_unknown_with_a_note_never_a_panic() {
     );
     let failed = Entry {
         class: "AGXAcceleratorG13G".into(),
-        id: 1,
+        id: Ok(1),
         properties: Err("0xe00002bd".into()),
     };
     let d = device(&failed, 0, None);
@@ -535,4 +535,69 @@ fn snapshots_from_before_footprints_still_read_with_the_footprint_unknown() {
     json.as_object_mut().unwrap().remove("footprint_bytes");
     let old: Process = serde_json::from_value(json).unwrap();
     assert_eq!(old.footprint_bytes, None, "absent is unknown, never 0");
+}
+
+#[test]
+fn a_client_whose_registry_id_cannot_be_read_is_left_out_with_an_error_never_merged_under_id_0() {
+    let no_id = |class: &str, pid: u32, ns: u64| Entry {
+        class: class.into(),
+        id: Err("IORegistryEntryGetRegistryEntryID failed: 0xe00002c2".into()),
+        properties: Ok(dict(serde_json::json!({
+            "IOUserClientCreator": format!("pid {pid}, p{pid}"),
+            "AppUsage": [{"API": "Metal", "accumulatedGPUTime": ns}],
+        }))),
+    };
+    let children = vec![
+        no_id(CLIENT_CLASS, 10, 5),
+        no_id("IntelDeviceUserClient", 11, 6),
+        // Not a process's client: no error for it.
+        Entry {
+            class: "IOAccelSharedUserClient".into(),
+            id: Err("0xe00002c2".into()),
+            properties: Ok(Dict::new()),
+        },
+        Entry {
+            class: CLIENT_CLASS.into(),
+            id: Ok(3),
+            properties: Ok(dict(serde_json::json!({
+                "IOUserClientCreator": "pid 12, c",
+                "AppUsage": [{"API": "Metal", "accumulatedGPUTime": 7}],
+            }))),
+        },
+    ];
+    let c = clients(&children);
+    assert_eq!(c.list.iter().map(|c| c.pid).collect::<Vec<_>>(), [12]);
+    assert_eq!(c.errors.len(), 2, "{:?}", c.errors);
+    assert!(c.errors.iter().all(|e| e.contains("registry entry ID not readable")));
+    assert!(c.unreadable.is_empty(), "no ID to remember");
+
+    let registry = Ok(vec![Accelerator {
+        service: Entry {
+            class: "AGXAcceleratorG16G".into(),
+            id: Ok(99),
+            properties: Ok(Dict::new()),
+        },
+        clients: Ok(children),
+    }]);
+    let (s, _) = Apple::new(true).sample(&registry, Instant::now(), 0, None, None);
+    assert!(!s.devices[0].process_list_complete);
+    assert_eq!(s.processes.len(), 1);
+
+    // An accelerator whose own ID cannot be read: device figures, no
+    // per-process time (it is followed under that ID), and it says so.
+    let registry = Ok(vec![Accelerator {
+        service: Entry {
+            class: "AGXAcceleratorG16G".into(),
+            id: Err("IORegistryEntryGetRegistryEntryID failed: 0xe00002c2".into()),
+            properties: Ok(dict(serde_json::json!({"model": "Apple M4"}))),
+        },
+        clients: Ok(Vec::new()),
+    }]);
+    let (s, backend) = Apple::new(true).sample(&registry, Instant::now(), 0, None, None);
+    assert_eq!(backend.status, BackendStatus::Ok);
+    assert_eq!(s.devices[0].name.as_deref(), Some("Apple M4"));
+    assert!(!s.devices[0].process_list_complete);
+    assert!(s.devices[0].errors[0]
+        .message
+        .contains("registry entry ID not readable"));
 }
