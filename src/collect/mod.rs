@@ -401,6 +401,8 @@ impl Collector {
                     pid: p.pid,
                     start: *starts.get(&p.pid)?,
                     busy: busy.get(&p.pid).copied().unwrap_or(false),
+                    gpu_client: !p.gpu.is_empty(),
+                    ai: p.kind == ProcessKind::Ai,
                 })
             })
             .collect();

@@ -33,7 +33,7 @@
 pub mod iokit;
 
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match, QueryError};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -453,17 +453,29 @@ pub const BUSY_EVERY: Duration = Duration::from_secs(2);
 /// How often an idle process's footprint is measured.
 pub const IDLE_EVERY: Duration = Duration::from_secs(30);
 /// The most processes whose footprints are followed: bounds the work and
-/// the memory on a machine with thousands of listed processes.
+/// the memory on a machine with thousands of listed processes. GPU clients
+/// come first, then AI processes, then busy ones, then the rest in list
+/// order; those past the bound are unknown with a note.
 pub const MAX_FOLLOWED: usize = 512;
 
 /// A process whose footprint is wanted: its PID, its start (so that a
-/// reused PID is a new process), and whether it used the GPU in the last
-/// window.
+/// reused PID is a new process), whether it used the GPU in the last
+/// window, whether it is a GPU client at all, and whether it is AI work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Wanted {
     pub pid: u32,
     pub start: u64,
     pub busy: bool,
+    pub gpu_client: bool,
+    pub ai: bool,
+}
+
+impl Wanted {
+    /// Lower is measured first, and followed first when there are more
+    /// than [`MAX_FOLLOWED`].
+    fn rank(&self) -> (bool, bool, bool) {
+        (!self.gpu_client, !self.ai, !self.busy)
+    }
 }
 
 /// Why a footprint could not be measured.
@@ -490,20 +502,34 @@ struct Followed {
 #[derive(Debug, Default)]
 pub struct FootprintSchedule {
     followed: HashMap<(u32, u64), Followed>,
+    /// Wanted but past [`MAX_FOLLOWED`] in the last wish list.
+    cut: HashSet<(u32, u64)>,
 }
 
 impl FootprintSchedule {
-    /// Sets the processes to follow (others are forgotten) and returns
-    /// those due at `now`, busy and never-measured ones first.
+    /// Sets the processes to follow (others are forgotten; past
+    /// [`MAX_FOLLOWED`], GPU clients, AI and busy processes are kept
+    /// first) and returns those due at `now`, never-measured ones first,
+    /// then in that order.
     pub fn due(&mut self, now: Instant, wanted: &[Wanted]) -> Vec<(u32, u64)> {
-        let keep: HashMap<(u32, u64), bool> = wanted
-            .iter()
-            .take(MAX_FOLLOWED)
-            .map(|w| ((w.pid, w.start), w.busy))
-            .collect();
+        let mut ranked: Vec<&Wanted> = wanted.iter().collect();
+        ranked.sort_by_key(|w| w.rank());
+        let mut keep: HashMap<(u32, u64), (usize, bool)> = HashMap::with_capacity(ranked.len().min(MAX_FOLLOWED));
+        self.cut.clear();
+        for w in ranked {
+            let key = (w.pid, w.start);
+            if keep.contains_key(&key) {
+                continue;
+            }
+            if keep.len() < MAX_FOLLOWED {
+                keep.insert(key, (keep.len(), w.busy));
+            } else {
+                self.cut.insert(key);
+            }
+        }
         self.followed.retain(|k, _| keep.contains_key(k));
         let mut due = Vec::new();
-        for (&key, &busy) in &keep {
+        for (&key, &(order, busy)) in &keep {
             let f = self.followed.entry(key).or_insert(Followed {
                 measured_at: None,
                 result: None,
@@ -519,7 +545,7 @@ impl FootprintSchedule {
                 .measured_at
                 .is_none_or(|at| now.saturating_duration_since(at) >= period);
             if is_due {
-                due.push((f.measured_at.is_some(), !busy, key));
+                due.push((f.measured_at.is_some(), order, key));
             }
         }
         due.sort_unstable();
@@ -538,6 +564,14 @@ impl FootprintSchedule {
 
     /// The last footprint measured, and a note when it could not be.
     pub fn footprint(&self, key: (u32, u64)) -> (Option<u64>, Option<String>) {
+        if self.cut.contains(&key) {
+            return (
+                None,
+                Some(format!(
+                    "footprint not measured: only {MAX_FOLLOWED} processes are followed (GPU clients, AI and busy processes first)"
+                )),
+            );
+        }
         match self.followed.get(&key).and_then(|f| f.result.as_ref()) {
             Some(Ok(b)) => (Some(*b), None),
             Some(Err(Unmeasured::Denied)) => (

@@ -427,7 +427,13 @@ fn wrong_types_and_values_are_unknown_with_a_note_never_a_panic() {
 }
 
 fn wanted(pid: u32, busy: bool) -> Wanted {
-    Wanted { pid, start: 1, busy }
+    Wanted {
+        pid,
+        start: 1,
+        busy,
+        gpu_client: busy,
+        ai: false,
+    }
 }
 
 #[test]
@@ -456,9 +462,8 @@ fn busy_and_new_processes_are_measured_every_2s_and_idle_ones_every_30s() {
         wanted(1, false),
         wanted(2, true),
         Wanted {
-            pid: 1,
             start: 9,
-            busy: false,
+            ..wanted(1, false)
         },
     ];
     assert_eq!(s.due(at(31), &list), [(1, 9)]);
@@ -497,6 +502,43 @@ fn an_unreadable_footprint_is_unknown_with_its_reason_and_retried_only_as_often_
     // The wish list is bounded.
     let many: Vec<Wanted> = (0..MAX_FOLLOWED as u32 + 100).map(|p| wanted(p, false)).collect();
     assert_eq!(FootprintSchedule::default().due(t0, &many).len(), MAX_FOLLOWED);
+}
+
+#[test]
+fn past_the_bound_gpu_clients_ai_and_busy_processes_are_followed_first_and_the_rest_say_so() {
+    let t0 = Instant::now();
+    // 600 idle non-GPU processes listed first, then (past 512 in list
+    // order) a GPU client, an AI process and a busy GPU client.
+    let mut list: Vec<Wanted> = (1..=600).map(|p| wanted(p, false)).collect();
+    list.push(Wanted {
+        gpu_client: true,
+        ..wanted(1001, false)
+    });
+    list.push(Wanted {
+        ai: true,
+        ..wanted(1002, false)
+    });
+    list.push(wanted(1003, true));
+    let mut s = FootprintSchedule::default();
+    let due = s.due(t0, &list);
+    assert_eq!(due.len(), MAX_FOLLOWED);
+    // The busy GPU client, the GPU client, the AI process, then list order.
+    assert_eq!(&due[..4], [(1003, 1), (1001, 1), (1002, 1), (1, 1)]);
+    for &key in &due {
+        s.record(key, t0, Ok(1));
+    }
+    for pid in [1001, 1002, 1003, 1, 509] {
+        assert_eq!(s.footprint((pid, 1)), (Some(1), None), "pid {pid}");
+    }
+    // Those cut off are unknown with a note, never silently blank.
+    for pid in [510, 600] {
+        let (bytes, note) = s.footprint((pid, 1));
+        assert_eq!(bytes, None);
+        assert!(note.unwrap().contains("only 512 processes are followed"), "pid {pid}");
+    }
+    // Fewer listed later: nothing is cut, and no stale note stays.
+    s.due(t0, &list[..10]);
+    assert_eq!(s.footprint((600, 1)), (None, None));
 }
 
 #[test]
