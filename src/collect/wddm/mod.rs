@@ -597,7 +597,8 @@ pub struct Attributed {
 /// are the existing devices (whose totals stay the backend's own; only the
 /// shared memory NVML cannot see is filled in); the others become devices
 /// numbered from `index_base`. `source` names the backend (`wddm`,
-/// `wsl-host`).
+/// `wsl-host`). `complete`: every counter was read and none dropped (a new
+/// device's process list says so only then).
 pub fn attribute(
     reading: &Reading,
     engines: &BTreeMap<ContextKey, BTreeMap<String, u32>>,
@@ -605,6 +606,7 @@ pub fn attribute(
     existing: &mut [Device],
     index_base: u32,
     source: &str,
+    complete: bool,
 ) -> Attributed {
     let mut out = Attributed::default();
     let mut extra: BTreeMap<Luid, u32> = BTreeMap::new();
@@ -641,7 +643,7 @@ pub fn attribute(
             name: Some(format!("WDDM adapter {luid}")),
             memory_used_bytes: memory.local.or(memory.dedicated),
             shared_memory_used_bytes: memory.shared,
-            process_list_complete: true,
+            process_list_complete: complete && reading.dropped == 0,
             notes: vec![format!(
                 "adapter LUID {luid} matched no {} device by PCI address: its totals are the Windows counters' (Local Usage, else Dedicated Usage); the memory size is unknown to them",
                 if luids.is_empty() && existing.is_empty() { "other" } else { "NVML" }
@@ -677,6 +679,47 @@ pub fn attribute(
         });
     }
     out
+}
+
+/// Notes by Windows PID.
+pub type Notes = BTreeMap<u32, Vec<String>>;
+
+/// One row per process and device: its contexts on the device summed, and
+/// each process's notes. A byte figure is summed only when every context
+/// has it: a known part plus an unknown part is unknown, not a measured
+/// total. Engines take the busiest context's figure.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn per_process(contexts: Vec<ContextUsage>) -> (Vec<(u32, GpuUsage)>, Notes) {
+    let mut notes: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut by_pid: BTreeMap<(u32, u32), GpuUsage> = BTreeMap::new();
+    for c in contexts {
+        notes.entry(c.context.pid).or_default().extend(c.notes);
+        let key = (c.context.pid, c.usage.device);
+        match by_pid.get_mut(&key) {
+            None => {
+                by_pid.insert(key, c.usage);
+            }
+            Some(u) => {
+                let sum = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_add(b?));
+                u.vram_bytes = sum(u.vram_bytes, c.usage.vram_bytes);
+                u.spill_bytes = sum(u.spill_bytes, c.usage.spill_bytes);
+                u.paged_bytes = sum(u.paged_bytes, c.usage.paged_bytes);
+                for (engine, p) in c.usage.engines {
+                    let slot = u.engines.entry(engine).or_insert(0);
+                    *slot = (*slot).max(p);
+                }
+            }
+        }
+    }
+    (by_pid.into_iter().map(|((pid, _), u)| (pid, u)).collect(), notes)
+}
+
+/// Whether a reading names an adapter LUID the address table lacks (the
+/// table failed, or an adapter was reset or added): time to read it again.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn unknown_luid(reading: &Reading, addresses: &[AdapterAddress]) -> bool {
+    let known = |luid: &Luid| addresses.iter().any(|a| a.luid == *luid);
+    reading.adapters.keys().any(|l| !known(l)) || reading.contexts().iter().any(|c| !known(&c.luid))
 }
 
 /// Windows books CUDA kernels of a process on its adapter's 3D engine on
@@ -843,7 +886,7 @@ mod tests {
         assert!(s.fallback);
         let mut devices = [nvml_device(0, "NVIDIA GeForce RTX 3060", "00000000:2B:00.0")];
         let luids = BTreeMap::from([(RTX, 0)]);
-        let a = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 1, "wddm");
+        let a = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 1, "wddm", true);
         let c = a.contexts.iter().find(|c| c.context.pid == 1044).unwrap();
         assert!(c.notes[0].contains("Dedicated and Shared Usage"), "{:?}", c.notes);
         assert_eq!(
@@ -955,7 +998,7 @@ mod tests {
         let engines = clock.percents(&t1);
         let luids = BTreeMap::from([(RTX, 0)]);
         let mut devices = [nvml_device(0, "NVIDIA GeForce RTX 4090", "00000000:01:00.0")];
-        let a = attribute(&t1, &engines, &luids, &mut devices, 1, "wddm");
+        let a = attribute(&t1, &engines, &luids, &mut devices, 1, "wddm", true);
         let python = a.contexts.iter().find(|c| c.context.pid == 9120).unwrap();
         let note = cuda_on_3d_note(&["cuda".into(), "pytorch".into()], &python.usage).unwrap();
         assert!(note.contains("3D engine"), "{note}");
@@ -988,7 +1031,7 @@ mod tests {
         ];
         let luids = match_devices(&devices, &addresses);
         assert_eq!(luids, BTreeMap::from([(a, 1), (b, 0)]));
-        let out = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 2, "wddm");
+        let out = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 2, "wddm", true);
         assert!(out.devices.is_empty(), "both adapters are NVML devices");
         let on = |pid: u32| {
             out.contexts
@@ -1027,7 +1070,7 @@ mod tests {
         // No match at all: the RTX becomes a device of its own; the
         // software adapter, which holds no local memory, does not.
         let r = dump("desktop-4090-t0.txt", 0);
-        let out = attribute(&r, &BTreeMap::new(), &BTreeMap::new(), &mut [], 0, "wddm");
+        let out = attribute(&r, &BTreeMap::new(), &BTreeMap::new(), &mut [], 0, "wddm", true);
         assert_eq!(out.devices.len(), 1);
         let d = &out.devices[0];
         assert_eq!((d.index, d.backend.as_str()), (0, "wddm"));
@@ -1035,6 +1078,61 @@ mod tests {
         assert_eq!(d.memory_total_bytes, None, "the counters do not say");
         assert!(out.contexts.iter().all(|c| c.context.luid == RTX));
         assert_eq!(out.contexts.len(), 4);
+    }
+
+    #[test]
+    fn a_process_total_over_contexts_is_unknown_when_any_part_is() {
+        let usage = |vram: Option<u64>, spill: Option<u64>| GpuUsage {
+            device: 0,
+            vram_bytes: vram,
+            spill_bytes: spill,
+            paged_bytes: Some(1),
+            source: "wddm".into(),
+            pairing: None,
+            contexts: Vec::new(),
+            engines: BTreeMap::new(),
+        };
+        let c = |dup: u32, u: GpuUsage| ContextUsage {
+            context: ContextKey { pid: 7, luid: RTX, dup },
+            usage: u,
+            notes: vec![],
+        };
+        let (rows, _) = per_process(vec![c(0, usage(Some(100), Some(5))), c(1, usage(None, Some(6)))]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].1.vram_bytes, None, "100 known + unknown is not 100 measured");
+        assert_eq!(rows[0].1.spill_bytes, Some(11));
+        assert_eq!(rows[0].1.paged_bytes, Some(2));
+    }
+
+    #[test]
+    fn a_reading_with_a_luid_the_table_lacks_asks_for_a_reread() {
+        let r = dump("desktop-4090-t0.txt", 0);
+        assert!(unknown_luid(&r, &[]));
+        let all: Vec<AdapterAddress> = r
+            .contexts()
+            .iter()
+            .map(|c| c.luid)
+            .chain(r.adapters.keys().copied())
+            .map(|luid| AdapterAddress {
+                luid,
+                bus: 1,
+                device: 0,
+                function: 0,
+            })
+            .collect();
+        assert!(!unknown_luid(&r, &all));
+    }
+
+    #[test]
+    fn a_reading_with_failures_or_drops_is_not_a_complete_process_list() {
+        let mut r = dump("desktop-4090-t0.txt", 0);
+        let out = attribute(&r, &BTreeMap::new(), &BTreeMap::new(), &mut [], 0, "wddm", true);
+        assert!(out.devices[0].process_list_complete);
+        let out = attribute(&r, &BTreeMap::new(), &BTreeMap::new(), &mut [], 0, "wddm", false);
+        assert!(!out.devices[0].process_list_complete, "a counter read failed");
+        r.dropped = 3;
+        let out = attribute(&r, &BTreeMap::new(), &BTreeMap::new(), &mut [], 0, "wddm", true);
+        assert!(!out.devices[0].process_list_complete, "values were dropped");
     }
 
     #[test]

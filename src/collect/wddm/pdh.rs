@@ -9,10 +9,12 @@
 //! (KMTQAITYPE_ADAPTERADDRESS) in d3dkmthk.h.
 
 use super::{
-    attribute, match_devices, AdapterAddress, Counter, CounterSet, CounterValue, EngineClock, Instance, Luid, Reading,
+    attribute, match_devices, per_process, unknown_luid, AdapterAddress, Counter, CounterSet, CounterValue,
+    EngineClock, Instance, Luid, Reading,
 };
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 use windows::core::{HSTRING, PCWSTR};
 use windows::Wdk::Graphics::Direct3D::{
     D3DKMTCloseAdapter, D3DKMTEnumAdapters2, D3DKMTQueryAdapterInfo, D3DKMT_ADAPTERADDRESS, D3DKMT_ADAPTERINFO,
@@ -28,6 +30,9 @@ const PDH_MORE_DATA: u32 = 0x8000_07D2;
 /// Most bytes one counter array may take (a few hundred processes with a
 /// few dozen engines each fit in a few MiB).
 const MAX_ARRAY_BYTES: u32 = 64 << 20;
+/// The adapter table is read again, at most this often, while a reading
+/// names a LUID it lacks (it failed, or an adapter was reset or added).
+const ADAPTER_REREAD: Duration = Duration::from_secs(30);
 
 struct Query {
     handle: PDH_HQUERY,
@@ -172,6 +177,7 @@ pub struct WddmSource {
     query: Result<Query, String>,
     clock: EngineClock,
     addresses: Result<Vec<AdapterAddress>, String>,
+    addresses_read_at: Instant,
 }
 
 impl WddmSource {
@@ -180,6 +186,7 @@ impl WddmSource {
             query: open_query(),
             clock: EngineClock::default(),
             addresses: adapter_addresses(),
+            addresses_read_at: Instant::now(),
         }
     }
 
@@ -218,39 +225,23 @@ impl WddmSource {
                 Err(e) => errors.push(format!("{}\\{}: {e}", set.english(), counter.english())),
             }
         }
+        if unknown_luid(&reading, self.addresses.as_deref().unwrap_or_default())
+            && self.addresses_read_at.elapsed() >= ADAPTER_REREAD
+        {
+            self.addresses = adapter_addresses();
+            self.addresses_read_at = Instant::now();
+        }
         let addresses = self.addresses.as_deref().unwrap_or_default();
         let luids = match_devices(existing, addresses);
         let engines = self.clock.percents(&reading);
-        let attributed = attribute(&reading, &engines, &luids, existing, index_base, "wddm");
-        let mut out = SourceSample {
+        let complete = errors.is_empty() && reading.dropped == 0;
+        let attributed = attribute(&reading, &engines, &luids, existing, index_base, "wddm", complete);
+        let (usage, notes) = per_process(attributed.contexts);
+        let out = SourceSample {
             devices: attributed.devices,
-            ..SourceSample::default()
+            usage,
+            notes,
         };
-        // One row per process and device: its contexts on the device summed.
-        let mut by_pid: BTreeMap<(u32, u32), GpuUsage> = BTreeMap::new();
-        for c in attributed.contexts {
-            out.notes.entry(c.context.pid).or_default().extend(c.notes);
-            let key = (c.context.pid, c.usage.device);
-            match by_pid.get_mut(&key) {
-                None => {
-                    by_pid.insert(key, c.usage);
-                }
-                Some(u) => {
-                    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
-                        (None, None) => None,
-                        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-                    };
-                    u.vram_bytes = sum(u.vram_bytes, c.usage.vram_bytes);
-                    u.spill_bytes = sum(u.spill_bytes, c.usage.spill_bytes);
-                    u.paged_bytes = sum(u.paged_bytes, c.usage.paged_bytes);
-                    for (engine, p) in c.usage.engines {
-                        let slot = u.engines.entry(engine).or_insert(0);
-                        *slot = (*slot).max(p);
-                    }
-                }
-            }
-        }
-        out.usage = by_pid.into_iter().map(|((pid, _), u)| (pid, u)).collect();
         let mut detail = format!(
             "Windows GPU counters: {} process entr{} (VRAM = Local Usage, spill = Non Local Usage, paged = an estimate of non-residency)",
             out.usage.len(),
@@ -258,6 +249,16 @@ impl WddmSource {
         );
         if let Err(e) = &self.addresses {
             detail.push_str(&format!("; adapters not matched to NVML devices: {e}"));
+        }
+        if !complete {
+            detail.push_str("; the process list is incomplete");
+        }
+        if reading.dropped > 0 {
+            detail.push_str(&format!(
+                "; {} counter values dropped (more than {} instances)",
+                reading.dropped,
+                super::MAX_INSTANCES
+            ));
         }
         for e in &errors {
             detail.push_str("; ");

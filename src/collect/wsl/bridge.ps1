@@ -53,10 +53,29 @@ public static class GputaskmanD3dkmt {
     }
 }
 '@
-    $adapters = [GputaskmanD3dkmt]::List()
+    $d3dkmt = $true
 } catch {
-    $adapters = @('note adapter addresses unavailable: ' + ($_.Exception.Message -replace '\s+', ' '))
+    $d3dkmt = $false
+    $d3dkmtWhy = 'note adapter addresses unavailable: ' + ($_.Exception.Message -replace '\s+', ' ')
 }
+# The LUIDs the table knows, as the counter instance names spell them.
+function Read-Adapters {
+    if (-not $d3dkmt) { return @($d3dkmtWhy) }
+    try { return @([GputaskmanD3dkmt]::List()) }
+    catch { return @('note adapter addresses unavailable: ' + ($_.Exception.Message -replace '\s+', ' ')) }
+}
+function Get-Luids($list) {
+    $known = @{}
+    foreach ($a in $list) {
+        if ($a -match '^adapter 0x([0-9A-Fa-f]{8}) 0x([0-9A-Fa-f]{8}) ') {
+            $known[('luid_0x' + $Matches[1] + '_0x' + $Matches[2]).ToLowerInvariant()] = $true
+        }
+    }
+    return $known
+}
+$adapters = Read-Adapters
+$luids = Get-Luids $adapters
+$adaptersReadAt = [DateTime]::UtcNow
 
 $paths = @(
     '\GPU Process Memory(*)\Local Usage',
@@ -84,9 +103,23 @@ while ($true) {
     $at = ([DateTimeOffset]$set.Timestamp).ToUnixTimeMilliseconds()
     $out.WriteLine('begin ' + $at.ToString($inv))
     $pids = @{}
+    $unknownLuid = $false
     foreach ($s in $set.CounterSamples) {
+        # An invalid sample (Status != 0) carries a CookedValue of 0 that
+        # was never measured: left out, as the native path drops them.
+        if ($s.Status -ne 0) { continue }
         $out.WriteLine($s.Path + "`t" + $s.CookedValue.ToString('R', $inv))
         if ($s.InstanceName -match '^pid_(\d+)_') { $pids[[int]$Matches[1]] = $true }
+        if ($s.InstanceName -match '(luid_0x[0-9a-f]{8}_0x[0-9a-f]{8})' -and -not $luids.ContainsKey($Matches[1].ToLowerInvariant())) {
+            $unknownLuid = $true
+        }
+    }
+    # A LUID the table lacks (it failed, or an adapter was reset or added):
+    # read it again, at most every 30 s.
+    if ($unknownLuid -and ([DateTime]::UtcNow - $adaptersReadAt).TotalSeconds -ge 30) {
+        $adapters = Read-Adapters
+        $luids = Get-Luids $adapters
+        $adaptersReadAt = [DateTime]::UtcNow
     }
     if ($pids.Count -gt 0) {
         foreach ($p in (Get-Process -Id @($pids.Keys) -ErrorAction SilentlyContinue)) {

@@ -53,6 +53,7 @@ pub struct Bridge {
     child: Child,
     shared: Arc<(Mutex<Shared>, Condvar)>,
     started: Instant,
+    program: PathBuf,
 }
 
 /// `powershell.exe` on PATH, or where Windows keeps it, seen through the
@@ -127,6 +128,7 @@ impl Bridge {
             child,
             shared,
             started: Instant::now(),
+            program: program.to_path_buf(),
         })
     }
 
@@ -175,9 +177,9 @@ impl Bridge {
         }
     }
 
-    /// When the bridge was started.
-    pub fn started(&self) -> Instant {
-        self.started
+    /// The program the bridge runs (to start it again).
+    pub fn program(&self) -> &Path {
+        &self.program
     }
 }
 

@@ -72,6 +72,8 @@ pub struct Parser {
     hello: bool,
     current: Option<BridgeSample>,
     errors_dropped: usize,
+    /// Inside a sample whose `begin` was bad: its lines are skipped.
+    skipping: bool,
 }
 
 impl Parser {
@@ -93,21 +95,32 @@ impl Parser {
         let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
         match word {
             "begin" => {
-                let at_ms = rest.trim().parse().unwrap_or(0);
                 self.errors_dropped = 0;
-                let old = self.current.replace(BridgeSample {
+                let cut_short = self.current.take().is_some();
+                // Without its time a sample cannot be measured against the
+                // next (a 0 would make a 56-year window): dropped.
+                let Some(at_ms) = rest.trim().parse::<u64>().ok().filter(|&t| t > 0) else {
+                    self.skipping = true;
+                    return Event::Error(format!("a sample with a bad time {:?}: dropped", wddm::clip(rest)));
+                };
+                self.skipping = false;
+                self.current = Some(BridgeSample {
                     reading: Reading::new(at_ms),
                     ..BridgeSample::default()
                 });
-                return match old {
-                    Some(_) => Event::Error("a sample ended without `end`: dropped".into()),
-                    None => Event::None,
+                return match cut_short {
+                    true => Event::Error("a sample ended without `end`: dropped".into()),
+                    false => Event::None,
                 };
             }
             "error" => return Event::Error(format!("Windows side: {}", wddm::clip(rest))),
             _ => {}
         }
         let Some(sample) = self.current.as_mut() else {
+            if self.skipping {
+                self.skipping = word != "end";
+                return Event::None;
+            }
             return match line.trim().is_empty() {
                 true => Event::None,
                 false => Event::Error(format!("a line outside a sample: {:?}", wddm::clip(line))),
@@ -372,7 +385,16 @@ pub fn host_sample(
 ) -> HostSample {
     let engines = clock.percents(&sample.reading);
     let luids = wddm::match_devices(existing, &sample.adapters);
-    let attributed = wddm::attribute(&sample.reading, &engines, &luids, existing, index_base, "wsl-host");
+    let complete = sample.errors.is_empty() && sample.reading.dropped == 0;
+    let attributed = wddm::attribute(
+        &sample.reading,
+        &engines,
+        &luids,
+        existing,
+        index_base,
+        "wsl-host",
+        complete,
+    );
     let vmwp_contexts: Vec<ContextKey> = attributed
         .contexts
         .iter()
@@ -477,6 +499,28 @@ fn interop_problem() -> Option<String> {
 pub const FIRST_SAMPLE_WAIT: Duration = Duration::from_secs(10);
 /// A failed bridge is started again after this long.
 const RESTART_AFTER: Duration = Duration::from_secs(30);
+/// A bridge with no sample for this long, starting or running, is given up:
+/// its child killed, and started again after [`RESTART_AFTER`].
+const GIVE_UP_AFTER: Duration = Duration::from_secs(30);
+
+/// Why a bridge in this state is to be given up, if it is: it failed, or
+/// sent no sample for longer than `limit` (powershell.exe or Get-Counter
+/// hung).
+fn give_up(status: &bridge::Status, limit: Duration) -> Option<String> {
+    let restart = RESTART_AFTER.as_secs();
+    match status {
+        bridge::Status::Failed(why) => Some(format!("the host bridge failed: {why}")),
+        bridge::Status::Starting(waited) if *waited > limit => Some(format!(
+            "the host bridge sent no sample in {:.0} s after it started (powershell.exe hung?): stopped, started again in {restart} s",
+            waited.as_secs_f64()
+        )),
+        bridge::Status::Running(age) if *age > limit => Some(format!(
+            "the host bridge has sent nothing for {:.0} s (Get-Counter hung?): stopped, started again in {restart} s",
+            age.as_secs_f64()
+        )),
+        _ => None,
+    }
+}
 
 enum State {
     /// Not started, and why (`--no-host`, interop off, no powershell.exe).
@@ -495,6 +539,8 @@ pub struct WslHost {
     state: State,
     clock: EngineClock,
     pairing: ContextPairing,
+    /// [`GIVE_UP_AFTER`]; shorter in tests.
+    give_up_after: Duration,
 }
 
 impl WslHost {
@@ -521,6 +567,7 @@ impl WslHost {
             state,
             clock: EngineClock::default(),
             pairing: ContextPairing::default(),
+            give_up_after: GIVE_UP_AFTER,
         }
     }
 
@@ -560,6 +607,16 @@ impl WslHost {
             State::Running(b) => b,
         };
         let (status, latest) = bridge.latest();
+        if let Some(why) = give_up(&status, self.give_up_after) {
+            // Dropping the bridge kills its child; the restart is timed
+            // from now, the failure, not from when it was started.
+            self.state = State::Failed {
+                why: why.clone(),
+                at: Instant::now(),
+                program: bridge.program().to_path_buf(),
+            };
+            return (backend(BackendStatus::Error, why.clone()), na(&why));
+        }
         let sample = match status {
             bridge::Status::Starting(waited) => {
                 let detail = format!(
@@ -568,16 +625,7 @@ impl WslHost {
                 );
                 return (backend(BackendStatus::Ok, detail), na("the host bridge is starting"));
             }
-            bridge::Status::Failed(why) => {
-                let program = bridge::find_powershell().unwrap_or_default();
-                let why = format!("the host bridge failed: {why}");
-                self.state = State::Failed {
-                    why: why.clone(),
-                    at: bridge.started(),
-                    program,
-                };
-                return (backend(BackendStatus::Error, why.clone()), na(&why));
-            }
+            bridge::Status::Failed(why) => return (backend(BackendStatus::Error, why.clone()), na(&why)),
             bridge::Status::Running(age) if age > bridge::STALL => {
                 let why = format!(
                     "the host bridge has sent nothing for {:.0} s (Get-Counter hangs?): no host figures shown",
@@ -620,6 +668,16 @@ impl WslHost {
             out.windows.len() - unpaired,
             if out.windows.len() - unpaired == 1 { "" } else { "es" },
         );
+        if !sample.errors.is_empty() || sample.reading.dropped > 0 {
+            detail.push_str("; the process list is incomplete");
+        }
+        if sample.reading.dropped > 0 {
+            detail.push_str(&format!(
+                "; {} counter values dropped (more than {} instances)",
+                sample.reading.dropped,
+                wddm::MAX_INSTANCES
+            ));
+        }
         for e in sample
             .notes
             .iter()
@@ -913,5 +971,79 @@ mod tests {
         p.line("begin 1");
         assert!(matches!(p.line("begin 2"), Event::Error(_)));
         assert!(matches!(p.line("end"), Event::Sample(_)));
+    }
+
+    #[test]
+    fn a_bridge_silent_past_the_limit_is_given_up_starting_or_running() {
+        let limit = GIVE_UP_AFTER;
+        let starting = |s| bridge::Status::Starting(Duration::from_secs(s));
+        let running = |s| bridge::Status::Running(Duration::from_secs(s));
+        assert_eq!(give_up(&starting(5), limit), None);
+        assert!(give_up(&starting(900), limit).is_some_and(|w| w.contains("no sample")));
+        assert_eq!(give_up(&running(15), limit), None, "stale is said, not yet given up");
+        assert!(give_up(&running(31), limit).is_some_and(|w| w.contains("nothing for 31 s")));
+        assert!(give_up(&bridge::Status::Failed("ended".into()), limit).is_some());
+    }
+
+    // A stand-in powershell.exe that says hello and hangs: given up after
+    // the limit, its child killed, a restart timed from the failure.
+    #[cfg(unix)]
+    #[test]
+    fn a_hung_bridge_is_killed_and_restarted_later() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (program, pid_file) = (dir.path().join("powershell.exe"), dir.path().join("pid"));
+        let body = format!(
+            "#!/bin/sh\necho $$ > {}\necho '{HELLO}'\nexec sleep 60\n",
+            pid_file.display()
+        );
+        std::fs::write(&program, body).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut host = WslHost {
+            state: start(program.clone()),
+            clock: EngineClock::default(),
+            pairing: ContextPairing::default(),
+            give_up_after: Duration::from_millis(300),
+        };
+        let (b, _) = host.sample(&mut [], 0, &[]);
+        assert_eq!(b.status, BackendStatus::Ok, "{}", b.detail);
+        assert!(b.detail.starts_with("starting"), "{}", b.detail);
+        std::thread::sleep(Duration::from_millis(500));
+        let before = Instant::now();
+        let (b, _) = host.sample(&mut [], 0, &[]);
+        assert_eq!(b.status, BackendStatus::Error);
+        assert!(b.detail.contains("no sample"), "{}", b.detail);
+        let State::Failed { at, program: again, .. } = &host.state else {
+            panic!("given up")
+        };
+        assert!(*at >= before, "the restart is timed from the failure");
+        assert_eq!(*again, program);
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        // SAFETY: signal 0 only checks that the process exists.
+        assert!(unsafe { libc::kill(pid, 0) } != 0, "the hung child is killed");
+    }
+
+    #[test]
+    fn a_sample_with_a_bad_time_is_dropped_not_dated_1970() {
+        let mut p = Parser::default();
+        p.line(HELLO);
+        for bad in ["begin", "begin soon", "begin 0", "begin -5", "begin 1.5e12"] {
+            assert!(
+                matches!(p.line(bad), Event::Error(e) if e.contains("bad time")),
+                "{bad}"
+            );
+            assert_eq!(
+                p.line("\\\\pc\\gpu process memory(pid_4_luid_0x0_0x1_phys_0)\\local usage\t5"),
+                Event::None,
+                "its lines are skipped quietly"
+            );
+            assert_eq!(p.line("end"), Event::None, "{bad}: no sample");
+        }
+        p.line("begin 1700000000000");
+        let Event::Sample(s) = p.line("end") else {
+            panic!("the next good sample is read")
+        };
+        assert_eq!(s.reading.at_ms, 1_700_000_000_000);
+        assert!(s.errors.is_empty(), "{:?}", s.errors);
     }
 }
