@@ -147,6 +147,10 @@ const COMPOSITORS: &[&str] = &[
     "WindowServer",
 ];
 
+/// Browser executable names, matched without case; a macOS helper is the
+/// app's name and " Helper" (`Google Chrome Helper (GPU)`, `Brave Browser
+/// Helper (Renderer)`), and a name the kernel cut (15 bytes on Linux, 16 on
+/// macOS: `Google Chrome He`) matches what it is the start of.
 const BROWSERS: &[&str] = &[
     "firefox",
     "firefox-bin",
@@ -159,13 +163,56 @@ const BROWSERS: &[&str] = &[
     "msedge",
     "brave",
     "opera",
+    "vivaldi",
     "vivaldi-bin",
     "epiphany",
     "safari",
     "Web Content",
     "Isolated Web Co",
     "GPU Process",
+    // macOS app names (Safari and Firefox are above).
+    "Google Chrome",
+    "Microsoft Edge",
+    "Brave Browser",
+    "Arc",
+    // Safari's web content and GPU processes, Firefox's child processes.
+    "com.apple.WebKit.WebContent",
+    "com.apple.WebKit.GPU",
+    "plugin-container",
 ];
+
+/// A Windows image name without its `.exe`, whatever its case.
+fn without_exe(name: &str) -> &str {
+    let n = name.len();
+    if n >= 4 && name.as_bytes()[n - 4..].eq_ignore_ascii_case(b".exe") {
+        &name[..n - 4]
+    } else {
+        name
+    }
+}
+
+/// `s` starts with `prefix`, without ASCII case.
+fn starts_with_no_case(s: &[u8], prefix: &[u8]) -> bool {
+    s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)
+}
+
+/// Whether a process or executable name is a browser's (see [`BROWSERS`]).
+fn is_browser(name: &str) -> bool {
+    const HELPER: &[u8] = b" Helper";
+    let name = name.as_bytes();
+    let cut = name.len() >= 15;
+    BROWSERS.iter().any(|b| {
+        let b = b.as_bytes();
+        if name.eq_ignore_ascii_case(b) || (cut && starts_with_no_case(b, name)) {
+            return true;
+        }
+        if !starts_with_no_case(name, b) {
+            return false;
+        }
+        let rest = &name[b.len()..];
+        starts_with_no_case(rest, HELPER) || (cut && !rest.is_empty() && starts_with_no_case(HELPER, rest))
+    })
+}
 
 /// The file name of a path-like string.
 fn file_name(path: &str) -> &str {
@@ -224,16 +271,11 @@ pub fn kind(comm: &str, exe: Option<&str>, argv: &[String], runtimes: &[String])
     // Windows image names carry `.exe`: looked up with and without it
     // (`chrome.exe` is a browser; the list spells `dwm.exe` out, so Linux's
     // dwm window manager is not taken for the Windows compositor).
-    let names = [
-        comm,
-        exe_name,
-        comm.trim_end_matches(".exe"),
-        exe_name.trim_end_matches(".exe"),
-    ];
+    let names = [comm, exe_name, without_exe(comm), without_exe(exe_name)];
     if names.iter().any(|n| COMPOSITORS.contains(n)) {
         return ProcessKind::Compositor;
     }
-    if names.iter().any(|n| BROWSERS.contains(n)) {
+    if names.iter().any(|n| is_browser(n)) {
         return ProcessKind::Browser;
     }
     let is_game = exe.is_some_and(|e| e.contains("/steamapps/common/") || e.contains("/Proton"))
@@ -409,7 +451,45 @@ mod tests {
             ProcessKind::Game
         );
         assert_eq!(kind("bash", Some("/usr/bin/bash"), &[], &[]), ProcessKind::Other);
+        assert_eq!(kind("CHROME.EXE", None, &[], &[]), ProcessKind::Browser);
         // A Vulkan program alone is not an AI runtime.
         assert_eq!(kind("vkcube", None, &[], &strings(&["vulkan"])), ProcessKind::Other);
+    }
+
+    #[test]
+    fn macos_browsers_and_their_helpers_are_browsers_without_case() {
+        let app = |comm: &str, exe: &str| kind(comm, Some(exe), &[], &[]);
+        for (comm, exe) in [
+            ("Safari", "/Applications/Safari.app/Contents/MacOS/Safari"),
+            ("Google Chrome", "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"),
+            (
+                "Google Chrome He",
+                "/Applications/Google Chrome.app/Contents/Frameworks/Google Chrome Framework.framework/Versions/120.0.6099.71/Helpers/Google Chrome Helper (GPU).app/Contents/MacOS/Google Chrome Helper (GPU)",
+            ),
+            ("firefox", "/Applications/Firefox.app/Contents/MacOS/firefox"),
+            ("plugin-containe", "/Applications/Firefox.app/Contents/MacOS/plugin-container.app/Contents/MacOS/plugin-container"),
+            ("Microsoft Edge", "/Applications/Microsoft Edge.app/Contents/MacOS/Microsoft Edge"),
+            ("Arc", "/Applications/Arc.app/Contents/MacOS/Arc"),
+            ("Brave Browser", "/Applications/Brave Browser.app/Contents/MacOS/Brave Browser"),
+            ("com.apple.WebKi", "/System/Library/Frameworks/WebKit.framework/Versions/A/XPCServices/com.apple.WebKit.GPU.xpc/Contents/MacOS/com.apple.WebKit.GPU"),
+        ] {
+            assert_eq!(app(comm, exe), ProcessKind::Browser, "{exe}");
+        }
+        // The names alone (another user's process: no executable path).
+        for comm in [
+            "Google Chrome He",
+            "Microsoft Edge H",
+            "Brave Browser He",
+            "Arc Helper (GPU)",
+            "Firefox",
+            "SAFARI",
+        ] {
+            assert_eq!(kind(comm, None, &[], &[]), ProcessKind::Browser, "{comm}");
+        }
+        // Only whole names, helpers and cut names: not every name that
+        // starts like a browser's.
+        for comm in ["Archive Utility", "Arcade", "chromedriver", "Google Chrome Updater"] {
+            assert_eq!(kind(comm, None, &[], &[]), ProcessKind::Other, "{comm}");
+        }
     }
 }
