@@ -84,6 +84,54 @@ pub fn parse_procargs2(buf: &[u8]) -> Option<Vec<String>> {
     Some(argv)
 }
 
+/// What a walk of a process's regions found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Regions {
+    /// The distinct files mapped, in address order of first appearance.
+    pub files: Vec<String>,
+    /// Regions read (0: the first read failed).
+    pub read: usize,
+    /// The walk stopped at its bound with regions left: files mapped past
+    /// it are missing.
+    pub truncated: bool,
+}
+
+/// Walks a process's regions: `region_at(address)` gives the next region at
+/// or after `address` (its file path, empty for none; its start; its size),
+/// None at the end. At most `max` regions are read.
+pub fn walk_regions(max: usize, mut region_at: impl FnMut(u64) -> Option<(String, u64, u64)>) -> Regions {
+    let mut files = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut address: u64 = 0;
+    let mut read = 0;
+    loop {
+        if read == max {
+            // One more look tells a map of exactly `max` regions from a
+            // longer one.
+            let truncated = region_at(address).is_some();
+            return Regions { files, read, truncated };
+        }
+        let Some((path, start, size)) = region_at(address) else {
+            break;
+        };
+        read += 1;
+        if !path.is_empty() && !seen.contains(&path) {
+            seen.insert(path.clone());
+            files.push(path);
+        }
+        let next = start.saturating_add(size);
+        if next <= address {
+            break;
+        }
+        address = next;
+    }
+    Regions {
+        files,
+        read,
+        truncated: false,
+    }
+}
+
 #[cfg(target_os = "macos")]
 mod sys {
     use super::super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
@@ -119,7 +167,7 @@ mod sys {
         pri_size: u64,
     }
 
-    // 4 words, an offset, 13 words, padding, address and size.
+    // 4 words, an offset, 14 words, address and size: no padding.
     const _: () = assert!(std::mem::size_of::<proc_regioninfo>() == 96);
 
     /// `struct proc_regionwithpathinfo`.
@@ -311,9 +359,16 @@ mod sys {
     /// Rereads the mapped files and classifies the process again.
     fn reclassify(pid: u32, name: &str, fixed: &mut Static, now: Instant) {
         const NOTE: &str = "memory maps not readable";
-        fixed.notes.retain(|n| !n.starts_with(NOTE));
+        const CUT: &str = "memory maps longer than";
+        fixed.notes.retain(|n| !n.starts_with(NOTE) && !n.starts_with(CUT));
         match mapped_files(pid) {
-            Some(files) => {
+            Some(walk) => {
+                if walk.truncated {
+                    fixed.notes.push(format!(
+                        "{CUT} {MAX_REGIONS} regions: files mapped past them are not known"
+                    ));
+                }
+                let files = walk.files;
                 fixed.runtimes.clear();
                 classify::runtimes_from_libraries(files.iter().map(String::as_str), &mut fixed.runtimes);
                 fixed.mapped_files = files;
@@ -431,30 +486,21 @@ mod sys {
 
     /// The distinct files mapped into a process, in address order; None
     /// when the kernel will not say (another user's process).
-    fn mapped_files(pid: u32) -> Option<Vec<String>> {
-        let mut files: Vec<String> = Vec::new();
-        let mut address: u64 = 0;
-        for i in 0..MAX_REGIONS {
-            let Some(region) = pidinfo::<proc_regionwithpathinfo>(pid, PROC_PIDREGIONPATHINFO2, address) else {
-                // The first call failing means "not allowed"; a later one,
-                // the end of the map.
-                return (i > 0 || task_info(pid).is_some()).then_some(files);
-            };
+    fn mapped_files(pid: u32) -> Option<super::Regions> {
+        let walk = super::walk_regions(MAX_REGIONS, |address| {
+            let region = pidinfo::<proc_regionwithpathinfo>(pid, PROC_PIDREGIONPATHINFO2, address)?;
             // SAFETY: vip_path is a NUL-terminated C string of MAXPATHLEN
             // bytes laid out as [[c_char; 32]; 32].
             let path = unsafe { CStr::from_ptr(region.prp_vip.vip_path.as_ptr().cast()) };
-            let path = path.to_string_lossy();
-            if !path.is_empty() && files.last().map(String::as_str) != Some(&path) && !files.iter().any(|f| *f == path)
-            {
-                files.push(path.into_owned());
-            }
-            let next = region.prp_prinfo.pri_address.saturating_add(region.prp_prinfo.pri_size);
-            if next <= address {
-                break;
-            }
-            address = next;
-        }
-        Some(files)
+            Some((
+                path.to_string_lossy().into_owned(),
+                region.prp_prinfo.pri_address,
+                region.prp_prinfo.pri_size,
+            ))
+        });
+        // The first call failing means "not allowed"; a later one, the end
+        // of the map.
+        (walk.read > 0 || task_info(pid).is_some()).then_some(walk)
     }
 
     /// The listening TCP sockets of a process (for probing its runtime's
@@ -534,6 +580,33 @@ mod sys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn regions_give_each_file_once_and_a_walk_cut_at_its_bound_says_so() {
+        // Region i at i*4096, 4096 long; files repeat and interleave.
+        let map: Vec<(String, u64, u64)> = ["a", "", "b", "a", "c", "b", "d"]
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.to_string(), i as u64 * 4096, 4096))
+            .collect();
+        let region_at = |address: u64| map.iter().find(|r| r.1 >= address).cloned();
+        let all = walk_regions(100, region_at);
+        assert_eq!(all.files, ["a", "b", "c", "d"]);
+        assert_eq!((all.read, all.truncated), (7, false));
+        // Exactly the bound: not cut.
+        assert!(!walk_regions(7, region_at).truncated);
+        let cut = walk_regions(5, region_at);
+        assert_eq!(cut.files, ["a", "b", "c"]);
+        assert_eq!((cut.read, cut.truncated), (5, true));
+        // Nothing readable at all.
+        assert_eq!(walk_regions(5, |_| None).read, 0);
+        // A region that does not move the walk forward ends it.
+        let stuck = walk_regions(100, |_| Some(("x".to_string(), 0, 0)));
+        assert_eq!((stuck.files.len(), stuck.read, stuck.truncated), (1, 1, false));
+        // Many distinct files stay quick (a set, not a scan of the list).
+        let many = walk_regions(60_000, |a| (a < 60_000).then(|| (format!("/lib/{a}"), a, 1)));
+        assert_eq!((many.files.len(), many.truncated), (60_000, false));
+    }
 
     /// A `socket_fdinfo` as the kernel fills it for a TCP socket.
     fn socket(state: i32, vflag: u8, laddr: [u8; 16], port: u16) -> Vec<u8> {
