@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 use windows::core::PWSTR;
 use windows::Wdk::System::Threading::{NtQueryInformationProcess, ProcessCommandLineInformation};
-use windows::Win32::Foundation::{CloseHandle, FILETIME, HANDLE, UNICODE_STRING};
+use windows::Win32::Foundation::{CloseHandle, ERROR_BAD_LENGTH, FILETIME, HANDLE, UNICODE_STRING};
 use windows::Win32::System::Diagnostics::ToolHelp::{
     CreateToolhelp32Snapshot, Module32FirstW, Module32NextW, Process32FirstW, Process32NextW, MODULEENTRY32W,
     PROCESSENTRY32W, TH32CS_SNAPMODULE, TH32CS_SNAPMODULE32, TH32CS_SNAPPROCESS,
@@ -30,6 +30,11 @@ use windows::Win32::System::Threading::{
 const MAX_CMDLINE_BYTES: u32 = 64 * 1024;
 /// 100 ns FILETIME ticks between 1601-01-01 and 1970-01-01.
 const EPOCH_DIFFERENCE_100NS: i128 = 116_444_736_000_000_000;
+/// Tries of a module snapshot that fails with ERROR_BAD_LENGTH (the
+/// process was loading or unloading a module meanwhile).
+const MODULE_SNAPSHOT_TRIES: usize = 3;
+/// The note on a process whose module list could not be read.
+const MODULES_UNREADABLE: &str = "loaded modules unreadable (the Toolhelp module snapshot failed)";
 
 struct Static {
     argv: Vec<String>,
@@ -37,6 +42,8 @@ struct Static {
     exe: Option<String>,
     start_time: Option<String>,
     modules: Vec<String>,
+    /// The last module snapshot succeeded.
+    modules_ok: bool,
     modules_read_at: Instant,
     runtimes: Vec<String>,
     kind: crate::snapshot::ProcessKind,
@@ -46,7 +53,9 @@ struct Static {
 pub struct ProcScanner {
     /// CPU time (100 ns) at the previous sample, per (pid, creation time).
     cpu: HashMap<(u32, u64), (u64, Instant)>,
-    statics: HashMap<(u32, u64), Static>,
+    /// Per (pid, creation time, name): the creation time is 0 for a
+    /// process we may not open, so the name tells a reused PID apart.
+    statics: HashMap<(u32, u64, String), Static>,
 }
 
 /// A process handle closed on drop.
@@ -107,12 +116,13 @@ impl ProcScanner {
             if let Some((_, cpu)) = times {
                 seen_cpu.insert(key, (cpu, now));
             }
-            let mut fixed = match self.statics.remove(&key) {
+            let static_key = (pid, created, name.clone());
+            let mut fixed = match self.statics.remove(&static_key) {
                 Some(s) => s,
                 None => read_static(pid, &name, handle.as_ref(), created),
             };
             if now.duration_since(fixed.modules_read_at) >= MAPS_REFRESH && handle.is_some() {
-                fixed.modules = modules(pid);
+                set_modules(&mut fixed, modules(pid));
                 fixed.modules_read_at = now;
                 classify_into(&mut fixed, &name);
             }
@@ -129,13 +139,13 @@ impl ProcScanner {
                 exe: fixed.exe.clone(),
                 runtimes: fixed.runtimes.clone(),
                 mapped_files: if ai { fixed.modules.clone() } else { Vec::new() },
-                maps_readable: handle.is_some(),
+                maps_readable: handle.is_some() && fixed.modules_ok,
                 kind: fixed.kind,
                 cpu_percent,
                 rss_bytes,
                 notes: fixed.notes.clone(),
             });
-            seen_static.insert(key, fixed);
+            seen_static.insert(static_key, fixed);
         }
         self.cpu = seen_cpu;
         self.statics = seen_static;
@@ -228,11 +238,19 @@ fn command_line(p: &Process) -> Option<String> {
     Some(String::from_utf16_lossy(text))
 }
 
-/// The loaded modules' paths (Toolhelp's module snapshot).
-fn modules(pid: u32) -> Vec<String> {
-    // SAFETY: a module snapshot of one process; closed below.
-    let Ok(snap) = (unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPMODULE | TH32CS_SNAPMODULE32, pid) }) else {
-        return Vec::new();
+/// The loaded modules' paths (Toolhelp's module snapshot); None when the
+/// snapshot failed (ERROR_BAD_LENGTH, a module list changing meanwhile, is
+/// tried again a few times), which is not an empty list.
+fn modules(pid: u32) -> Option<Vec<String>> {
+    let mut tries = 0;
+    let snap = loop {
+        tries += 1;
+        // SAFETY: a module snapshot of one process; closed below.
+        match unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPMODULE | TH32CS_SNAPMODULE32, pid) } {
+            Ok(snap) => break snap,
+            Err(e) if e.code() == ERROR_BAD_LENGTH.to_hresult() && tries < MODULE_SNAPSHOT_TRIES => continue,
+            Err(_) => return None,
+        }
     };
     let snap = Process(snap);
     let mut entry = MODULEENTRY32W {
@@ -247,7 +265,23 @@ fn modules(pid: u32) -> Vec<String> {
         // SAFETY: as above.
         more = unsafe { Module32NextW(snap.0, &mut entry) }.is_ok();
     }
-    out
+    Some(out)
+}
+
+/// Takes a module snapshot's result: a failed one keeps the modules read
+/// before (for classification) but marks them unreadable, with a note.
+fn set_modules(s: &mut Static, modules: Option<Vec<String>>) {
+    s.notes.retain(|n| n != MODULES_UNREADABLE);
+    match modules {
+        Some(m) => {
+            s.modules = m;
+            s.modules_ok = true;
+        }
+        None => {
+            s.modules_ok = false;
+            s.notes.push(MODULES_UNREADABLE.into());
+        }
+    }
 }
 
 fn read_static(pid: u32, name: &str, handle: Option<&Process>, created: u64) -> Static {
@@ -268,12 +302,16 @@ fn read_static(pid: u32, name: &str, handle: Option<&Process>, created: u64) -> 
         cmdline,
         exe: handle.and_then(image_path),
         start_time,
-        modules: handle.map(|_| modules(pid)).unwrap_or_default(),
+        modules: Vec::new(),
+        modules_ok: false,
         modules_read_at: Instant::now(),
         runtimes: Vec::new(),
         kind: crate::snapshot::ProcessKind::Other,
         notes,
     };
+    if handle.is_some() {
+        set_modules(&mut s, modules(pid));
+    }
     classify_into(&mut s, name);
     s
 }
