@@ -81,8 +81,8 @@ families! {
     PROCESS_FOOTPRINT = "gputaskman_process_footprint_bytes", "Measured (macOS): the physical footprint, what the system books to the process, its GPU buffers included on unified memory. Not device memory: never summed with it.";
     PROCESS_CPU = "gputaskman_process_cpu_ratio", "Measured: CPU time over the last sample period, as a share of one core.";
     PROCESS_VRAM = "gputaskman_process_vram_bytes", "Measured: device memory the process holds on a device.";
-    PROCESS_SPILL = "gputaskman_process_spill_bytes", "Measured: GPU-accessible system memory the process holds (WDDM shared).";
-    PROCESS_PAGED = "gputaskman_process_paged_bytes", "Measured: memory of the process paged out of the GPU's view.";
+    PROCESS_SPILL = "gputaskman_process_spill_bytes", "Measured: GPU-accessible system memory the process holds (WDDM Non Local Usage).";
+    PROCESS_PAGED = "gputaskman_process_paged_bytes", "Estimated: an estimate of non-residency on WDDM (Total Committed - Local - Non Local), floored at 0; not proof of paging, never part of measured totals.";
     PROCESS_GPU_UTILIZATION = "gputaskman_process_gpu_utilization_ratio", "Measured: share of the last sample period the process kept a GPU engine busy (0 to 1).";
     MODEL_INFO = "gputaskman_model_info", "A model a process runs, with its kind and whether two sources confirm it (always 1).";
     MODEL_PARAMETERS = "gputaskman_model_parameters", "From the model file: number of parameters.";
