@@ -264,8 +264,9 @@ impl AppleSource {
             .sample(&read(), Instant::now(), index_base, self.memsize, only)
     }
 
-    /// Follows these processes' footprints (measured now for a one-shot
-    /// snapshot, on the footprint thread otherwise).
+    /// Follows these processes' footprints (measured now, for at most
+    /// [`super::ONE_SHOT_BUDGET`], for a one-shot snapshot; on the
+    /// footprint thread otherwise).
     pub fn want_footprints(&self, wanted: Vec<Wanted>) {
         self.footprints.want(wanted);
     }

@@ -17,7 +17,9 @@
 //!   What macOS books to a process, graphics included, is its physical
 //!   footprint (`proc_pid_rusage`, `ri_phys_footprint`); it costs tens of
 //!   milliseconds a process, so [`Footprints`] measures it on a thread of
-//!   its own on a schedule ([`FootprintSchedule`]).
+//!   its own on a schedule ([`FootprintSchedule`]); a one-shot snapshot
+//!   measures in line for at most [`ONE_SHOT_BUDGET`], GPU clients, AI and
+//!   busy processes first, and leaves the rest unknown with a note.
 //!
 //! Key names and shapes are those of public `ioreg -r -c IOAccelerator` and
 //! `ioreg -c AGXDeviceUserClient` output quoted in other monitors' tests and
@@ -486,7 +488,15 @@ pub enum Unmeasured {
     /// The process exited.
     Gone,
     Other(String),
+    /// Not measured: a one-shot snapshot's time for footprints
+    /// ([`ONE_SHOT_BUDGET`]) ran out first.
+    OverBudget,
 }
+
+/// The most time a one-shot snapshot spends measuring footprints in line
+/// (GPU clients, AI and busy processes first); the rest are unknown with a
+/// note. Tens of milliseconds each would otherwise add up to seconds.
+pub const ONE_SHOT_BUDGET: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 struct Followed {
@@ -554,6 +564,11 @@ impl FootprintSchedule {
 
     pub fn record(&mut self, key: (u32, u64), now: Instant, result: Result<u64, Unmeasured>) {
         if let Some(f) = self.followed.get_mut(&key) {
+            if result == Err(Unmeasured::OverBudget) {
+                // Not a measurement: still due, and an earlier one stands.
+                f.result.get_or_insert(result);
+                return;
+            }
             // An exited process stays followed (unknown) until the next
             // wish list drops it: forgetting it here would make it new, and
             // due, again at once.
@@ -579,6 +594,13 @@ impl FootprintSchedule {
                 Some("footprint not readable: another user's process (only root sees every process's memory)".into()),
             ),
             Some(Err(Unmeasured::Other(e))) => (None, Some(format!("footprint not readable: {e}"))),
+            Some(Err(Unmeasured::OverBudget)) => (
+                None,
+                Some(format!(
+                    "footprint not measured: a one-shot snapshot spends at most {} ms on footprints (GPU clients, AI and busy processes first)",
+                    ONE_SHOT_BUDGET.as_millis()
+                )),
+            ),
             Some(Err(Unmeasured::Gone)) | None => (None, None),
         }
     }
@@ -599,6 +621,8 @@ pub struct Footprints {
     shared: Arc<(Mutex<Shared>, Condvar)>,
     measure: Arc<Measure>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// In line: the most time one [`Footprints::want`] measures for.
+    budget: Duration,
 }
 
 impl Footprints {
@@ -635,20 +659,32 @@ impl Footprints {
                     }
                     due
                 };
-                Self::measure_all(&shared.0, &*measure, &due);
+                Self::measure_all(&shared.0, &*measure, &due, None);
             })
         });
         Footprints {
             shared,
             measure,
             thread,
+            budget: ONE_SHOT_BUDGET,
         }
     }
 
-    fn measure_all(lock: &Mutex<Shared>, measure: &Measure, due: &[(u32, u64)]) {
+    #[cfg(test)]
+    fn with_budget(mut self, budget: Duration) -> Footprints {
+        self.budget = budget;
+        self
+    }
+
+    /// Measures `due` in order; past `deadline`, the rest are left
+    /// [`Unmeasured::OverBudget`].
+    fn measure_all(lock: &Mutex<Shared>, measure: &Measure, due: &[(u32, u64)], deadline: Option<Instant>) {
         for &key in due {
             // Outside the lock: a sample never waits on a measurement.
-            let result = measure(key.0);
+            let result = match deadline {
+                Some(d) if Instant::now() >= d => Err(Unmeasured::OverBudget),
+                _ => measure(key.0),
+            };
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
             if s.stop {
                 return;
@@ -658,8 +694,9 @@ impl Footprints {
     }
 
     /// Says which processes to follow; in line (no thread), measures the
-    /// due ones before returning.
+    /// due ones before returning, for at most the budget.
     pub fn want(&self, wanted: Vec<Wanted>) {
+        let started = Instant::now();
         let (lock, wake) = &*self.shared;
         let due = {
             let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -673,7 +710,7 @@ impl Footprints {
             s.wanted = wanted;
             due
         };
-        Self::measure_all(lock, &*self.measure, &due);
+        Self::measure_all(lock, &*self.measure, &due, Some(started + self.budget));
     }
 
     pub fn footprint(&self, pid: u32, start: u64) -> (Option<u64>, Option<String>) {

@@ -568,6 +568,38 @@ fn footprints_are_measured_off_the_sampling_thread_and_in_line_for_one_shot() {
 }
 
 #[test]
+fn a_one_shot_snapshot_measures_footprints_for_at_most_its_budget_gpu_clients_first() {
+    let slow: Arc<Measure> = Arc::new(|pid| {
+        std::thread::sleep(Duration::from_millis(100));
+        Ok(u64::from(pid))
+    });
+    let inline = Footprints::new(slow, false, Duration::from_millis(10)).with_budget(Duration::from_millis(150));
+    // Eight idle processes listed before the one GPU client.
+    let mut list: Vec<Wanted> = (1..=8).map(|p| wanted(p, false)).collect();
+    list.push(wanted(99, true));
+    let asked = Instant::now();
+    inline.want(list);
+    assert!(
+        asked.elapsed() < Duration::from_millis(700),
+        "not 9 x 100 ms: {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(inline.footprint(99, 1), (Some(99), None), "the GPU client first");
+    let (bytes, note) = inline.footprint(8, 1);
+    assert_eq!(bytes, None, "unknown, never 0");
+    assert!(note.unwrap().contains("one-shot snapshot spends at most"));
+    // Not a measurement: still due, and an earlier value stands.
+    let mut s = FootprintSchedule::default();
+    let t0 = Instant::now();
+    s.due(t0, &[wanted(1, false)]);
+    s.record((1, 1), t0, Err(Unmeasured::OverBudget));
+    assert_eq!(s.due(t0, &[wanted(1, false)]), [(1, 1)]);
+    s.record((1, 1), t0, Ok(5));
+    s.record((1, 1), t0 + IDLE_EVERY, Err(Unmeasured::OverBudget));
+    assert_eq!(s.footprint((1, 1)), (Some(5), None));
+}
+
+#[test]
 fn snapshots_from_before_footprints_still_read_with_the_footprint_unknown() {
     use crate::snapshot::{Process, ProcessKind};
     let mut p = crate::view::tui::fixture::process(42, "mlx_lm.server", ProcessKind::Ai, None, 512);
