@@ -160,8 +160,31 @@ fn linux_processes_get_the_hosts_counters_through_the_bridge() {
         chrome["notes"][0].as_str().unwrap().contains("Windows process"),
         "{chrome}"
     );
-    // Only measured bytes are summed: the host's per-process figures.
-    assert!(s["attribution"]["measured_sum_bytes"].as_u64().unwrap() >= 2_147_483_648 + 310_378_496);
+    // Only measured bytes are summed: the host's per-process figures, each
+    // once, nothing else.
+    let sum = s["attribution"]["measured_sum_bytes"].as_u64().unwrap();
+    assert_eq!(sum, listed_vram(&s, None), "{s}");
+    assert!(recorded_sums().contains(&sum), "{sum}");
+}
+
+/// The VRAM the listed processes hold, on one device or all.
+fn listed_vram(s: &Value, device: Option<u64>) -> u64 {
+    s["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["gpu"].as_array().unwrap())
+        .filter(|g| device.is_none() || g["device"].as_u64() == device)
+        .filter_map(|g| g["vram_bytes"].as_u64())
+        .sum()
+}
+
+/// What the recorded stream's per-process Local Usage adds up to: vmwp.exe's
+/// first context, chrome and dwm; and vmwp.exe's second context when the
+/// third sample is the one shown.
+fn recorded_sums() -> [u64; 2] {
+    let base = 2_147_483_648 + 310_378_496 + 201_326_592;
+    [base, base + 6_442_450_944]
 }
 
 #[test]
@@ -277,5 +300,6 @@ fn host_adapters_are_nvmls_devices_by_luid_and_nvml_keeps_the_totals() {
     );
     // NVML says n/a per process here; the host's counters are summed instead.
     let sum = s["attribution"]["devices"][0]["measured_sum_bytes"].as_u64().unwrap();
-    assert!(sum >= 2_147_483_648 + 310_378_496 + 201_326_592, "{sum}");
+    assert_eq!(sum, listed_vram(&s, Some(0)), "{s}");
+    assert!(recorded_sums().contains(&sum), "{sum}");
 }
