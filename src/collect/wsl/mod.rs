@@ -842,8 +842,8 @@ mod tests {
         let setup = || {
             let mut p = ContextPairing::default();
             p.pair(&[], &[]);
-            p.pair(&[], &[c40.clone()]);
-            assert_eq!(p.pair(&[ctx(0)], &[c40.clone()])[&ctx(0)], Pair::Exact(40));
+            p.pair(&[], std::slice::from_ref(&c40));
+            assert_eq!(p.pair(&[ctx(0)], std::slice::from_ref(&c40))[&ctx(0)], Pair::Exact(40));
             p.pair(&[ctx(0)], &[c40.clone(), c41.clone()]);
             let pairs = p.pair(&[ctx(0), ctx(1)], &[c40.clone(), c41.clone()]);
             assert_eq!((pairs[&ctx(0)], pairs[&ctx(1)]), (Pair::Exact(40), Pair::Exact(41)));
