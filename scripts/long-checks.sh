@@ -61,5 +61,5 @@ if [ "$run_churn" = 1 ]; then
   echo "== churn for ${CHURN_SECS}s ($(date -u +%H:%M:%S))"
   GPUTASKMAN_CHURN_SECS=$CHURN_SECS cargo test --test churn -- --nocapture --test-threads=1 \
     2>&1 | tee "$logs/churn.log"
-  echo "$(date -u +%FT%TZ) churn ${CHURN_SECS}s: $(grep -m1 '^churn:' "$logs/churn.log" || echo '?')" >>"$logs/results.txt"
+  echo "$(date -u +%FT%TZ) churn ${CHURN_SECS}s: $(grep -o -m1 'churn: .*' "$logs/churn.log" || echo '?')" >>"$logs/results.txt"
 fi
