@@ -1024,6 +1024,22 @@ mod tests {
     }
 
     #[test]
+    fn a_sample_with_bad_lines_or_drops_is_not_a_complete_process_list() {
+        let (samples, _) = stream("bridge-vmwp.txt");
+        let host = |sample: &BridgeSample| {
+            let (mut clock, mut pairing) = (EngineClock::default(), ContextPairing::default());
+            host_sample(sample, &mut clock, &mut pairing, &mut [], 0, &[])
+        };
+        assert!(host(&samples[0]).devices[0].process_list_complete);
+        let mut bad = samples[0].clone();
+        bad.errors.push("not a counter value: \"x\"".into());
+        assert!(!host(&bad).devices[0].process_list_complete, "a line could not be read");
+        let mut dropped = samples[0].clone();
+        dropped.reading.dropped = 1;
+        assert!(!host(&dropped).devices[0].process_list_complete, "values were dropped");
+    }
+
+    #[test]
     fn a_sample_with_a_bad_time_is_dropped_not_dated_1970() {
         let mut p = Parser::default();
         p.line(HELLO);
