@@ -19,6 +19,7 @@
 #   bench/run.sh                      # everything (about 15-20 min), writes BENCHMARKS.md
 #   BENCH_QUICK=1 bench/run.sh        # a smoke run, seconds per section, writes nothing
 #   BENCH_SECTIONS="gguf" bench/run.sh
+#   unshare --pid --fork --mount-proc bench/run.sh   # as root: only its own processes in /proc
 #
 # Settings (environment): BENCH_QUICK, BENCH_SECTIONS, BENCH_RUNS (10),
 # BENCH_SIZES ("1:8 4:64 8:256", GPUS:PROCESSES), BENCH_LIVE_N ("100 1000
