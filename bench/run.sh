@@ -16,7 +16,7 @@
 #   discovery  one --once with 0, 1 and 20 model processes (real llama.cpp
 #              servers: xllamacpp serving the gemma file)
 #
-#   bench/run.sh                      # everything (about 15-20 min), writes BENCHMARKS.md
+#   bench/run.sh                      # everything (about 13 min on 2 cores), writes BENCHMARKS.md
 #   BENCH_QUICK=1 bench/run.sh        # a smoke run, seconds per section, writes nothing
 #   BENCH_SECTIONS="gguf" bench/run.sh
 #   unshare --pid --fork --mount-proc bench/run.sh   # as root: only its own processes in /proc
