@@ -159,12 +159,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let snap = collector.sample();
     check_gpu_exists(&cli, &snap)?;
+    // One write: stdout is line-buffered, and a snapshot of 250 processes
+    // is some 10,000 lines of JSON (as many write calls).
+    let mut out = Vec::new();
     if cli.json {
-        serde_json::to_writer_pretty(&mut stdout, &snap)?;
-        writeln!(stdout)?;
+        serde_json::to_writer_pretty(&mut out, &snap)?;
+        out.push(b'\n');
     } else {
-        write!(stdout, "{}", view::text::render(&snap))?;
+        out.extend_from_slice(view::text::render(&snap).as_bytes());
     }
+    stdout.write_all(&out)?;
     Ok(ExitCode::SUCCESS)
 }
 
