@@ -124,7 +124,9 @@ fn the_command_line_is_redacted_in_a_recording() {
             .command()
             .args(["record", "-o"])
             .arg(&file)
-            .args(["--interval", "0.2", "--duration", "1"])
+            // Long enough for two samples on a loaded machine (the first one
+            // waits for NVML and the process scan).
+            .args(["--interval", "0.2", "--duration", "3"])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
