@@ -1,10 +1,10 @@
-//! What the process scan reads from /proc: /proc/PID/stat (our parser),
-//! /proc/PID/status and /proc/PID/maps (procfs's parsers, as the scan calls
-//! them) and /proc/net/tcp{,6} (our parser). Any bytes: a value or None /
+//! What the process scan reads from /proc: /proc/PID/stat and
+//! /proc/PID/maps (our readers), /proc/PID/status (procfs's parser, as the
+//! scan calls it) and /proc/net/tcp{,6} (ours). Any bytes: a value or None /
 //! an error, never a panic.
 #![no_main]
 
-use gputaskman_fuzz::procs::linux::parse_stat;
+use gputaskman_fuzz::procs::linux::{mapped_paths, parse_stat};
 use gputaskman_fuzz::sockets;
 use libfuzzer_sys::fuzz_target;
 use procfs::FromRead;
@@ -25,12 +25,11 @@ fuzz_target!(|data: &[u8]| {
             let _ = procfs::process::Status::from_read(rest);
         }
         2 => {
-            if let Ok(maps) = procfs::process::MemoryMaps::from_read(rest) {
-                // The scan keeps file-backed paths; walking them must be safe.
-                for map in maps {
-                    let _ = map.pathname;
-                }
-            }
+            // The scan's own reader (procfs's MemoryMaps panicked on
+            // `/SYSV` paths: fuzz/regressions/proc_files-maps-sysv.bin).
+            let files = mapped_paths(rest);
+            assert!(files.iter().all(|f| f.starts_with('/')));
+            assert!(files.len() <= rest.split(|b| *b == b'\n').count());
         }
         _ => {
             let text = gputaskman_fuzz::text(rest);

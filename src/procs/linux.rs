@@ -3,7 +3,7 @@
 
 use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
 use anyhow::Context;
-use procfs::process::{MMapPath, Process};
+use procfs::process::Process;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -243,17 +243,14 @@ impl ProcScanner {
 fn read_maps(process: &Process, fixed: &mut Static, now: Instant) {
     const NOTE: &str = "memory maps not readable";
     fixed.notes.retain(|n| !n.starts_with(NOTE));
-    match process.maps() {
-        Ok(maps) => {
-            let mut files: Vec<String> = Vec::new();
-            for map in maps {
-                if let MMapPath::Path(path) = map.pathname {
-                    let path = path.to_string_lossy().into_owned();
-                    if files.last() != Some(&path) && !files.contains(&path) {
-                        files.push(path);
-                    }
-                }
-            }
+    let text = process.open_relative("maps").and_then(|mut f| {
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut text)?;
+        Ok(text)
+    });
+    match text {
+        Ok(text) => {
+            let files = mapped_paths(&text);
             fixed.runtimes.clear();
             classify::runtimes_from_libraries(files.iter().map(String::as_str), &mut fixed.runtimes);
             fixed.mapped_files = files;
@@ -294,6 +291,32 @@ fn read_stat(path: &Path, buf: &mut [u8]) -> Option<Stat> {
     let mut f = std::fs::File::open(path).ok()?;
     let n = f.read(buf).ok()?;
     parse_stat(&buf[..n])
+}
+
+/// The file-backed paths of a /proc/PID/maps text, each once, in order.
+/// Read here rather than by procfs's parser, which panics on a mapped file
+/// whose path starts with `/SYSV` but is no SysV segment name (`/SYSV`,
+/// `/SYSVé`: found by fuzz/ proc_files). SysV segments, anonymous and
+/// `[special]` mappings are not files.
+pub fn mapped_paths(text: &[u8]) -> Vec<String> {
+    let mut files: Vec<String> = Vec::new();
+    for line in text.split(|b| *b == b'\n') {
+        let line = String::from_utf8_lossy(line);
+        // address perms offset dev inode, then the path (spaces and all).
+        let mut rest = line.as_ref();
+        for _ in 0..5 {
+            rest = rest.trim_start_matches(' ');
+            rest = &rest[rest.find(' ').unwrap_or(rest.len())..];
+        }
+        let path = rest.trim_start_matches(' ');
+        if !path.starts_with('/') || path.starts_with("/SYSV") {
+            continue;
+        }
+        if files.last().map(String::as_str) != Some(path) && !files.iter().any(|f| f == path) {
+            files.push(path.to_string());
+        }
+    }
+    files
 }
 
 /// One /proc/PID/stat line: the comm between the first '(' and the last ')'
@@ -350,6 +373,30 @@ fn lookup_user(uid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mapped_paths_are_the_files_once_each_and_never_a_panic() {
+        let maps = "55d0c1a00000-55d0c1a28000 r--p 00000000 fe:00 1835 /usr/bin/llama server\n\
+                    55d0c1a28000-55d0c1b00000 r-xp 00028000 fe:00 1835 /usr/bin/llama server\n\
+                    7f0000000000-7f0000001000 rw-s 00000000 00:01 32768 /SYSV0000162e (deleted)\n\
+                    7f0000001000-7f0000002000 rw-p 00000000 00:00 0 \n\
+                    7f0000002000-7f0000003000 r--p 00000000 fe:00 99 /usr/lib/libcuda.so.1\n\
+                    7ffc0000-7ffc1000 rw-p 00000000 00:00 0                          [stack]\n";
+        assert_eq!(
+            mapped_paths(maps.as_bytes()),
+            ["/usr/bin/llama server", "/usr/lib/libcuda.so.1"]
+        );
+        // fuzz/ proc_files found procfs's parser panicking on these.
+        for line in [
+            "0-1 r--p 0 0:0 1 /SYSV",
+            "0-1 r--p 0 0:0 1 /SYSV\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}",
+            "0-1",
+        ] {
+            assert!(mapped_paths(line.as_bytes()).is_empty(), "{line}");
+        }
+        let crash = include_bytes!("../../fuzz/regressions/proc_files-maps-sysv.bin");
+        let _ = mapped_paths(&crash[1..]);
+    }
     use crate::snapshot::ProcessKind;
     use std::process::Command;
 
