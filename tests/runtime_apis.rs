@@ -183,8 +183,15 @@ fn a_redirect_is_not_followed_and_a_huge_answer_is_not_read() {
     if test_python().is_none() {
         return;
     }
-    let (p, _, _) = misbehaving_llama_server("redirect");
-    assert!(p["notes"].to_string().contains("HTTP 302"), "{p:#}");
+    // On a loaded machine the Python server may miss the probe's 250 ms
+    // (a timeout note, also not followed); the 302 must show within three.
+    let redirected = (0..3).find_map(|_| {
+        let (p, _, _) = misbehaving_llama_server("redirect");
+        let notes = p["notes"].to_string();
+        assert!(notes.contains("no llama.cpp API"), "{p:#}");
+        notes.contains("HTTP 302").then_some(p)
+    });
+    assert!(redirected.is_some(), "no try saw the 302");
     let (p, _, _) = misbehaving_llama_server("huge");
     assert!(p["notes"].to_string().contains("no llama.cpp API"), "{p:#}");
 }
