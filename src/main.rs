@@ -78,24 +78,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Record(args)) => {
-            let options = Options {
-                nvml_lib: cli.nvml_lib.clone(),
-                gpu: cli.gpu,
-                proc_root: cli.proc_root.clone(),
-                background_discovery: true,
-                no_host: cli.no_host,
-            };
+            let options = collector_options(&cli, true);
             record::run_record(args, options, cli.interval)?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Serve(args)) => {
-            let options = Options {
-                nvml_lib: cli.nvml_lib.clone(),
-                gpu: cli.gpu,
-                proc_root: cli.proc_root.clone(),
-                background_discovery: true,
-                no_host: cli.no_host,
-            };
+            let options = collector_options(&cli, true);
             drop(stdout);
             serve::run(args, options, cli.interval)?;
             return Ok(ExitCode::SUCCESS);
@@ -123,13 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let options = Options {
-        nvml_lib: cli.nvml_lib.clone(),
-        gpu: cli.gpu,
-        proc_root: cli.proc_root.clone(),
-        background_discovery: false,
-        no_host: cli.no_host,
-    };
+    let options = collector_options(&cli, false);
     if !(cli.once || cli.json || cli.list_gpus) {
         let interval = Duration::try_from_secs_f64(cli.interval)
             .ok()
@@ -180,6 +162,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     stdout.write_all(&out)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The collector's settings from the command line. `background_discovery`:
+/// samples never wait for runtime APIs (the live view, `record`, `serve`).
+fn collector_options(cli: &Cli, background_discovery: bool) -> Options {
+    Options {
+        nvml_lib: cli.nvml_lib.clone(),
+        gpu: cli.gpu,
+        proc_root: cli.proc_root.clone(),
+        background_discovery,
+        no_host: cli.no_host,
+    }
 }
 
 /// The device with the most free memory (or the one `--gpu` names), for the
