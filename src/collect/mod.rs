@@ -25,7 +25,7 @@ use nvml::NvmlSource;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 use watchdog::{Request, Watchdog, Watched};
 
 #[derive(Debug, Clone)]
@@ -538,6 +538,41 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
 /// Measured VRAM over all devices, for ordering rows.
 pub fn vram(p: &Process) -> u64 {
     p.gpu.iter().filter_map(|g| g.vram_bytes).sum()
+}
+
+/// The first sample goes out at once (CPU% is n/a in it: there is no
+/// earlier reading); the second follows this soon, with CPU%.
+const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
+
+/// Samples on a thread of its own, for the live view and `serve`: a sample
+/// now, one [`SECOND_SAMPLE_AFTER`] later (for CPU%), then one every
+/// `interval`, each handed to `deliver` with how long it took. Model
+/// discovery runs in the background, so a sample never waits for a runtime
+/// API. Stops when `deliver` returns false.
+pub fn spawn_sampler(
+    mut options: Options,
+    interval: Duration,
+    mut deliver: impl FnMut(Snapshot, Duration) -> bool + Send + 'static,
+) {
+    options.background_discovery = true;
+    std::thread::Builder::new()
+        .name("gputaskman-sampler".into())
+        .spawn(move || {
+            let mut collector = Collector::new(options);
+            let mut period = SECOND_SAMPLE_AFTER.min(interval);
+            loop {
+                let started = Instant::now();
+                let snapshot = collector.sample();
+                if !deliver(snapshot, started.elapsed()) {
+                    return;
+                }
+                if let Some(rest) = period.checked_sub(started.elapsed()) {
+                    std::thread::sleep(rest);
+                }
+                period = interval;
+            }
+        })
+        .expect("spawn the sampling thread");
 }
 
 #[cfg(test)]

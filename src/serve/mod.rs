@@ -15,7 +15,7 @@ pub mod metrics;
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod remote;
 
-use crate::collect::{Collector, Options};
+use crate::collect::Options;
 use anyhow::{bail, Context};
 use clap::Args;
 use http::{Body, Handler, Limits, Response, Server, Token};
@@ -53,10 +53,6 @@ pub struct ServeArgs {
 /// The shortest sampling period: a sample of a busy machine takes tens of
 /// milliseconds.
 const MIN_INTERVAL: f64 = 0.1;
-
-/// The first sample goes out at once (CPU% is unknown in it); the second
-/// follows this soon, with CPU%.
-const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
 
 /// How the server is to authenticate, from the address and the flags.
 #[derive(Debug)]
@@ -220,27 +216,13 @@ pub fn render(mut snap: crate::snapshot::Snapshot, no_cmdline: bool, sample_s: f
     }
 }
 
-/// Starts the sampler thread: a sample now, one soon after (for CPU%),
-/// then one every `interval`.
-fn start_sampler(mut options: Options, interval: Duration, no_cmdline: bool, published: Arc<Published>) {
-    options.background_discovery = true;
-    std::thread::Builder::new()
-        .name("gputaskman-sampler".into())
-        .spawn(move || {
-            let mut collector = Collector::new(options);
-            let mut period = SECOND_SAMPLE_AFTER.min(interval);
-            loop {
-                let started = Instant::now();
-                let snap = collector.sample();
-                let sample_s = started.elapsed().as_secs_f64();
-                published.publish(render(snap, no_cmdline, sample_s));
-                if let Some(rest) = period.checked_sub(started.elapsed()) {
-                    std::thread::sleep(rest);
-                }
-                period = interval;
-            }
-        })
-        .expect("spawn the sampling thread");
+/// Starts the sampler thread ([`crate::collect::spawn_sampler`]); each
+/// sample is rendered and published.
+fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, published: Arc<Published>) {
+    crate::collect::spawn_sampler(options, interval, move |snap, took| {
+        published.publish(render(snap, no_cmdline, took.as_secs_f64()));
+        true
+    });
 }
 
 /// `gputaskman serve`: never returns but with an error.

@@ -2,7 +2,7 @@
 //! its own ([`LiveFeed`]) or a recording ([`ReplayFeed`]). The view renders
 //! whatever a feed hands it and never asks a source itself.
 
-use crate::collect::{Collector, Options};
+use crate::collect::Options;
 use crate::snapshot::Snapshot;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
@@ -50,35 +50,14 @@ pub struct LiveFeed {
     stopped: bool,
 }
 
-/// The first sample goes out at once (CPU% is n/a in it: there is no
-/// earlier reading); the second follows this soon, with CPU%.
-const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
-
 impl LiveFeed {
     /// Starts the sampling thread. Model discovery runs in the background,
     /// so the first snapshot comes within a few hundred milliseconds and
     /// says `models_pending` where discovery has not landed.
-    pub fn start(mut options: Options, interval: Duration) -> LiveFeed {
-        options.background_discovery = true;
+    pub fn start(options: Options, interval: Duration) -> LiveFeed {
         let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("gputaskman-sampler".into())
-            .spawn(move || {
-                let mut collector = Collector::new(options);
-                let mut period = SECOND_SAMPLE_AFTER.min(interval);
-                loop {
-                    let started = Instant::now();
-                    let snapshot = collector.sample();
-                    if tx.send(snapshot).is_err() {
-                        return; // the view is gone
-                    }
-                    if let Some(rest) = period.checked_sub(started.elapsed()) {
-                        std::thread::sleep(rest);
-                    }
-                    period = interval;
-                }
-            })
-            .expect("spawn the sampling thread");
+        // The view gone, the channel is closed and sampling stops.
+        crate::collect::spawn_sampler(options, interval, move |snapshot, _| tx.send(snapshot).is_ok());
         LiveFeed {
             rx,
             interval,
