@@ -509,3 +509,53 @@ fn a_driver_call_that_hangs_costs_one_deadline_and_says_so() {
     assert_eq!(snap["devices"], json!([]));
     assert_eq!(snap["attribution"]["measured_sum_bytes"], Value::Null);
 }
+
+#[test]
+fn implausible_driver_values_are_unknown_with_a_note_never_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Sleeper::spawn(dir.path(), "python3", &[]);
+    let b = Sleeper::spawn(dir.path(), "python3", &[]);
+    let mut s = desktop(1, 1);
+    s["devices"] = json!([{
+        "name": "NVIDIA H100 80GB HBM3",
+        "memory": {"total": 85899345920u64, "used": 1073741824u64, "free": 96636764160u64, "reserved": 0},
+        "utilization": {"gpu": 250, "memory": 30},
+        "temperature_c": 4294967295u64,
+        "power_mw": 300000,
+        "compute_processes": [
+            {"pid": a.pid(), "used_memory": 9223372036854775808u64},
+            {"pid": b.pid(), "used_memory": 9223372036854775808u64}
+        ],
+        "process_utilization": [
+            {"pid": a.pid(), "sm": 4294967295u64, "mem": 1, "enc": 0, "dec": 0},
+            {"pid": b.pid(), "sm": 40, "mem": 2, "enc": 0, "dec": 0}
+        ]
+    }]);
+    let scenario = Scenario::new(&s);
+    let snap = scenario.json(&["--json"]);
+    let d = device(&snap, 0);
+    assert_eq!(d["gpu_util_percent"], Value::Null);
+    assert_eq!(d["memory_activity_percent"], 30);
+    assert_eq!(d["temperature_c"], Value::Null);
+    assert_eq!(d["memory_free_bytes"], Value::Null);
+    assert_eq!(d["memory_used_bytes"], 1073741824u64);
+    assert_eq!(d["power_w"], 300.0);
+    let notes = d["notes"].to_string();
+    assert!(
+        notes.contains("gpu 250%") && notes.contains("temperature 4294967295 C"),
+        "{notes}"
+    );
+    // Two processes of 2^63 bytes each: neither is a fact, so nothing sums
+    // to "0 B" by wrapping.
+    for pid in [a.pid(), b.pid()] {
+        assert_eq!(process(&snap, pid)["gpu"][0]["vram_bytes"], Value::Null);
+    }
+    assert_eq!(process(&snap, a.pid())["gpu"][0]["engines"], json!({}));
+    assert_eq!(process(&snap, b.pid())["gpu"][0]["engines"]["sm"], 40);
+    assert_eq!(snap["attribution"]["measured_sum_bytes"], Value::Null);
+    assert_eq!(snap["attribution"]["normalized"], false);
+    let once = scenario.command().arg("--once").output().unwrap();
+    let text = String::from_utf8_lossy(&once.stdout);
+    assert!(text.contains("gpu n/a  mem activity 30%  temp n/a"), "{text}");
+    assert!(text.contains("processes: n/a measured"), "{text}");
+}

@@ -10,6 +10,7 @@ pub mod container;
 pub mod drm;
 pub mod host;
 pub mod nvml;
+pub mod plausible;
 pub mod watchdog;
 pub mod wddm;
 pub mod wsl;
@@ -305,6 +306,7 @@ impl Collector {
                 }
             }
         }
+        plausible::check(&mut devices, &mut processes);
         let attribution = Attribution::compute(&devices, &processes);
         Snapshot {
             schema_version: SCHEMA_VERSION,

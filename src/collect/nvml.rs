@@ -309,14 +309,12 @@ fn read_device(
             }
         }
         for s in samples {
-            // Samples for PIDs not in the lists, out-of-range values and
-            // stale timestamps are noise the driver is known to return.
-            let valid = s.timestamp > since
-                && [s.sm_util, s.mem_util, s.enc_util, s.dec_util]
-                    .iter()
-                    .all(|v| *v <= 100);
+            // Samples for PIDs not in the lists and stale timestamps are
+            // noise the driver is known to return. Out-of-range values are
+            // kept here: `plausible` makes that process's engines unknown
+            // with a note (dropping the sample left it showing 0%).
             newest = newest.max(Some(s.timestamp));
-            if let (true, Some(usage)) = (valid, by_pid.get_mut(&s.pid)) {
+            if let (true, Some(usage)) = (s.timestamp > since, by_pid.get_mut(&s.pid)) {
                 usage.engines.insert("sm".into(), s.sm_util);
                 usage.engines.insert("mem".into(), s.mem_util);
                 usage.engines.insert("enc".into(), s.enc_util);

@@ -66,9 +66,12 @@ impl ProcScanner {
             return;
         };
         let now = Instant::now();
-        for stat in all.flatten().filter_map(|p| p.stat().ok()) {
-            let key = (stat.pid as u32, stat.starttime);
-            self.cpu.insert(key, (stat.utime + stat.stime, now));
+        let mut buf = [0u8; 2048];
+        for process in all.flatten() {
+            if let Some(stat) = read_stat(&self.root.join(process.pid.to_string()).join("stat"), &mut buf) {
+                self.cpu
+                    .insert((process.pid as u32, stat.starttime), (stat.ticks(), now));
+            }
         }
     }
 
@@ -104,7 +107,7 @@ impl ProcScanner {
                 continue;
             };
             let key = (pid, stat.starttime);
-            let ticks = stat.utime + stat.stime;
+            let ticks = stat.ticks();
             let cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
                 let secs = now.duration_since(at).as_secs_f64();
                 (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
@@ -147,7 +150,8 @@ impl ProcScanner {
                 // No address space (vsize 0): an exiting process whose
                 // memory is already released, or a zombie. Its RSS is
                 // unknown, not 0 B.
-                rss_bytes: (stat.vsize > 0).then(|| stat.rss * page_size),
+                // A page count no machine holds is no fact.
+                rss_bytes: (stat.vsize > 0).then(|| stat.rss.checked_mul(page_size)).flatten(),
                 notes: fixed.notes.clone(),
             });
         }
@@ -179,9 +183,9 @@ impl ProcScanner {
             let process = Process::new_with_root(dir.to_path_buf()).ok()?;
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
-                None => self.read_static(&process, start),
+                None => self.read_static(dir, &process, start),
             };
-            read_maps(&process, &mut fixed, now);
+            read_maps(dir, &mut fixed, now);
             fixed.maps_vsize = vsize;
             fixed.classified = None;
             self.statics.insert(key, fixed);
@@ -189,12 +193,17 @@ impl ProcScanner {
         self.statics.get_mut(&key)
     }
 
-    fn read_static(&mut self, process: &Process, start: u64) -> Static {
+    fn read_static(&mut self, dir: &Path, process: &Process, start: u64) -> Static {
         let mut notes = Vec::new();
-        let argv = match process.cmdline() {
-            Ok(argv) => argv,
+        let argv = match read_cmdline(&dir.join("cmdline")) {
+            Ok((argv, cut)) => {
+                if cut {
+                    notes.push(format!("command line cut at {} KiB", MAX_CMDLINE >> 10));
+                }
+                argv
+            }
             Err(e) => {
-                notes.push(format!("command line not readable: {}", brief(&e)));
+                notes.push(format!("command line not readable: {}", brief_io(&e)));
                 Vec::new()
             }
         };
@@ -239,18 +248,62 @@ impl ProcScanner {
     }
 }
 
+/// The most of a command line that is read. The kernel lets a process with
+/// a large stack limit carry far more; argv past this is not needed to
+/// classify it or to find its model, and a hostile one must not cost RAM.
+const MAX_CMDLINE: u64 = 256 << 10;
+/// The most of /proc/PID/maps that is read: 65,530 mappings (the default
+/// vm.max_map_count) of 4 KiB paths would be 270 MB.
+const MAX_MAPS: u64 = 8 << 20;
+/// The most distinct mapped files kept for a process.
+const MAX_MAPPED_FILES: usize = 4096;
+
+/// A process's argv from /proc/PID/cmdline, read as bytes and decoded
+/// lossily (one invalid byte must not hide the process's runtime), at most
+/// [`MAX_CMDLINE`] bytes; true when it was cut.
+fn read_cmdline(path: &Path) -> std::io::Result<(Vec<String>, bool)> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::fs::File::open(path)?, MAX_CMDLINE + 1),
+        &mut bytes,
+    )?;
+    let cut = bytes.len() as u64 > MAX_CMDLINE;
+    bytes.truncate(MAX_CMDLINE as usize);
+    Ok((split_cmdline(&bytes), cut))
+}
+
+/// NUL-separated arguments (the last NUL is a terminator), lossily.
+pub fn split_cmdline(bytes: &[u8]) -> Vec<String> {
+    let bytes = bytes.strip_suffix(b"\0").unwrap_or(bytes);
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    bytes
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
 /// Rereads the file-backed mappings and the runtimes they imply.
-fn read_maps(process: &Process, fixed: &mut Static, now: Instant) {
+fn read_maps(dir: &Path, fixed: &mut Static, now: Instant) {
     const NOTE: &str = "memory maps not readable";
-    fixed.notes.retain(|n| !n.starts_with(NOTE));
-    let text = process.open_relative("maps").and_then(|mut f| {
+    const CUT: &str = "memory maps cut";
+    fixed.notes.retain(|n| !n.starts_with(NOTE) && !n.starts_with(CUT));
+    let text = std::fs::File::open(dir.join("maps")).and_then(|f| {
         let mut text = Vec::new();
-        std::io::Read::read_to_end(&mut f, &mut text)?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_MAPS), &mut text)?;
         Ok(text)
     });
     match text {
         Ok(text) => {
-            let files = mapped_paths(&text);
+            let mut files = mapped_paths(&text);
+            if text.len() as u64 >= MAX_MAPS || files.len() > MAX_MAPPED_FILES {
+                files.truncate(MAX_MAPPED_FILES);
+                fixed.notes.push(format!(
+                    "{CUT} at {} MiB or {MAX_MAPPED_FILES} files: runtimes and models past that are not seen",
+                    MAX_MAPS >> 20
+                ));
+            }
             fixed.runtimes.clear();
             classify::runtimes_from_libraries(files.iter().map(String::as_str), &mut fixed.runtimes);
             fixed.mapped_files = files;
@@ -262,17 +315,17 @@ fn read_maps(process: &Process, fixed: &mut Static, now: Instant) {
             // until the process is seen anew.
             fixed
                 .notes
-                .push(format!("{NOTE} ({}): runtimes only from its name", brief(&e)));
+                .push(format!("{NOTE} ({}): runtimes only from its name", brief_io(&e)));
             fixed.maps_read_at = None;
         }
     }
 }
 
-fn brief(e: &procfs::ProcError) -> String {
-    match e {
-        procfs::ProcError::PermissionDenied(_) => "permission denied".into(),
-        procfs::ProcError::NotFound(_) => "process exited".into(),
-        other => other.to_string(),
+fn brief_io(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::NotFound => "process exited".into(),
+        _ => e.to_string(),
     }
 }
 
@@ -283,6 +336,14 @@ pub struct Stat {
     pub starttime: u64,
     pub vsize: u64,
     pub rss: u64,
+}
+
+impl Stat {
+    /// CPU ticks, user + system; saturating, since a forged or corrupt
+    /// stat line can say 2^64-1.
+    pub fn ticks(&self) -> u64 {
+        self.utime.saturating_add(self.stime)
+    }
 }
 
 /// Reads /proc/PID/stat with one open and one read into `buf`.
@@ -320,13 +381,15 @@ pub fn mapped_paths(text: &[u8]) -> Vec<String> {
 }
 
 /// One /proc/PID/stat line: the comm between the first '(' and the last ')'
-/// (a comm may hold both), then the numeric fields. `None` for anything else.
+/// (a comm may hold both, and any byte but NUL: it is decoded lossily, so a
+/// name that is not UTF-8 never hides a process), then the numeric fields.
+/// `None` for anything else.
 pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?.to_string();
-    let mut fields = text.get(close + 2..)?.split_ascii_whitespace();
+    let open = bytes.iter().position(|b| *b == b'(')?;
+    let close = bytes.iter().rposition(|b| *b == b')')?;
+    let comm = String::from_utf8_lossy(bytes.get(open + 1..close)?).into_owned();
+    let text = std::str::from_utf8(bytes.get(close + 2..)?).ok()?;
+    let mut fields = text.split_ascii_whitespace();
     // Fields after the comm, from 0: state is 0; utime 11, stime 12,
     // starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
     let mut nth = |skip: usize| -> Option<u64> { fields.nth(skip)?.parse().ok() };
@@ -496,6 +559,67 @@ mod tests {
         // Loaded at 1.5 s; seen on the next reading of the maps, a second
         // later at most (not MAPS_REFRESH, 10 s, later).
         assert!(seen_after < Duration::from_millis(3500), "seen after {seen_after:?}");
+    }
+
+    #[test]
+    fn a_stat_line_with_a_name_that_is_not_utf8_or_forged_counters_still_parses() {
+        let mut line = b"4242 (llama\xff\xfe) evil) S 1 1 1 0 -1 0 0 0 0 0 ".to_vec();
+        line.extend_from_slice(
+            b"18446744073709551615 18446744073709551615 0 0 20 0 1 0 777 4096 18446744073709551615 0\n",
+        );
+        let stat = parse_stat(&line).expect("parsed");
+        assert_eq!(stat.comm, "llama\u{fffd}\u{fffd}) evil");
+        assert_eq!(stat.ticks(), u64::MAX);
+        assert_eq!(stat.starttime, 777);
+        assert_eq!(stat.rss, u64::MAX);
+    }
+
+    #[test]
+    fn argv_is_split_lossily_and_never_lost_for_one_bad_byte() {
+        assert_eq!(
+            split_cmdline(b"llama-server\0-m\0/m/\xffx.gguf\0"),
+            ["llama-server", "-m", "/m/\u{fffd}x.gguf"]
+        );
+        assert!(split_cmdline(b"").is_empty());
+        assert_eq!(split_cmdline(b"a\0\0b"), ["a", "", "b"]);
+    }
+
+    #[test]
+    fn a_process_whose_name_and_argv_are_not_utf8_is_listed_with_its_runtime() {
+        use std::os::unix::ffi::OsStrExt;
+        // python3 exec'd through a symlink whose name is not UTF-8 (that
+        // name is the comm), `vllm` among its first arguments and an
+        // invalid byte in a later one.
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join(std::ffi::OsStr::from_bytes(b"py\xff"));
+        let python = ["/usr/bin/python3", "/bin/python3"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("python3");
+        std::os::unix::fs::symlink(python, &link).unwrap();
+        let mut child = Command::new(&link)
+            .args(["-c", "import time; time.sleep(30)", "vllm"])
+            .arg(std::ffi::OsStr::from_bytes(b"--model=/srv/\xffm"))
+            .spawn()
+            .expect("spawn");
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        let found = loop {
+            let procs = scanner.scan().expect("scan /proc");
+            let me = procs.into_iter().find(|p| p.pid == pid && p.name.starts_with("py"));
+            if me.is_some() || Instant::now() > deadline {
+                break me;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        child.kill().ok();
+        child.wait().ok();
+        let me = found.expect("the process is listed");
+        assert_eq!(me.name, "py\u{fffd}");
+        assert_eq!(me.runtimes, ["vllm"]);
+        assert_eq!(me.kind, ProcessKind::Ai);
+        assert_eq!(me.argv.last().map(String::as_str), Some("--model=/srv/\u{fffd}m"));
     }
 
     #[test]

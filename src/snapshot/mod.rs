@@ -353,6 +353,10 @@ pub struct DeviceAttribution {
     /// incomplete.
     pub unattributed_bytes: Option<u64>,
     pub normalized: bool,
+    /// The per-process figures add up past 2^64 bytes: no source measured
+    /// that, so no sum is given (`measured_sum_bytes` null).
+    #[serde(default)]
+    pub implausible: bool,
 }
 
 impl Attribution {
@@ -375,7 +379,11 @@ impl Attribution {
             if measured.is_empty() {
                 measured = on_device(false);
             }
-            let sum = (!measured.is_empty()).then(|| measured.iter().sum::<u64>());
+            // Checked: figures from a driver or a hostile DRM client can
+            // add up past u64 (two of 2^63 summed to "0 B").
+            let total = measured.iter().try_fold(0u64, |a, b| a.checked_add(*b));
+            let implausible = total.is_none();
+            let sum = total.filter(|_| !measured.is_empty());
             let normalized = matches!((sum, device.memory_used_bytes), (Some(s), Some(u)) if s > u);
             // With an incomplete process list, what looks unattributed may
             // belong to the processes the failed query would have listed.
@@ -388,13 +396,15 @@ impl Attribution {
             per_device.push(DeviceAttribution {
                 device: device.index,
                 measured_sum_bytes: sum,
-                unattributed_bytes: unattributed,
+                unattributed_bytes: unattributed.filter(|_| !implausible),
                 normalized,
+                implausible,
             });
         }
         let sums: Vec<u64> = per_device.iter().filter_map(|d| d.measured_sum_bytes).collect();
+        let sum = sums.iter().try_fold(0u64, |a, b| a.checked_add(*b));
         Attribution {
-            measured_sum_bytes: (!sums.is_empty()).then(|| sums.iter().sum()),
+            measured_sum_bytes: sum.filter(|_| !sums.is_empty()),
             normalized: per_device.iter().any(|d| d.normalized),
             devices: per_device,
         }
@@ -407,7 +417,7 @@ pub fn json_schema() -> serde_json::Value {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn device(index: u32, used: Option<u64>) -> Device {
@@ -420,7 +430,7 @@ mod tests {
         }
     }
 
-    fn process(pid: u32, usage: &[(u32, Option<u64>)]) -> Process {
+    pub(crate) fn process(pid: u32, usage: &[(u32, Option<u64>)]) -> Process {
         Process {
             pid,
             host_pid: None,
@@ -453,6 +463,27 @@ mod tests {
             listen_ports: None,
             notes: vec![],
         }
+    }
+
+    #[test]
+    fn figures_that_overflow_a_sum_give_no_sum_and_say_so() {
+        let devices = [device(0, Some(1000)), device(1, Some(500))];
+        let processes = [
+            process(1, &[(0, Some(1 << 63))]),
+            process(2, &[(0, Some(1 << 63)), (1, Some(200))]),
+        ];
+        let a = Attribution::compute(&devices, &processes);
+        assert_eq!(a.devices[0].measured_sum_bytes, None);
+        assert!(a.devices[0].implausible);
+        assert_eq!(a.devices[0].unattributed_bytes, None);
+        assert!(!a.devices[0].normalized);
+        assert_eq!(a.devices[1].measured_sum_bytes, Some(200));
+        assert!(!a.devices[1].implausible);
+        assert_eq!(a.measured_sum_bytes, Some(200));
+        // Two devices whose sums are each fine but overflow together.
+        let processes = [process(1, &[(0, Some(u64::MAX - 1))]), process(2, &[(1, Some(2))])];
+        let devices = [device(0, None), device(1, None)];
+        assert_eq!(Attribution::compute(&devices, &processes).measured_sum_bytes, None);
     }
 
     #[test]
