@@ -1,13 +1,13 @@
 //! A model: one GGUF file or all parts of a split one, and what it is.
 
 use std::collections::HashSet;
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
 use crate::hparams::{Hparams, HYBRID_ARCHS, NO_KV_ARCHS, RECURRENT_ARCHS};
 use crate::reader::{read_header, Header, TensorInfo};
+use crate::regular_file;
 use crate::split::SplitName;
 use crate::types::FileType;
 use crate::value::Metadata;
@@ -177,7 +177,7 @@ pub struct Model {
 /// extension-less blobs such as `sha256-…`; this is how to spot them).
 pub fn is_gguf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    File::open(path)
+    regular_file::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .map(|()| &magic == b"GGUF")
         .unwrap_or(false)
@@ -228,7 +228,7 @@ pub fn open(path: &Path) -> Result<Model, Error> {
 }
 
 fn read_file(path: &Path) -> Result<Header, Error> {
-    let file = File::open(path).map_err(|e| Error::from(e).with_path(path))?;
+    let file = regular_file::open(path).map_err(|e| Error::from(e).with_path(path))?;
     read_header(file).map_err(|e| e.with_path(path))
 }
 
