@@ -980,6 +980,67 @@ fn split_model_of_two_parts_is_merged() {
     assert!(matches!(open(&lone).unwrap_err().kind(), ErrorKind::Split(_)));
 }
 
+/// The first part of a split set of `count` parts.
+fn split_part(count: u32) -> Builder {
+    tiny_llama(false).u32("split.count", count)
+}
+
+#[cfg(unix)]
+#[test]
+fn split_parts_that_are_one_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.gguf");
+    split_part(3).write(&real);
+    let first = dir.path().join("m-00001-of-00003.gguf");
+    std::fs::hard_link(&real, &first).unwrap();
+    let second = dir.path().join("m-00002-of-00003.gguf");
+    std::os::unix::fs::symlink(&real, &second).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("m-00003-of-00003.gguf")).unwrap();
+    let e = open(&first).unwrap_err();
+    assert_eq!(e.path(), Some(second.as_path()));
+    assert_eq!(
+        e.kind().to_string(),
+        "part 2 of 3 is the same file as part 1; the parts of a split model must be distinct files"
+    );
+}
+
+#[test]
+fn split_headers_over_the_cap_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("m-00001-of-00002.gguf");
+    let second = dir.path().join("m-00002-of-00002.gguf");
+    split_part(2).write(&first);
+    Builder::default()
+        .u32("split.count", 2)
+        .u32("split.no", 1)
+        .write(&second);
+    let one = open(&first).unwrap().parts()[0].data_offset;
+    let two = open(&first).unwrap().parts()[1].data_offset;
+    assert_eq!(model::open_capped(&first, one + two).unwrap().parts().len(), 2);
+    let e = model::open_capped(&first, one + two - 1).unwrap_err();
+    assert_eq!(e.path(), Some(second.as_path()));
+    assert_eq!(
+        e.kind().to_string(),
+        format!(
+            "the headers of parts 1 to 2 of 2 take {} bytes, over the limit of {} bytes for one model",
+            one + two,
+            one + two - 1
+        )
+    );
+}
+
+#[test]
+fn split_count_beyond_llama_cpp_u16_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("m-00001-of-65536.gguf");
+    split_part(65536).write(&first);
+    let e = open(&first).unwrap_err();
+    assert_eq!(
+        e.kind().to_string(),
+        "split.count is 65536, more than llama.cpp's limit of 65535 parts"
+    );
+}
+
 #[test]
 fn ollama_blob_without_extension() {
     let dir = tempfile::tempdir().unwrap();
