@@ -381,3 +381,90 @@ fn real_gemma_3_270m() {
     assert!(t.contains("37.50 MiB (2560 cells, 15 layers, 1 stream)"), "{t}");
     assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
 }
+
+/// A GGUF of no tensors whose metadata is `split.count` = `count` (u16, as
+/// tools/gguf-split writes it) and eight strings of just under 1 MiB, each
+/// kept whole by the reader: about 8 MiB of header that a split set could
+/// repeat in every part.
+#[cfg(target_os = "linux")]
+fn split_bomb_part(count: u16) -> Vec<u8> {
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes()); // tensors
+    out.extend(10u64.to_le_bytes()); // key-value pairs
+    let key = |out: &mut Vec<u8>, k: &str, ty: u32| {
+        out.extend((k.len() as u64).to_le_bytes());
+        out.extend(k.as_bytes());
+        out.extend(ty.to_le_bytes());
+    };
+    let string = |out: &mut Vec<u8>, s: &[u8]| {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s);
+    };
+    key(&mut out, "general.architecture", 8);
+    string(&mut out, b"llama");
+    key(&mut out, "split.count", 2);
+    out.extend(count.to_le_bytes());
+    let filler = vec![b'x'; (1 << 20) - 1];
+    for i in 0..8 {
+        key(&mut out, &format!("bomb.{i}"), 8);
+        string(&mut out, &filler);
+    }
+    out
+}
+
+/// Runs `gputaskman model PATH` under a 2 GiB address-space limit (so the
+/// old, unbounded code fails fast instead of exhausting the machine) and
+/// returns its exit status, stderr and peak RSS in KiB (wait4's rusage of
+/// that one child, not of every test's children).
+#[cfg(target_os = "linux")]
+// The child is reaped by wait4, which std's Child::wait cannot replace: it
+// gives no rusage.
+#[allow(clippy::zombie_processes)]
+fn model_peak_rss(path: &std::path::Path) -> (i32, String, i64) {
+    use std::io::Read;
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "ulimit -v 2097152 && exec \"$0\" model \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_gputaskman"))
+        .arg(path)
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: plain out-parameters; the child is ours and not yet reaped.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status, err, usage.ru_maxrss)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn split_set_of_symlinks_to_one_file_is_refused_in_bounded_memory() {
+    // 3000 parts, every one a symlink to the same 8 MiB header: kept part
+    // by part this was 3000 x 8 MiB, an allocation failure at 3-6 GB.
+    let dir = tempfile::tempdir().unwrap();
+    let blob = dir.path().join("blob.gguf");
+    std::fs::write(&blob, split_bomb_part(3000)).unwrap();
+    for no in 1..=3000 {
+        std::os::unix::fs::symlink(&blob, dir.path().join(format!("m-{no:05}-of-03000.gguf"))).unwrap();
+    }
+    let first = dir.path().join("m-00001-of-03000.gguf");
+    let started = std::time::Instant::now();
+    let (status, err, peak_kib) = model_peak_rss(&first);
+    let elapsed = started.elapsed();
+    eprintln!("split bomb: exit status {status:#x}, peak RSS {peak_kib} KiB, {elapsed:?}");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) != 0,
+        "status {status:#x}: {err}"
+    );
+    assert!(
+        err.contains("m-00002-of-03000.gguf: part 2 of 3000 is the same file as part 1"),
+        "{err}"
+    );
+    assert!(peak_kib < 200 * 1024, "peak RSS {peak_kib} KiB");
+}

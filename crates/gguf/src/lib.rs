@@ -21,6 +21,11 @@
 //! [`Error`] naming the byte offset, never a panic, hang or unbounded
 //! allocation.
 //!
+//! Paths from outside input may name FIFOs or devices: every file is opened
+//! through [`regular_file::open`], which never blocks and refuses anything
+//! but a regular file; the main crate uses the same module for the other
+//! files it reads.
+//!
 //! Math: [`estimate`] reproduces what llama.cpp allocates for the KV cache
 //! (full and sliding-window caches, MLA, per-layer head counts, shared-KV
 //! layers), the recurrent state of Mamba/RWKV and hybrid models, and the
@@ -32,6 +37,7 @@ mod hparams;
 pub mod memory;
 mod model;
 mod reader;
+pub mod regular_file;
 mod split;
 mod types;
 mod value;

@@ -1,13 +1,13 @@
 //! A model: one GGUF file or all parts of a split one, and what it is.
 
-use std::collections::HashSet;
-use std::fs::File;
+use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
 use crate::hparams::{Hparams, HYBRID_ARCHS, NO_KV_ARCHS, RECURRENT_ARCHS};
 use crate::reader::{read_header, Header, TensorInfo};
+use crate::regular_file;
 use crate::split::SplitName;
 use crate::types::FileType;
 use crate::value::Metadata;
@@ -177,20 +177,43 @@ pub struct Model {
 /// extension-less blobs such as `sha256-…`; this is how to spot them).
 pub fn is_gguf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    File::open(path)
+    regular_file::open(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .map(|()| &magic == b"GGUF")
         .unwrap_or(false)
 }
 
+/// The most header bytes (metadata and tensor infos as stored, summed over
+/// the parts) one model may have. Real headers are far smaller: the largest
+/// vocabularies (256k tokens with merges) take about 10 MB and a tensor info
+/// under 100 bytes, so even a model of thousands of tensors stays under
+/// 20 MB. Without a cap a split set of thousands of hostile parts would be
+/// kept in memory whole.
+const MAX_HEADER_BYTES: u64 = 256 << 20;
+
+/// llama.cpp keeps `split.count` in a `uint16_t` (tools/gguf-split writes it
+/// with `gguf_set_val_u16`, src/llama-model-loader.cpp reads it back into
+/// `uint16_t n_split`), so no loadable model has more parts.
+const MAX_SPLIT_COUNT: u32 = u16::MAX as u32;
+
 /// Reads the header of a model file, and of all the other parts when it is
 /// one part of a split model (any part may be given). Reads only the
 /// headers: a 250 MB model takes milliseconds.
 pub fn open(path: &Path) -> Result<Model, Error> {
-    let first = read_file(path)?;
+    open_capped(path, MAX_HEADER_BYTES)
+}
+
+pub(crate) fn open_capped(path: &Path, max_header_bytes: u64) -> Result<Model, Error> {
+    let (first_id, first) = read_file(path)?;
     let count = first.metadata.get("split.count").and_then(|v| v.as_u32()).unwrap_or(1);
     if count <= 1 {
         return Model::from_parts(path, vec![(path.to_path_buf(), first)]).map_err(|e| e.with_path(path));
+    }
+    if count > MAX_SPLIT_COUNT {
+        return Err(split_error(
+            path,
+            format!("split.count is {count}, more than llama.cpp's limit of {MAX_SPLIT_COUNT} parts"),
+        ));
     }
     let name = SplitName::parse(path).ok_or_else(|| {
         split_error(
@@ -204,15 +227,34 @@ pub fn open(path: &Path) -> Result<Model, Error> {
             format!("the name says {} parts, split.count says {count}", name.count),
         ));
     }
-    let mut first = Some(first);
+    let mut first = Some((first_id, first));
+    // Which part each file is: parts that are one file (symlinks or hard
+    // links to it) would make one header count many times.
+    let mut seen = HashMap::new();
+    let mut header_bytes = 0u64;
     let mut parts = Vec::new();
     for no in 1..=count {
         let part_path = name.part_path(no);
         let opened = if no == name.no { first.take() } else { None };
-        let header = match opened {
+        let (id, mut header) = match opened {
             Some(h) => h,
             None => read_file(&part_path)?,
         };
+        if let Some(earlier) = seen.insert(id, no) {
+            return Err(split_error(
+                &part_path,
+                format!("part {no} of {count} is the same file as part {earlier}; the parts of a split model must be distinct files"),
+            ));
+        }
+        header_bytes = header_bytes.saturating_add(header.data_offset);
+        if header_bytes > max_header_bytes {
+            return Err(split_error(
+                &part_path,
+                format!(
+                    "the headers of parts 1 to {no} of {count} take {header_bytes} bytes, over the limit of {max_header_bytes} bytes for one model"
+                ),
+            ));
+        }
         if let Some(split_no) = header.metadata.get("split.no").and_then(|v| v.as_u32()) {
             if split_no != no - 1 {
                 return Err(split_error(
@@ -221,15 +263,41 @@ pub fn open(path: &Path) -> Result<Model, Error> {
                 ));
             }
         }
+        // Only the first part's metadata is used (from_parts): drop the
+        // others' now rather than hold every part's at once.
+        if no > 1 {
+            header.metadata = Metadata::default();
+        }
         parts.push((part_path, header));
     }
     let first_path = parts[0].0.clone();
     Model::from_parts(path, parts).map_err(|e| e.with_path(&first_path))
 }
 
-fn read_file(path: &Path) -> Result<Header, Error> {
-    let file = File::open(path).map_err(|e| Error::from(e).with_path(path))?;
-    read_header(file).map_err(|e| e.with_path(path))
+/// What makes two paths one file: device and inode on unix (symlinks and
+/// hard links alike), the canonical path elsewhere.
+#[cfg(unix)]
+type FileId = (u64, u64);
+#[cfg(not(unix))]
+type FileId = PathBuf;
+
+#[cfg(unix)]
+fn file_id(file: &std::fs::File, _path: &Path) -> std::io::Result<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(_file: &std::fs::File, path: &Path) -> std::io::Result<FileId> {
+    std::fs::canonicalize(path)
+}
+
+fn read_file(path: &Path) -> Result<(FileId, Header), Error> {
+    let file = regular_file::open(path).map_err(|e| Error::from(e).with_path(path))?;
+    let id = file_id(&file, path).map_err(|e| Error::from(e).with_path(path))?;
+    let header = read_header(file).map_err(|e| e.with_path(path))?;
+    Ok((id, header))
 }
 
 fn split_error(path: &Path, msg: String) -> Error {

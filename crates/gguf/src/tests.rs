@@ -980,6 +980,67 @@ fn split_model_of_two_parts_is_merged() {
     assert!(matches!(open(&lone).unwrap_err().kind(), ErrorKind::Split(_)));
 }
 
+/// The first part of a split set of `count` parts.
+fn split_part(count: u32) -> Builder {
+    tiny_llama(false).u32("split.count", count)
+}
+
+#[cfg(unix)]
+#[test]
+fn split_parts_that_are_one_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real.gguf");
+    split_part(3).write(&real);
+    let first = dir.path().join("m-00001-of-00003.gguf");
+    std::fs::hard_link(&real, &first).unwrap();
+    let second = dir.path().join("m-00002-of-00003.gguf");
+    std::os::unix::fs::symlink(&real, &second).unwrap();
+    std::os::unix::fs::symlink(&real, dir.path().join("m-00003-of-00003.gguf")).unwrap();
+    let e = open(&first).unwrap_err();
+    assert_eq!(e.path(), Some(second.as_path()));
+    assert_eq!(
+        e.kind().to_string(),
+        "part 2 of 3 is the same file as part 1; the parts of a split model must be distinct files"
+    );
+}
+
+#[test]
+fn split_headers_over_the_cap_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("m-00001-of-00002.gguf");
+    let second = dir.path().join("m-00002-of-00002.gguf");
+    split_part(2).write(&first);
+    Builder::default()
+        .u32("split.count", 2)
+        .u32("split.no", 1)
+        .write(&second);
+    let one = open(&first).unwrap().parts()[0].data_offset;
+    let two = open(&first).unwrap().parts()[1].data_offset;
+    assert_eq!(model::open_capped(&first, one + two).unwrap().parts().len(), 2);
+    let e = model::open_capped(&first, one + two - 1).unwrap_err();
+    assert_eq!(e.path(), Some(second.as_path()));
+    assert_eq!(
+        e.kind().to_string(),
+        format!(
+            "the headers of parts 1 to 2 of 2 take {} bytes, over the limit of {} bytes for one model",
+            one + two,
+            one + two - 1
+        )
+    );
+}
+
+#[test]
+fn split_count_beyond_llama_cpp_u16_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("m-00001-of-65536.gguf");
+    split_part(65536).write(&first);
+    let e = open(&first).unwrap_err();
+    assert_eq!(
+        e.kind().to_string(),
+        "split.count is 65536, more than llama.cpp's limit of 65535 parts"
+    );
+}
+
 #[test]
 fn ollama_blob_without_extension() {
     let dir = tempfile::tempdir().unwrap();
@@ -1011,6 +1072,83 @@ fn sparse_file_of_a_large_model_opens() {
     b.write(&path);
     let m = open(&path).unwrap();
     assert_eq!(m.info().weights_bytes, Some(32 * 4096 * 4096 * 2));
+}
+
+// --- files that are not regular files ---------------------------------------
+
+/// Runs `f` on a thread and waits at most 2 s: a call that blocks (open(2)
+/// on a FIFO without a writer) fails the test instead of hanging it.
+#[cfg(unix)]
+fn within_2s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(2))
+        .expect("the call did not return within 2 s (blocked on a FIFO or device?)")
+}
+
+#[cfg(unix)]
+fn mkfifo(path: &Path) {
+    let status = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// `open` and `is_gguf` on `path` both return at once, `open` with an error
+/// whose message contains `what`.
+#[cfg(unix)]
+fn refused_at_once(path: &Path, what: &str) {
+    let p = path.to_path_buf();
+    let e = within_2s(move || open(&p).map(|_| ()).map_err(|e| e.to_string())).unwrap_err();
+    assert!(e.contains(&format!("not a regular file: {what}")), "{e}");
+    assert!(e.starts_with(&path.display().to_string()), "{e}");
+    let p = path.to_path_buf();
+    assert!(!within_2s(move || is_gguf(&p)));
+}
+
+#[cfg(unix)]
+#[test]
+fn fifo_device_and_directory_are_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("f.gguf");
+    mkfifo(&fifo);
+    refused_at_once(&fifo, "a FIFO");
+    refused_at_once(Path::new("/dev/zero"), "a character device");
+
+    let to_fifo = dir.path().join("to-fifo.gguf");
+    std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+    refused_at_once(&to_fifo, "a FIFO");
+    let to_zero = dir.path().join("to-zero.gguf");
+    std::os::unix::fs::symlink("/dev/zero", &to_zero).unwrap();
+    refused_at_once(&to_zero, "a character device");
+
+    let subdir = dir.path().join("x.gguf");
+    std::fs::create_dir(&subdir).unwrap();
+    refused_at_once(&subdir, "a directory");
+
+    // A regular file, and a symlink to one, still open.
+    let real = dir.path().join("real.gguf");
+    tiny_llama(false).write(&real);
+    let to_real = dir.path().join("to-real.gguf");
+    std::os::unix::fs::symlink(&real, &to_real).unwrap();
+    for p in [real, to_real] {
+        assert!(is_gguf(&p));
+        assert_eq!(open(&p).unwrap().info().layers, Some(4));
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn split_part_that_is_a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("m-00001-of-00002.gguf");
+    let second = dir.path().join("m-00002-of-00002.gguf");
+    tiny_llama(false).u32("split.count", 2).write(&first);
+    mkfifo(&second);
+    let p = first.clone();
+    let e = within_2s(move || open(&p).map(|_| ()).unwrap_err());
+    assert_eq!(e.path(), Some(second.as_path()));
+    assert!(e.to_string().contains("not a regular file: a FIFO"), "{e}");
 }
 
 // --- property tests ----------------------------------------------------------
