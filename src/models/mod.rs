@@ -18,14 +18,16 @@ pub mod sockets;
 use crate::procs::ProcInfo;
 use crate::snapshot::{Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer};
 use cmdline::LaunchSettings;
+use gguf::regular_file;
 use probe::Prober;
 use runtimes::llamacpp::ServerState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// A process's API is asked at most this often; between probes the last
@@ -35,6 +37,18 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
 const LOG_TAIL: u64 = 8 << 20;
 /// Ports of one process that are probed at most.
 const MAX_PORTS: usize = 4;
+/// How long one round of discovery waits for a process. A process whose
+/// files or API do not answer by then (a FUSE mount that never replies, a
+/// socket that accepts and stalls) is left with a note; the others are
+/// never held up by it, and it is not looked at again while its last
+/// discovery is still stuck.
+pub const DEADLINE: Duration = Duration::from_secs(2);
+/// The most of a model folder's config.json that is read (real ones are a
+/// few KiB; a symlink to /dev/zero must not be read until memory runs out).
+const MAX_CONFIG_JSON: u64 = 1 << 20;
+/// Entries each discovery cache holds at most, however many model files
+/// processes name over time.
+const MAX_CACHED: usize = 512;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Evidence {
@@ -107,16 +121,68 @@ struct ApiAnswer {
 type ProcessKey = (u32, Option<String>);
 
 /// A model file's header, read once per (path, size, mtime).
-type HeaderCache = HashMap<PathBuf, (u64, Option<SystemTime>, Arc<Result<gguf::Model, String>>)>;
+type Header = (u64, Option<SystemTime>, Arc<Result<gguf::Model, String>>);
+
+/// A cache whose entries live while processes use them: each use stamps an
+/// entry with the current discovery round, and after a round only what it
+/// or the round before used is kept (at most [`MAX_CACHED`], the least
+/// recently used going first). Servers coming and going with new model
+/// files must not grow the monitor without bound.
+struct RoundCache<K, V> {
+    entries: HashMap<K, (V, u64)>,
+}
+
+impl<K: Eq + Hash + Clone, V: Clone> RoundCache<K, V> {
+    fn new() -> Self {
+        RoundCache {
+            entries: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, key: &K, round: u64) -> Option<V> {
+        let (value, used) = self.entries.get_mut(key)?;
+        *used = round;
+        Some(value.clone())
+    }
+
+    fn insert(&mut self, key: K, value: V, round: u64) {
+        self.entries.insert(key, (value, round));
+        if self.entries.len() > MAX_CACHED {
+            self.evict_oldest(self.entries.len() - MAX_CACHED);
+        }
+    }
+
+    /// Keeps what this round or the one before used.
+    fn sweep(&mut self, round: u64) {
+        self.entries.retain(|_, (_, used)| *used + 1 >= round);
+    }
+
+    fn evict_oldest(&mut self, n: usize) {
+        let mut by_age: Vec<(u64, K)> = self.entries.iter().map(|(k, (_, used))| (*used, k.clone())).collect();
+        by_age.sort_unstable_by_key(|(used, _)| *used);
+        for (_, key) in by_age.into_iter().take(n) {
+            self.entries.remove(&key);
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
 
 pub struct Discovery {
     root: PathBuf,
     prober: Prober,
     extra_model_flags: Vec<String>,
     answers: Mutex<HashMap<ProcessKey, (Instant, ApiAnswer)>>,
-    headers: Mutex<HeaderCache>,
+    headers: Mutex<RoundCache<PathBuf, Header>>,
     /// Whether a mapped file is a GGUF, by path.
-    magic: Mutex<HashMap<String, bool>>,
+    magic: Mutex<RoundCache<String, bool>>,
+    /// The current discovery round, for the caches' sweep.
+    round: AtomicU64,
+    /// Processes whose discovery thread has not returned yet.
+    inflight: Mutex<HashSet<ProcessKey>>,
     /// A background discovery is running.
     busy: AtomicBool,
     /// What the last background discovery found, per process.
@@ -131,6 +197,8 @@ pub struct Discovered {
     /// The TCP ports the process listens on (sorted); None when its file
     /// descriptors cannot be read. `diff` pairs a restarted server by them.
     pub listen_ports: Option<Vec<u16>>,
+    /// Discovery did not finish for this process: its models are unknown.
+    pub pending: bool,
 }
 
 impl Discovered {
@@ -139,6 +207,23 @@ impl Discovered {
         p.models = self.models;
         p.notes.extend(self.notes);
         p.listen_ports = self.listen_ports;
+        p.models_pending = self.pending;
+    }
+
+    /// A process whose discovery did not finish within [`DEADLINE`].
+    fn unfinished(still_running: bool) -> Discovered {
+        let why = match still_running {
+            true => "an earlier discovery of it is still waiting",
+            false => "still waiting",
+        };
+        Discovered {
+            notes: vec![format!(
+                "model discovery did not finish within {} s ({why} on a file or API of this process that does not answer): models unknown",
+                DEADLINE.as_secs()
+            )],
+            pending: true,
+            ..Discovered::default()
+        }
     }
 }
 
@@ -157,30 +242,76 @@ impl Discovery {
             prober: Prober::default(),
             extra_model_flags,
             answers: Mutex::new(HashMap::new()),
-            headers: Mutex::new(HashMap::new()),
-            magic: Mutex::new(HashMap::new()),
+            headers: Mutex::new(RoundCache::new()),
+            magic: Mutex::new(RoundCache::new()),
+            round: AtomicU64::new(0),
+            inflight: Mutex::new(HashSet::new()),
             busy: AtomicBool::new(false),
             latest: Mutex::new(HashMap::new()),
         }
     }
-    /// Discovers the models of every AI process, in parallel (each process
-    /// waits on its own probes, at most [`probe::TIMEOUT`] a request).
-    /// Returns, per PID, the models and notes.
-    pub fn discover(&self, infos: &[&ProcInfo]) -> HashMap<u32, Discovered> {
+    /// Discovers the models of every AI process, each on a thread of its
+    /// own (each waits on its own probes, at most [`probe::TIMEOUT`] a
+    /// request), for at most [`DEADLINE`]: a process not done by then is
+    /// returned as pending with a note, and its thread is left to finish
+    /// (or stay stuck in the kernel) on its own. Returns, per PID, the
+    /// models and notes.
+    pub fn discover(self: &Arc<Self>, infos: &[&ProcInfo]) -> HashMap<u32, Discovered> {
         if infos.is_empty() {
             return HashMap::new();
         }
-        let listening = sockets::listening(&self.root);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = infos
-                .iter()
-                .map(|info| {
-                    let listening = &listening;
-                    scope.spawn(move || (info.pid, self.discover_one(info, listening)))
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        })
+        let round = self.round.fetch_add(1, Ordering::AcqRel) + 1;
+        let deadline = Instant::now() + DEADLINE;
+        let listening = Arc::new(sockets::listening(&self.root));
+        let (tx, rx) = mpsc::channel();
+        let mut out = HashMap::new();
+        let mut started = 0;
+        for info in infos {
+            let key = (info.pid, info.start_time.clone());
+            if !self.inflight.lock().unwrap().insert(key.clone()) {
+                out.insert(info.pid, Discovered::unfinished(true));
+                continue;
+            }
+            let (this, owned, listening, tx) = (Arc::clone(self), (*info).clone(), Arc::clone(&listening), tx.clone());
+            let spawned = std::thread::Builder::new().name("discovery".into()).spawn(move || {
+                let found = this.discover_one(&owned, &listening, round);
+                this.inflight.lock().unwrap().remove(&(owned.pid, owned.start_time));
+                let _ = tx.send((owned.pid, found));
+            });
+            match spawned {
+                Ok(_) => started += 1,
+                Err(_) => {
+                    self.inflight.lock().unwrap().remove(&key);
+                    out.insert(info.pid, Discovered::unfinished(false));
+                }
+            }
+        }
+        drop(tx);
+        let mut waiting: HashSet<u32> = infos
+            .iter()
+            .map(|i| i.pid)
+            .filter(|pid| !out.contains_key(pid))
+            .collect();
+        for _ in 0..started {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok((pid, found)) => {
+                    waiting.remove(&pid);
+                    out.insert(pid, found);
+                }
+                Err(_) => break,
+            }
+        }
+        for pid in waiting {
+            out.insert(pid, Discovered::unfinished(false));
+        }
+        // try_lock: a cache a stuck thread holds is swept next round.
+        if let Ok(mut headers) = self.headers.try_lock() {
+            headers.sweep(round);
+        }
+        if let Ok(mut magic) = self.magic.try_lock() {
+            magic.sweep(round);
+        }
+        out
     }
 
     /// Starts a discovery of `infos` on a thread of its own unless one is
@@ -212,7 +343,7 @@ impl Discovery {
         self.latest.lock().unwrap().get(&(pid, start_time.clone())).cloned()
     }
 
-    fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>) -> Discovered {
+    fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>, round: u64) -> Discovered {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
         #[cfg(not(target_os = "macos"))]
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
@@ -237,7 +368,7 @@ impl Discovery {
                 Some(p) => (p, true),
                 None => (mapped.as_str(), false),
             };
-            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path) {
+            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path, round) {
                 add(&mut found, PathBuf::from(path), Evidence::Mapped, deleted);
             }
         }
@@ -261,7 +392,7 @@ impl Discovery {
                     .into(),
             );
         }
-        let log = self.read_log(info, &launch, &mut notes);
+        let log = self.read_log(info, &launch, &resolve, &mut notes);
         let mut models: Vec<Model> = found
             .into_iter()
             .map(|mut f| {
@@ -272,7 +403,7 @@ impl Discovery {
                         .is_some_and(|p| resolve(p) == f.path || p.file_name() == f.path.file_name())
                 });
                 let log = log.as_ref().filter(|(_, report)| log_names(report, &f.path));
-                let mut model = self.describe(&f.path, &f.evidence, &launch, &answer, api, log);
+                let mut model = self.describe(&f, &launch, &answer, api, log, round);
                 if f.deleted {
                     model
                         .notes
@@ -302,40 +433,49 @@ impl Discovery {
             models,
             notes,
             listen_ports: answer.listen_ports.clone(),
+            pending: false,
         }
     }
 
     /// Whether `path` is a GGUF file, by its magic bytes (Ollama's blobs have
     /// no extension). Libraries and system files are never model files.
-    fn is_gguf(&self, path: &str) -> bool {
+    fn is_gguf(&self, path: &str, round: u64) -> bool {
         if path.contains(".so") || path.starts_with("/usr/lib") || path.starts_with("/lib") || path.ends_with(".py") {
             return false;
         }
-        if let Some(&known) = self.magic.lock().unwrap().get(path) {
+        let key = path.to_string();
+        if let Some(known) = self.magic.lock().unwrap().get(&key, round) {
             return known;
         }
         let answer = gguf::is_gguf(Path::new(path));
-        self.magic.lock().unwrap().insert(path.to_string(), answer);
+        self.magic.lock().unwrap().insert(key, answer, round);
         answer
     }
 
-    fn header(&self, path: &Path) -> Arc<Result<gguf::Model, String>> {
+    fn header(&self, path: &Path, round: u64) -> Arc<Result<gguf::Model, String>> {
         let meta = std::fs::metadata(path).ok();
         let stamp = (
             meta.as_ref().map(|m| m.len()).unwrap_or(0),
             meta.as_ref().and_then(|m| m.modified().ok()),
         );
-        if let Some((len, mtime, model)) = self.headers.lock().unwrap().get(path) {
-            if (*len, *mtime) == stamp {
-                return model.clone();
+        let key = path.to_path_buf();
+        if let Some((len, mtime, model)) = self.headers.lock().unwrap().get(&key, round) {
+            if (len, mtime) == stamp {
+                return model;
             }
         }
         let model = Arc::new(gguf::open(path).map_err(|e| e.to_string()));
         self.headers
             .lock()
             .unwrap()
-            .insert(path.to_path_buf(), (stamp.0, stamp.1, model.clone()));
+            .insert(key, (stamp.0, stamp.1, model.clone()), round);
         model
+    }
+
+    /// How many model headers and magic-byte answers are cached.
+    #[cfg(test)]
+    fn cached(&self) -> (usize, usize) {
+        (self.headers.lock().unwrap().len(), self.magic.lock().unwrap().len())
     }
 
     /// The runtime API's answer for this process, probed at most every
@@ -487,7 +627,7 @@ impl Discovery {
                     .filter(|p| p.is_dir());
                 let config = folder
                     .as_ref()
-                    .and_then(|f| std::fs::read(f.join("config.json")).ok())
+                    .and_then(|f| regular_file::read_capped(&f.join("config.json"), MAX_CONFIG_JSON).ok())
                     .and_then(|b| vllm::parse_hf_config(&b).ok());
                 let dtype = metrics.as_ref().and_then(|m| m.cache_dtype.as_deref());
                 let per_token = config.as_ref().and_then(|c| vllm::kv_bytes_per_token(c, dtype));
@@ -509,11 +649,13 @@ impl Discovery {
     }
 
     /// The runtime's log: stdout or stderr when it is a regular file, or
-    /// --log-file.
+    /// --log-file (relative to the process's working directory, as the
+    /// runtime opened it: `resolve`).
     fn read_log(
         &self,
         info: &ProcInfo,
         launch: &LaunchSettings,
+        resolve: &dyn Fn(&Path) -> PathBuf,
         notes: &mut Vec<String>,
     ) -> Option<(String, logs::LogReport)> {
         let fd_dir = self.root.join(info.pid.to_string()).join("fd");
@@ -521,9 +663,11 @@ impl Discovery {
             .iter()
             .filter_map(|fd| std::fs::read_link(fd_dir.join(fd)).ok())
             .collect();
-        candidates.extend(launch.log_file.as_ref().map(PathBuf::from));
+        candidates.extend(launch.log_file.as_deref().map(|f| resolve(Path::new(f))));
         candidates.dedup();
         for path in candidates {
+            // A terminal, pipe or socket is no log to read; read_tail
+            // opens regular files only and never blocks on a FIFO.
             if !std::fs::metadata(&path).map(|m| m.is_file()).unwrap_or(false) {
                 continue;
             }
@@ -542,13 +686,14 @@ impl Discovery {
 
     fn describe(
         &self,
-        path: &Path,
-        evidence: &[Evidence],
+        found: &Found,
         launch: &LaunchSettings,
         answer: &ApiAnswer,
         api: Option<&ApiModel>,
         log: Option<&(String, logs::LogReport)>,
+        round: u64,
     ) -> Model {
+        let (path, evidence) = (found.path.as_path(), found.evidence.as_slice());
         let server = answer.server.as_ref();
         let mut settings = resolve_settings(launch, server, log.map(|(_, r)| r));
         settings.context = settings.context.or(api.and_then(|a| a.context));
@@ -562,7 +707,7 @@ impl Discovery {
             server_url: answer.server_url.clone(),
             ..Model::default()
         };
-        let header = self.header(path);
+        let header = self.header(path, round);
         match header.as_ref() {
             Ok(m) => {
                 let info = m.info();
@@ -690,7 +835,7 @@ fn safetensors_weights(folder: &Path) -> Option<u64> {
         if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
             continue;
         }
-        let mut file = std::fs::File::open(&path).ok()?;
+        let mut file = regular_file::open(&path).ok()?;
         let mut prefix = [0u8; 8];
         file.read_exact(&mut prefix).ok()?;
         let len = safetensors_header_len(&prefix).ok()?;
@@ -769,7 +914,7 @@ impl ModelSettings {
 
 /// The whole lines among the last `limit` bytes of a file.
 fn read_tail(path: &Path, limit: u64) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    let mut file = regular_file::open(path)?;
     let len = file.metadata()?.len();
     let start = len.saturating_sub(limit);
     file.seek(SeekFrom::Start(start))?;
@@ -795,7 +940,192 @@ fn read_tail(path: &Path, limit: u64) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::ProcessKind;
     use std::io::Write;
+    use std::process::{Child, Command};
+
+    const SHAPE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gguf/qwen3-0.6b-shape.gguf");
+
+    /// A real process (its /proc entries are read) working in `cwd`,
+    /// described as the scan would describe an AI process with `argv`.
+    struct Subject {
+        child: Child,
+        info: ProcInfo,
+    }
+
+    impl Subject {
+        fn new(cwd: &Path, argv: &[&str]) -> Subject {
+            let child = Command::new("sleep").arg("60").current_dir(cwd).spawn().expect("sleep");
+            let info = ProcInfo {
+                pid: child.id(),
+                start_ticks: 0,
+                name: "llama-server".into(),
+                start_time: Some(format!("start-{}", child.id())),
+                user: None,
+                argv: argv.iter().map(|a| a.to_string()).collect(),
+                cmdline: None,
+                exe: None,
+                runtimes: vec!["llama.cpp".into()],
+                mapped_files: Vec::new(),
+                maps_readable: true,
+                kind: ProcessKind::Ai,
+                cpu_percent: None,
+                rss_bytes: None,
+                notes: Vec::new(),
+            };
+            Subject { child, info }
+        }
+    }
+
+    impl Drop for Subject {
+        fn drop(&mut self) {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+
+    fn discovery() -> Arc<Discovery> {
+        Arc::new(Discovery::new(PathBuf::from("/proc")))
+    }
+
+    #[test]
+    fn a_fifo_or_device_named_as_model_config_or_log_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f.gguf");
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.gguf")).unwrap();
+        let a = Subject::new(dir.path(), &["llama-server", "-m", "f.gguf", "--log-file", "f.gguf"]);
+        let b = Subject::new(dir.path(), &["llama-server", "-m", "zero.gguf"]);
+        let started = Instant::now();
+        let found = discovery().discover(&[&a.info, &b.info]);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "took {:?}",
+            started.elapsed()
+        );
+        for (subject, name) in [(&a, "f.gguf"), (&b, "zero.gguf")] {
+            let d = &found[&subject.info.pid];
+            assert!(!d.pending, "{:?}", d.notes);
+            let model = &d.models[0];
+            assert_eq!(model.path.as_deref(), Some(dir.path().join(name).to_str().unwrap()));
+            assert!(
+                model.notes.iter().any(|n| n.contains("not a regular file")),
+                "{:?}",
+                model.notes
+            );
+        }
+        // vLLM's config.json as a symlink to /dev/zero, beside a FIFO named
+        // like a weights file: neither is read.
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("config.json")).unwrap();
+        assert!(Command::new("mkfifo")
+            .arg(dir.path().join("x.safetensors"))
+            .status()
+            .unwrap()
+            .success());
+        let started = Instant::now();
+        assert_eq!(safetensors_weights(dir.path()), None);
+        assert!(regular_file::read_capped(&dir.path().join("config.json"), MAX_CONFIG_JSON).is_err());
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_process_whose_discovery_hangs_does_not_hold_up_the_others_nor_itself_later() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(SHAPE, dir.path().join("m.gguf")).unwrap();
+        let stuck = Subject::new(dir.path(), &["llama-server", "-m", "m.gguf"]);
+        let honest = Subject::new(dir.path(), &["llama-server"]);
+        let d = discovery();
+        // Holding the header cache stands in for a file system that never
+        // answers: `stuck` waits on it, `honest` needs no header.
+        let held = d.headers.lock().unwrap();
+        let started = Instant::now();
+        let found = d.discover(&[&stuck.info, &honest.info]);
+        let took = started.elapsed();
+        assert!(
+            took >= DEADLINE && took < DEADLINE + Duration::from_millis(900),
+            "{took:?}"
+        );
+        assert!(!found[&honest.info.pid].pending);
+        let waiting = &found[&stuck.info.pid];
+        assert!(waiting.pending && waiting.models.is_empty());
+        assert!(
+            waiting.notes[0].contains("did not finish within 2 s"),
+            "{:?}",
+            waiting.notes
+        );
+        // Still stuck: not started again, and said so at once.
+        let started = Instant::now();
+        let again = d.discover(&[&stuck.info]);
+        assert!(started.elapsed() < Duration::from_millis(100));
+        assert!(again[&stuck.info.pid].notes[0].contains("an earlier discovery of it is still waiting"));
+        drop(held);
+        // Once it answers, the process is discovered like any other.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while d
+            .inflight
+            .lock()
+            .unwrap()
+            .contains(&(stuck.info.pid, stuck.info.start_time.clone()))
+        {
+            assert!(Instant::now() < deadline, "the stuck discovery never returned");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let found = d.discover(&[&stuck.info]);
+        let d = &found[&stuck.info.pid];
+        assert!(!d.pending);
+        assert_eq!(d.models[0].architecture.as_deref(), Some("qwen3"));
+    }
+
+    #[test]
+    fn headers_of_models_no_process_uses_any_more_are_evicted() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = discovery();
+        // 80 servers coming and going, each with a model file of its own.
+        for i in 0..80 {
+            let name = format!("m{i}.gguf");
+            std::fs::copy(SHAPE, dir.path().join(&name)).unwrap();
+            let server = Subject::new(dir.path(), &["llama-server", "-m", &name]);
+            let found = d.discover(&[&server.info]);
+            assert_eq!(found[&server.info.pid].models[0].architecture.as_deref(), Some("qwen3"));
+            assert!(d.cached().0 <= 2, "round {i}: {:?} cached", d.cached());
+        }
+        // A round that sees no process with a model sweeps the rest.
+        let bare = Subject::new(dir.path(), &["llama-server"]);
+        d.discover(&[&bare.info]);
+        d.discover(&[&bare.info]);
+        assert_eq!(d.cached(), (0, 0));
+        // However many in one round, at most MAX_CACHED are kept.
+        let mut cache = RoundCache::new();
+        for i in 0..(MAX_CACHED + 100) {
+            cache.insert(i, (), 1);
+        }
+        assert_eq!(cache.len(), MAX_CACHED);
+    }
+
+    #[test]
+    fn a_relative_log_file_is_read_from_the_process_working_directory() {
+        let srv = tempfile::tempdir().unwrap();
+        std::fs::copy(SHAPE, srv.path().join("m.gguf")).unwrap();
+        std::fs::write(
+            srv.path().join("server.log"),
+            "llama_kv_cache:        CPU KV buffer size =   100.00 MiB\n",
+        )
+        .unwrap();
+        let server = Subject::new(
+            srv.path(),
+            &["llama-server", "-m", "m.gguf", "--log-file", "server.log"],
+        );
+        let found = discovery().discover(&[&server.info]);
+        let reported = found[&server.info.pid].models[0]
+            .reported
+            .clone()
+            .expect("reported from the log");
+        assert_eq!(reported.kv_bytes, Some(100 << 20));
+        assert_eq!(
+            reported.source,
+            format!("log:{}", srv.path().join("server.log").display())
+        );
+    }
 
     const LINE: &str = "load_tensors:        CUDA0 model buffer size =  1024.00 MiB\n";
 
