@@ -7,8 +7,6 @@ mod common;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 
@@ -36,19 +34,10 @@ impl Server {
     fn start(python: &Path, model: &Path, extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("server.log");
-        let port = common::free_port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/llama_server.py");
-        let mut cmd = Command::new(python);
-        cmd.arg(script)
-            .arg("--model")
-            .arg(model)
-            .args(["--port", &port.to_string()])
-            .args(extra)
-            .stderr(std::fs::File::create(&log).unwrap());
-        let daemon = common::Daemon::start(cmd, port, Duration::from_secs(120));
+        let daemon = common::llama_server(python, model, &log, extra);
         Server {
+            port: daemon.port,
             daemon,
-            port,
             log,
             _dir: dir,
         }

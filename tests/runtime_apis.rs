@@ -5,10 +5,9 @@
 
 mod common;
 
-use common::{free_port, process, test_python, Daemon};
+use common::{process, test_python, Daemon};
 use serde_json::Value;
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn data(rel: &str) -> String {
@@ -19,19 +18,15 @@ fn data(rel: &str) -> String {
         .to_string()
 }
 
-/// Starts tests/servers/fake_api.py as a process named `name`.
+/// tests/servers/fake_api.py as a process named `name`, serving files of
+/// tests/data.
 fn fake_api(python: &Path, dir: &Path, name: &str, mode: &str, routes: &[(&str, &str)], extra: &[&str]) -> Daemon {
-    let exe = dir.join(name);
-    std::os::unix::fs::symlink(std::fs::canonicalize(python).unwrap(), &exe).unwrap();
-    let port = free_port();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/fake_api.py");
-    let mut cmd = Command::new(&exe);
-    cmd.arg(script).args(["--port", &port.to_string(), "--mode", mode]);
-    for (path, file) in routes {
-        cmd.arg(format!("{path}={}", data(file)));
-    }
-    cmd.args(extra);
-    Daemon::start(cmd, port, Duration::from_secs(30))
+    let files: Vec<(&str, PathBuf)> = routes
+        .iter()
+        .map(|(path, file)| (*path, PathBuf::from(data(file))))
+        .collect();
+    let routes: Vec<(&str, &Path)> = files.iter().map(|(path, file)| (*path, file.as_path())).collect();
+    common::fake_api(python, dir, name, mode, &routes, extra)
 }
 
 fn models(s: &Value, pid: u32) -> Vec<Value> {

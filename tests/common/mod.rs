@@ -212,3 +212,133 @@ pub fn snapshot_without_gpu(envs: &[(&str, &Path)]) -> serde_json::Value {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// The real Gemma 3 270M file (scripts/test.sh sets GPUTASKMAN_GEMMA_GGUF),
+/// or None after a loud SKIPPED line.
+pub fn gemma_gguf() -> Option<PathBuf> {
+    match std::env::var_os("GPUTASKMAN_GEMMA_GGUF").map(PathBuf::from) {
+        Some(p) if p.exists() => Some(p),
+        _ => {
+            eprintln!("SKIPPED: set GPUTASKMAN_GEMMA_GGUF (scripts/test.sh does)");
+            None
+        }
+    }
+}
+
+/// A real llama.cpp server (tests/servers/llama_server.py on xllamacpp)
+/// serving `model` on a free port, its stderr (llama.cpp's log) in `log`.
+pub fn llama_server(python: &Path, model: &Path, log: &Path, extra: &[&str]) -> Daemon {
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/llama_server.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .arg("--model")
+        .arg(model)
+        .args(["--port", &port.to_string()])
+        .args(extra)
+        .stderr(std::fs::File::create(log).unwrap());
+    Daemon::start(cmd, port, std::time::Duration::from_secs(120))
+}
+
+/// Starts tests/servers/fake_api.py as a process named `name` (a symlink to
+/// the Python in `dir`), serving each (PATH, FILE) route.
+pub fn fake_api(python: &Path, dir: &Path, name: &str, mode: &str, routes: &[(&str, &Path)], extra: &[&str]) -> Daemon {
+    let exe = dir.join(name);
+    std::os::unix::fs::symlink(std::fs::canonicalize(python).unwrap(), &exe).unwrap();
+    let port = free_port();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/fake_api.py");
+    let mut cmd = Command::new(&exe);
+    cmd.arg(script).args(["--port", &port.to_string(), "--mode", mode]);
+    for (path, file) in routes {
+        cmd.arg(format!("{path}={}", file.display()));
+    }
+    cmd.args(extra);
+    Daemon::start(cmd, port, std::time::Duration::from_secs(30))
+}
+
+/// Runs `cmd` to its end (killed after `limit`) and returns its exit
+/// status, stdout, stderr and peak RSS in KiB: wait4's rusage of that one
+/// child, not of every test's children.
+// The child is reaped by wait4, which std's Child::wait cannot replace: it
+// gives no rusage.
+#[allow(clippy::zombie_processes)]
+pub fn peak_rss(mut cmd: Command, limit: std::time::Duration) -> (std::process::ExitStatus, Vec<u8>, Vec<u8>, i64) {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = pipe.read_to_end(&mut out);
+            out
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let reaped = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let reaped = reaped.clone();
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            while !reaped.load(Ordering::Acquire) {
+                if start.elapsed() > limit {
+                    // SAFETY: a signal to our own unreaped child.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        })
+    };
+    let mut status = 0;
+    // SAFETY: plain out-parameters; the child is ours and not yet reaped.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    reaped.store(true, Ordering::Release);
+    assert_eq!(waited, pid);
+    watchdog.join().unwrap();
+    (
+        std::process::ExitStatus::from_raw(status),
+        stdout.join().unwrap(),
+        stderr.join().unwrap(),
+        usage.ru_maxrss,
+    )
+}
+
+/// A GGUF of no tensors whose metadata is `split.count` = `count` (u16, as
+/// tools/gguf-split writes it) and eight strings of just under 1 MiB, each
+/// kept whole by the reader: about 8 MiB of header that a split set could
+/// repeat in every part.
+pub fn split_bomb_part(count: u16) -> Vec<u8> {
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes()); // tensors
+    out.extend(10u64.to_le_bytes()); // key-value pairs
+    let key = |out: &mut Vec<u8>, k: &str, ty: u32| {
+        out.extend((k.len() as u64).to_le_bytes());
+        out.extend(k.as_bytes());
+        out.extend(ty.to_le_bytes());
+    };
+    let string = |out: &mut Vec<u8>, s: &[u8]| {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s);
+    };
+    key(&mut out, "general.architecture", 8);
+    string(&mut out, b"llama");
+    key(&mut out, "split.count", 2);
+    out.extend(count.to_le_bytes());
+    let filler = vec![b'x'; (1 << 20) - 1];
+    for i in 0..8 {
+        key(&mut out, &format!("bomb.{i}"), 8);
+        string(&mut out, &filler);
+    }
+    out
+}
