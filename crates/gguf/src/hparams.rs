@@ -339,14 +339,22 @@ fn sliding_window(keys: &Keys, n_layer: u32) -> Result<(u32, Vec<bool>), String>
             }
         }
         // gemma 4 and newer architectures ship the pattern: a per-layer bool
-        // array (true = sliding) or a period.
+        // array (true = sliding) or one bool for all layers, both read with
+        // get_key_or_arr into swa_layers, or a period (src/llama-model.cpp
+        // reads it into a uint32_t; like every u32 key here, any integer
+        // type is taken). The integer case is tried first: the bool reader
+        // would call it an unexpected type.
         _ => match positive {
             None => none,
             Some(w) => {
-                if let Some(layers) = keys.per_layer_bool("attention.sliding_window_pattern", n_layer)? {
+                const KEY: &str = "attention.sliding_window_pattern";
+                let is_integer = keys
+                    .get(KEY)
+                    .is_some_and(|v| v.as_i64().is_some() || v.as_u64().is_some());
+                if is_integer {
+                    (w, period(keys.required_u32(KEY)?))
+                } else if let Some(layers) = keys.per_layer_bool(KEY, n_layer)? {
                     (w, layers)
-                } else if let Some(p) = keys.u32("attention.sliding_window_pattern")? {
-                    (w, period(p))
                 } else {
                     none
                 }

@@ -456,6 +456,55 @@ fn gemma4_per_layer_pattern_and_swa_head_sizes() {
 }
 
 #[test]
+fn sliding_window_pattern_as_a_period_of_any_integer_type() {
+    // A period of 3 (layers 0, 1 slide, 2 is full, ...) as any integer type
+    // gives what the same pattern as a bool array gives; a scalar bool is
+    // every layer (get_key_or_arr fills the scalar in).
+    let model_with = |pattern: Value| {
+        Builder::default()
+            .arch(
+                "newarch",
+                &[
+                    ("block_count", 6),
+                    ("context_length", 32768),
+                    ("embedding_length", 1024),
+                    ("attention.head_count", 8),
+                    ("attention.head_count_kv", 2),
+                    ("attention.sliding_window", 512),
+                ],
+            )
+            .kv("newarch.attention.sliding_window_pattern", pattern)
+    };
+    let layers = |b: &Builder| {
+        let e = est(b, at_ctx(4096));
+        let n = |kind| e.kv.caches.iter().find(|c| c.kind == kind).map_or(0, |c| c.layers);
+        (n(CacheKind::Full), n(CacheKind::Swa))
+    };
+    let bools = (0..6).map(|il| Value::Bool(il % 3 != 2)).collect();
+    assert_eq!(layers(&model_with(arr(ValueType::Bool, bools))), (2, 4));
+    for period in [
+        Value::U8(3),
+        Value::I8(3),
+        Value::U16(3),
+        Value::I16(3),
+        Value::U32(3),
+        Value::I32(3),
+        Value::U64(3),
+        Value::I64(3),
+    ] {
+        assert_eq!(layers(&model_with(period.clone())), (2, 4), "{period:?}");
+    }
+    assert_eq!(layers(&model_with(Value::Bool(true))), (0, 6));
+    assert_eq!(layers(&model_with(Value::Bool(false))), (6, 0));
+    let e = estimate(&model(&model_with(Value::I32(-1))), &at_ctx(4096)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("newarch.attention.sliding_window_pattern is not a u32"),
+        "{e}"
+    );
+}
+
+#[test]
 fn llama4_is_chunked_every_fourth_layer_full() {
     let b = Builder::default().arch(
         "llama4",
