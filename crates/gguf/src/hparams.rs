@@ -120,6 +120,13 @@ impl Keys<'_> {
             .ok_or_else(|| format!("{}.{} is missing", self.arch, suffix))
     }
 
+    /// A head size key, checked with [`plausible_head_size`].
+    fn head_size(&self, suffix: &str) -> Result<Option<u32>, String> {
+        self.u32(suffix)?
+            .map(|v| plausible_head_size(|| format!("{}.{suffix}", self.arch), v))
+            .transpose()
+    }
+
     /// A scalar for every layer or an array with one element per layer, as
     /// llama.cpp's `get_key_or_arr` accepts.
     fn per_layer(&self, suffix: &str, n_layer: u32) -> Result<Option<Vec<u32>>, String> {
@@ -163,6 +170,23 @@ impl Keys<'_> {
             .collect::<Result<Vec<T>, String>>()
             .map(Some)
     }
+}
+
+/// The largest head size taken as real. llama.cpp has no such limit, but
+/// its largest heads are 576 (DeepSeek MLA's K) and 512 (Gemma 4's global
+/// layers), and ggml's flash-attention kernels go no higher
+/// (ggml/src/ggml-cuda/fattn.cu); a header claiming more is broken or
+/// hostile, and its KV sizes would be petabytes shown as facts.
+const MAX_HEAD_SIZE: u32 = 65536;
+
+fn plausible_head_size(key: impl Fn() -> String, value: u32) -> Result<u32, String> {
+    if value > MAX_HEAD_SIZE {
+        return Err(format!(
+            "{} = {value} is not a plausible head size (at most {MAX_HEAD_SIZE})",
+            key()
+        ));
+    }
+    Ok(value)
 }
 
 /// Layer `il` slides for period `p` (src/llama-hparams.cpp `set_swa_pattern`):
@@ -212,14 +236,20 @@ impl Hparams {
         // attention heads have none (src/llama-model.cpp load_hparams).
         let n_head0 = n_head.first().copied().unwrap_or(0);
         let (head_k, head_v) = match n_embd.checked_div(n_head0) {
-            Some(default) => (
-                keys.u32("attention.key_length")?.unwrap_or(default),
-                keys.u32("attention.value_length")?.unwrap_or(default),
-            ),
+            Some(default) => {
+                let default = plausible_head_size(
+                    || format!("{arch}.embedding_length / {arch}.attention.head_count"),
+                    default,
+                )?;
+                (
+                    keys.head_size("attention.key_length")?.unwrap_or(default),
+                    keys.head_size("attention.value_length")?.unwrap_or(default),
+                )
+            }
             None => (0, 0),
         };
-        let head_k_swa = keys.u32("attention.key_length_swa")?.unwrap_or(head_k);
-        let head_v_swa = keys.u32("attention.value_length_swa")?.unwrap_or(head_v);
+        let head_k_swa = keys.head_size("attention.key_length_swa")?.unwrap_or(head_k);
+        let head_v_swa = keys.head_size("attention.value_length_swa")?.unwrap_or(head_v);
 
         let (n_swa, swa_layers) = sliding_window(&keys, n_layer)?;
 

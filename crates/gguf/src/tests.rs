@@ -392,6 +392,34 @@ fn wrong_length_head_array_is_reported() {
 }
 
 #[test]
+fn nonsense_head_size_is_named_with_its_value() {
+    for (key, value) in [
+        ("attention.key_length", u32::MAX),
+        ("attention.value_length", u32::MAX),
+        ("attention.key_length_swa", 1 << 20),
+        ("attention.value_length_swa", 65537),
+    ] {
+        let full = format!("qwen3.{key}");
+        let mut b = qwen3_0_6b();
+        b.kv.retain(|(k, _)| *k != full);
+        let b = b.u32(&full, value);
+        let e = estimate(&model(&b), &at_ctx(4096)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("qwen3.{key} = {value} is not a plausible head size (at most 65536)")
+        );
+    }
+    // The default head size, embedding_length / head_count, is checked too.
+    let mut b = llama3_8b();
+    b.kv.retain(|(k, _)| k != "llama.embedding_length");
+    let e = estimate(&model(&b.u32("llama.embedding_length", u32::MAX)), &at_ctx(4096)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "llama.embedding_length / llama.attention.head_count = 134217727 is not a plausible head size (at most 65536)"
+    );
+}
+
+#[test]
 fn quantized_v_without_flash_attention_is_refused() {
     let s = KvSettings {
         type_v: CacheType::Q8_0,
