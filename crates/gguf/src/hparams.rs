@@ -72,7 +72,6 @@ pub(crate) struct StateWidths {
 pub(crate) struct Hparams {
     pub n_layer: u32,
     pub n_ctx_train: Option<u32>,
-    pub n_head: Vec<u32>,
     pub n_head_kv: Vec<u32>,
     pub head_k: u32,
     pub head_v: u32,
@@ -205,6 +204,62 @@ fn swa_period(n_layer: u32, p: u32, dense_first: bool) -> Vec<bool> {
         .collect()
 }
 
+/// The attention heads, each read on its own: [`crate::ModelInfo`] shows
+/// the ones that are good even when another key (or the rest of the
+/// hyperparameters) is bad.
+pub(crate) struct Heads {
+    pub n_head: Result<Vec<u32>, String>,
+    pub n_head_kv: Result<Vec<u32>, String>,
+    pub head_k: Result<u32, String>,
+    pub head_v: Result<u32, String>,
+}
+
+impl Heads {
+    /// The heads of a file whose architecture, block count (at most
+    /// llama.cpp's limit) and embedding length are readable.
+    pub fn from_metadata(meta: &Metadata) -> Option<Heads> {
+        let keys = Keys {
+            meta,
+            arch: meta.get_str("general.architecture")?,
+        };
+        let n_layer = keys.u32("block_count").ok()??;
+        let n_embd = keys.u32("embedding_length").ok()??;
+        (n_layer <= MAX_LAYERS).then(|| Heads::read(&keys, n_layer, n_embd))
+    }
+
+    fn read(keys: &Keys, n_layer: u32, n_embd: u32) -> Heads {
+        let n_head = keys
+            .per_layer("attention.head_count", n_layer)
+            .map(|h| h.unwrap_or_else(|| vec![0; n_layer as usize]));
+        // head_count_kv is optional and defaults to head_count.
+        let n_head_kv = match keys.per_layer("attention.head_count_kv", n_layer) {
+            Ok(Some(h)) => Ok(h),
+            Ok(None) => n_head.clone(),
+            Err(e) => Err(e),
+        };
+        // Head sizes default to n_embd / n_head of layer 0; models without
+        // attention heads have none (src/llama-model.cpp load_hparams).
+        let arch = keys.arch;
+        let default = n_head.as_ref().map_err(Clone::clone).and_then(|h| {
+            match n_embd.checked_div(h.first().copied().unwrap_or(0)) {
+                Some(d) => plausible_head_size(|| format!("{arch}.embedding_length / {arch}.attention.head_count"), d)
+                    .map(Some),
+                None => Ok(None),
+            }
+        });
+        let size = |suffix: &str| match default.clone()? {
+            Some(d) => Ok(keys.head_size(suffix)?.unwrap_or(d)),
+            None => Ok(0),
+        };
+        Heads {
+            head_k: size("attention.key_length"),
+            head_v: size("attention.value_length"),
+            n_head,
+            n_head_kv,
+        }
+    }
+}
+
 impl Hparams {
     /// Reads the hyperparameters; the error says which key is missing or bad.
     pub fn from_metadata(meta: &Metadata) -> Result<Hparams, String> {
@@ -221,33 +276,14 @@ impl Hparams {
         }
         let n_embd = keys.required_u32("embedding_length")?;
         let n_ctx_train = keys.u32("context_length")?;
-        let n_head = keys
-            .per_layer("attention.head_count", n_layer)?
-            .unwrap_or_else(|| vec![0; n_layer as usize]);
-        // head_count_kv is optional and defaults to head_count.
-        let n_head_kv = keys
-            .per_layer("attention.head_count_kv", n_layer)?
-            .unwrap_or_else(|| n_head.clone());
+        let heads = Heads::read(&keys, n_layer, n_embd);
+        heads.n_head?;
+        let n_head_kv = heads.n_head_kv?;
+        let (head_k, head_v) = (heads.head_k?, heads.head_v?);
         let n_ff = keys
             .per_layer("feed_forward_length", n_layer)?
             .unwrap_or_else(|| vec![0; n_layer as usize]);
 
-        // Head sizes default to n_embd / n_head of layer 0; models without
-        // attention heads have none (src/llama-model.cpp load_hparams).
-        let n_head0 = n_head.first().copied().unwrap_or(0);
-        let (head_k, head_v) = match n_embd.checked_div(n_head0) {
-            Some(default) => {
-                let default = plausible_head_size(
-                    || format!("{arch}.embedding_length / {arch}.attention.head_count"),
-                    default,
-                )?;
-                (
-                    keys.head_size("attention.key_length")?.unwrap_or(default),
-                    keys.head_size("attention.value_length")?.unwrap_or(default),
-                )
-            }
-            None => (0, 0),
-        };
         let head_k_swa = keys.head_size("attention.key_length_swa")?.unwrap_or(head_k);
         let head_v_swa = keys.head_size("attention.value_length_swa")?.unwrap_or(head_v);
 
@@ -292,7 +328,6 @@ impl Hparams {
         Ok(Hparams {
             n_layer,
             n_ctx_train,
-            n_head,
             n_head_kv,
             head_k,
             head_v,
