@@ -382,35 +382,54 @@ fn real_gemma_3_270m() {
     assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
 }
 
-/// A GGUF of no tensors whose metadata is `split.count` = `count` (u16, as
-/// tools/gguf-split writes it) and eight strings of just under 1 MiB, each
-/// kept whole by the reader: about 8 MiB of header that a split set could
-/// repeat in every part.
-#[cfg(target_os = "linux")]
-fn split_bomb_part(count: u16) -> Vec<u8> {
+/// A metadata value for [`gguf_bytes`].
+enum Kv<'a> {
+    Str(&'a [u8]),
+    U16(u16),
+    U32(u32),
+}
+
+/// A little-endian GGUF v3 of no tensors with these key-value pairs.
+fn gguf_bytes(kvs: &[(&str, Kv)]) -> Vec<u8> {
     let mut out = b"GGUF".to_vec();
     out.extend(3u32.to_le_bytes());
     out.extend(0u64.to_le_bytes()); // tensors
-    out.extend(10u64.to_le_bytes()); // key-value pairs
-    let key = |out: &mut Vec<u8>, k: &str, ty: u32| {
-        out.extend((k.len() as u64).to_le_bytes());
-        out.extend(k.as_bytes());
-        out.extend(ty.to_le_bytes());
-    };
-    let string = |out: &mut Vec<u8>, s: &[u8]| {
-        out.extend((s.len() as u64).to_le_bytes());
-        out.extend(s);
-    };
-    key(&mut out, "general.architecture", 8);
-    string(&mut out, b"llama");
-    key(&mut out, "split.count", 2);
-    out.extend(count.to_le_bytes());
-    let filler = vec![b'x'; (1 << 20) - 1];
-    for i in 0..8 {
-        key(&mut out, &format!("bomb.{i}"), 8);
-        string(&mut out, &filler);
+    out.extend((kvs.len() as u64).to_le_bytes());
+    for (key, value) in kvs {
+        out.extend((key.len() as u64).to_le_bytes());
+        out.extend(key.as_bytes());
+        match value {
+            Kv::Str(s) => {
+                out.extend(8u32.to_le_bytes());
+                out.extend((s.len() as u64).to_le_bytes());
+                out.extend(*s);
+            }
+            Kv::U16(v) => {
+                out.extend(2u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+            Kv::U32(v) => {
+                out.extend(4u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+        }
     }
     out
+}
+
+/// `split.count` = `count` (u16, as tools/gguf-split writes it) and eight
+/// strings of just under 1 MiB, each kept whole by the reader: about 8 MiB
+/// of header that a split set could repeat in every part.
+#[cfg(target_os = "linux")]
+fn split_bomb_part(count: u16) -> Vec<u8> {
+    let filler = vec![b'x'; (1 << 20) - 1];
+    let keys: Vec<String> = (0..8).map(|i| format!("bomb.{i}")).collect();
+    let mut kvs = vec![
+        ("general.architecture", Kv::Str(b"llama")),
+        ("split.count", Kv::U16(count)),
+    ];
+    kvs.extend(keys.iter().map(|k| (k.as_str(), Kv::Str(&filler))));
+    gguf_bytes(&kvs)
 }
 
 /// Runs `gputaskman model PATH` under a 2 GiB address-space limit (so the
@@ -467,4 +486,44 @@ fn split_set_of_symlinks_to_one_file_is_refused_in_bounded_memory() {
         "{err}"
     );
     assert!(peak_kib < 200 * 1024, "peak RSS {peak_kib} KiB");
+}
+
+#[test]
+fn a_bad_hyperparameter_hides_only_itself() {
+    // key_length is nonsense; the head counts and value_length are fine and
+    // must still be shown, with the error in place of the KV cache.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad-head.gguf");
+    std::fs::write(
+        &path,
+        gguf_bytes(&[
+            ("general.architecture", Kv::Str(b"llama")),
+            ("llama.block_count", Kv::U32(4)),
+            ("llama.embedding_length", Kv::U32(256)),
+            ("llama.attention.head_count", Kv::U32(8)),
+            ("llama.attention.head_count_kv", Kv::U32(2)),
+            ("llama.attention.key_length", Kv::U32(u32::MAX)),
+            ("llama.attention.value_length", Kv::U32(32)),
+        ]),
+    )
+    .unwrap();
+    let why = "llama.attention.key_length = 4294967295 is not a plausible head size (at most 65536)";
+    let out = gputaskman().arg("model").arg(&path).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&j["info"]["head_count"], &j["info"]["head_count_kv"]),
+        (&json!(8), &json!(2))
+    );
+    assert_eq!(
+        (&j["info"]["key_length"], &j["info"]["value_length"]),
+        (&Value::Null, &json!(32))
+    );
+    assert_eq!((&j["layers"], &j["kv"]), (&json!(4), &Value::Null));
+    assert_eq!(j["kv_unavailable"], why);
+    let t = gputaskman().arg("model").arg(&path).output().unwrap();
+    let t = String::from_utf8(t.stdout).unwrap();
+    assert!(t.contains("heads / KV      8 / 2\n"), "{t}");
+    assert!(t.contains("head size K/V   n/a / 32\n"), "{t}");
+    assert!(t.contains(&format!("KV cache        n/a ({why})")), "{t}");
 }

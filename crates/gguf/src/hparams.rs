@@ -72,7 +72,6 @@ pub(crate) struct StateWidths {
 pub(crate) struct Hparams {
     pub n_layer: u32,
     pub n_ctx_train: Option<u32>,
-    pub n_head: Vec<u32>,
     pub n_head_kv: Vec<u32>,
     pub head_k: u32,
     pub head_v: u32,
@@ -120,6 +119,13 @@ impl Keys<'_> {
             .ok_or_else(|| format!("{}.{} is missing", self.arch, suffix))
     }
 
+    /// A head size key, checked with [`plausible_head_size`].
+    fn head_size(&self, suffix: &str) -> Result<Option<u32>, String> {
+        self.u32(suffix)?
+            .map(|v| plausible_head_size(|| format!("{}.{suffix}", self.arch), v))
+            .transpose()
+    }
+
     /// A scalar for every layer or an array with one element per layer, as
     /// llama.cpp's `get_key_or_arr` accepts.
     fn per_layer(&self, suffix: &str, n_layer: u32) -> Result<Option<Vec<u32>>, String> {
@@ -165,6 +171,23 @@ impl Keys<'_> {
     }
 }
 
+/// The largest head size taken as real. llama.cpp has no such limit, but
+/// its largest heads are 576 (DeepSeek MLA's K) and 512 (Gemma 4's global
+/// layers), and ggml's flash-attention kernels go no higher
+/// (ggml/src/ggml-cuda/fattn.cu); a header claiming more is broken or
+/// hostile, and its KV sizes would be petabytes shown as facts.
+const MAX_HEAD_SIZE: u32 = 65536;
+
+fn plausible_head_size(key: impl Fn() -> String, value: u32) -> Result<u32, String> {
+    if value > MAX_HEAD_SIZE {
+        return Err(format!(
+            "{} = {value} is not a plausible head size (at most {MAX_HEAD_SIZE})",
+            key()
+        ));
+    }
+    Ok(value)
+}
+
 /// Layer `il` slides for period `p` (src/llama-hparams.cpp `set_swa_pattern`):
 /// the last layer of each period is full; with `dense_first` the first is.
 fn swa_period(n_layer: u32, p: u32, dense_first: bool) -> Vec<bool> {
@@ -179,6 +202,62 @@ fn swa_period(n_layer: u32, p: u32, dense_first: bool) -> Vec<bool> {
             }
         })
         .collect()
+}
+
+/// The attention heads, each read on its own: [`crate::ModelInfo`] shows
+/// the ones that are good even when another key (or the rest of the
+/// hyperparameters) is bad.
+pub(crate) struct Heads {
+    pub n_head: Result<Vec<u32>, String>,
+    pub n_head_kv: Result<Vec<u32>, String>,
+    pub head_k: Result<u32, String>,
+    pub head_v: Result<u32, String>,
+}
+
+impl Heads {
+    /// The heads of a file whose architecture, block count (at most
+    /// llama.cpp's limit) and embedding length are readable.
+    pub fn from_metadata(meta: &Metadata) -> Option<Heads> {
+        let keys = Keys {
+            meta,
+            arch: meta.get_str("general.architecture")?,
+        };
+        let n_layer = keys.u32("block_count").ok()??;
+        let n_embd = keys.u32("embedding_length").ok()??;
+        (n_layer <= MAX_LAYERS).then(|| Heads::read(&keys, n_layer, n_embd))
+    }
+
+    fn read(keys: &Keys, n_layer: u32, n_embd: u32) -> Heads {
+        let n_head = keys
+            .per_layer("attention.head_count", n_layer)
+            .map(|h| h.unwrap_or_else(|| vec![0; n_layer as usize]));
+        // head_count_kv is optional and defaults to head_count.
+        let n_head_kv = match keys.per_layer("attention.head_count_kv", n_layer) {
+            Ok(Some(h)) => Ok(h),
+            Ok(None) => n_head.clone(),
+            Err(e) => Err(e),
+        };
+        // Head sizes default to n_embd / n_head of layer 0; models without
+        // attention heads have none (src/llama-model.cpp load_hparams).
+        let arch = keys.arch;
+        let default = n_head.as_ref().map_err(Clone::clone).and_then(|h| {
+            match n_embd.checked_div(h.first().copied().unwrap_or(0)) {
+                Some(d) => plausible_head_size(|| format!("{arch}.embedding_length / {arch}.attention.head_count"), d)
+                    .map(Some),
+                None => Ok(None),
+            }
+        });
+        let size = |suffix: &str| match default.clone()? {
+            Some(d) => Ok(keys.head_size(suffix)?.unwrap_or(d)),
+            None => Ok(0),
+        };
+        Heads {
+            head_k: size("attention.key_length"),
+            head_v: size("attention.value_length"),
+            n_head,
+            n_head_kv,
+        }
+    }
 }
 
 impl Hparams {
@@ -197,29 +276,16 @@ impl Hparams {
         }
         let n_embd = keys.required_u32("embedding_length")?;
         let n_ctx_train = keys.u32("context_length")?;
-        let n_head = keys
-            .per_layer("attention.head_count", n_layer)?
-            .unwrap_or_else(|| vec![0; n_layer as usize]);
-        // head_count_kv is optional and defaults to head_count.
-        let n_head_kv = keys
-            .per_layer("attention.head_count_kv", n_layer)?
-            .unwrap_or_else(|| n_head.clone());
+        let heads = Heads::read(&keys, n_layer, n_embd);
+        heads.n_head?;
+        let n_head_kv = heads.n_head_kv?;
+        let (head_k, head_v) = (heads.head_k?, heads.head_v?);
         let n_ff = keys
             .per_layer("feed_forward_length", n_layer)?
             .unwrap_or_else(|| vec![0; n_layer as usize]);
 
-        // Head sizes default to n_embd / n_head of layer 0; models without
-        // attention heads have none (src/llama-model.cpp load_hparams).
-        let n_head0 = n_head.first().copied().unwrap_or(0);
-        let (head_k, head_v) = match n_embd.checked_div(n_head0) {
-            Some(default) => (
-                keys.u32("attention.key_length")?.unwrap_or(default),
-                keys.u32("attention.value_length")?.unwrap_or(default),
-            ),
-            None => (0, 0),
-        };
-        let head_k_swa = keys.u32("attention.key_length_swa")?.unwrap_or(head_k);
-        let head_v_swa = keys.u32("attention.value_length_swa")?.unwrap_or(head_v);
+        let head_k_swa = keys.head_size("attention.key_length_swa")?.unwrap_or(head_k);
+        let head_v_swa = keys.head_size("attention.value_length_swa")?.unwrap_or(head_v);
 
         let (n_swa, swa_layers) = sliding_window(&keys, n_layer)?;
 
@@ -262,7 +328,6 @@ impl Hparams {
         Ok(Hparams {
             n_layer,
             n_ctx_train,
-            n_head,
             n_head_kv,
             head_k,
             head_v,
@@ -339,14 +404,22 @@ fn sliding_window(keys: &Keys, n_layer: u32) -> Result<(u32, Vec<bool>), String>
             }
         }
         // gemma 4 and newer architectures ship the pattern: a per-layer bool
-        // array (true = sliding) or a period.
+        // array (true = sliding) or one bool for all layers, both read with
+        // get_key_or_arr into swa_layers, or a period (src/llama-model.cpp
+        // reads it into a uint32_t; like every u32 key here, any integer
+        // type is taken). The integer case is tried first: the bool reader
+        // would call it an unexpected type.
         _ => match positive {
             None => none,
             Some(w) => {
-                if let Some(layers) = keys.per_layer_bool("attention.sliding_window_pattern", n_layer)? {
+                const KEY: &str = "attention.sliding_window_pattern";
+                let is_integer = keys
+                    .get(KEY)
+                    .is_some_and(|v| v.as_i64().is_some() || v.as_u64().is_some());
+                if is_integer {
+                    (w, period(keys.required_u32(KEY)?))
+                } else if let Some(layers) = keys.per_layer_bool(KEY, n_layer)? {
                     (w, layers)
-                } else if let Some(p) = keys.u32("attention.sliding_window_pattern")? {
-                    (w, period(p))
                 } else {
                     none
                 }

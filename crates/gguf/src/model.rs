@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind};
-use crate::hparams::{Hparams, HYBRID_ARCHS, NO_KV_ARCHS, RECURRENT_ARCHS};
+use crate::hparams::{Heads, Hparams, HYBRID_ARCHS, NO_KV_ARCHS, RECURRENT_ARCHS};
 use crate::reader::{read_header, Header, TensorInfo};
 use crate::regular_file;
 use crate::split::SplitName;
@@ -350,7 +350,7 @@ impl Model {
             }
         }
         let hparams = Hparams::from_metadata(&metadata);
-        let info = ModelInfo::compute(&metadata, &tensors, hparams.as_ref().ok(), &part_infos);
+        let info = ModelInfo::compute(&metadata, &tensors, &part_infos);
         Ok(Model {
             path: path.to_path_buf(),
             parts: part_infos,
@@ -393,7 +393,7 @@ impl Model {
 }
 
 impl ModelInfo {
-    fn compute(meta: &Metadata, tensors: &[TensorInfo], hparams: Option<&Hparams>, parts: &[Part]) -> ModelInfo {
+    fn compute(meta: &Metadata, tensors: &[TensorInfo], parts: &[Part]) -> ModelInfo {
         let architecture = meta.get_str("general.architecture").map(str::to_string);
         let arch = architecture.as_deref();
         let arch_u32 = |suffix: &str| arch.and_then(|a| meta.get_u32(&format!("{a}.{suffix}")));
@@ -411,16 +411,17 @@ impl ModelInfo {
             None => FileType::guess(tensors.iter().map(|t| t.ggml_type)),
         };
 
-        // Head counts come from the hyperparameters (scalar or per layer,
-        // head_count_kv defaulting to head_count) but only when the file has
-        // them: a missing count is unknown, not 0.
+        // Head counts are read as the hyperparameters read them (scalar or
+        // per layer, head_count_kv defaulting to head_count) but each on its
+        // own, so one bad key (or a bad key elsewhere) hides only itself;
+        // and only when the file has them: a missing count is unknown, not 0.
         let has = |suffix: &str| arch.is_some_and(|a| meta.contains(&format!("{a}.{suffix}")));
-        let (head_count, head_count_kv, key_length, value_length) = match hparams {
-            Some(hp) if has("attention.head_count") => (
-                PerLayer::from_values(&hp.n_head),
-                PerLayer::from_values(&hp.n_head_kv),
-                Some(hp.head_k).filter(|&h| h > 0),
-                Some(hp.head_v).filter(|&h| h > 0),
+        let (head_count, head_count_kv, key_length, value_length) = match Heads::from_metadata(meta) {
+            Some(h) if has("attention.head_count") => (
+                h.n_head.ok().as_deref().and_then(PerLayer::from_values),
+                h.n_head_kv.ok().as_deref().and_then(PerLayer::from_values),
+                h.head_k.ok().filter(|&h| h > 0),
+                h.head_v.ok().filter(|&h| h > 0),
             ),
             _ => (None, None, None, None),
         };

@@ -392,6 +392,34 @@ fn wrong_length_head_array_is_reported() {
 }
 
 #[test]
+fn nonsense_head_size_is_named_with_its_value() {
+    for (key, value) in [
+        ("attention.key_length", u32::MAX),
+        ("attention.value_length", u32::MAX),
+        ("attention.key_length_swa", 1 << 20),
+        ("attention.value_length_swa", 65537),
+    ] {
+        let full = format!("qwen3.{key}");
+        let mut b = qwen3_0_6b();
+        b.kv.retain(|(k, _)| *k != full);
+        let b = b.u32(&full, value);
+        let e = estimate(&model(&b), &at_ctx(4096)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("qwen3.{key} = {value} is not a plausible head size (at most 65536)")
+        );
+    }
+    // The default head size, embedding_length / head_count, is checked too.
+    let mut b = llama3_8b();
+    b.kv.retain(|(k, _)| k != "llama.embedding_length");
+    let e = estimate(&model(&b.u32("llama.embedding_length", u32::MAX)), &at_ctx(4096)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "llama.embedding_length / llama.attention.head_count = 134217727 is not a plausible head size (at most 65536)"
+    );
+}
+
+#[test]
 fn quantized_v_without_flash_attention_is_refused() {
     let s = KvSettings {
         type_v: CacheType::Q8_0,
@@ -453,6 +481,55 @@ fn gemma4_per_layer_pattern_and_swa_head_sizes() {
     let swa = cache(&e, CacheKind::Swa);
     assert_eq!(swa.cells, 1024);
     assert_eq!((swa.layers, swa.bytes), (3, 3 * 256 * 2 * 2 * 1024));
+}
+
+#[test]
+fn sliding_window_pattern_as_a_period_of_any_integer_type() {
+    // A period of 3 (layers 0, 1 slide, 2 is full, ...) as any integer type
+    // gives what the same pattern as a bool array gives; a scalar bool is
+    // every layer (get_key_or_arr fills the scalar in).
+    let model_with = |pattern: Value| {
+        Builder::default()
+            .arch(
+                "newarch",
+                &[
+                    ("block_count", 6),
+                    ("context_length", 32768),
+                    ("embedding_length", 1024),
+                    ("attention.head_count", 8),
+                    ("attention.head_count_kv", 2),
+                    ("attention.sliding_window", 512),
+                ],
+            )
+            .kv("newarch.attention.sliding_window_pattern", pattern)
+    };
+    let layers = |b: &Builder| {
+        let e = est(b, at_ctx(4096));
+        let n = |kind| e.kv.caches.iter().find(|c| c.kind == kind).map_or(0, |c| c.layers);
+        (n(CacheKind::Full), n(CacheKind::Swa))
+    };
+    let bools = (0..6).map(|il| Value::Bool(il % 3 != 2)).collect();
+    assert_eq!(layers(&model_with(arr(ValueType::Bool, bools))), (2, 4));
+    for period in [
+        Value::U8(3),
+        Value::I8(3),
+        Value::U16(3),
+        Value::I16(3),
+        Value::U32(3),
+        Value::I32(3),
+        Value::U64(3),
+        Value::I64(3),
+    ] {
+        assert_eq!(layers(&model_with(period.clone())), (2, 4), "{period:?}");
+    }
+    assert_eq!(layers(&model_with(Value::Bool(true))), (0, 6));
+    assert_eq!(layers(&model_with(Value::Bool(false))), (6, 0));
+    let e = estimate(&model(&model_with(Value::I32(-1))), &at_ctx(4096)).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("newarch.attention.sliding_window_pattern is not a u32"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -243,7 +243,14 @@ pub struct ServerState {
     pub requests_deferred: Option<u64>,
     pub n_tokens_max: Option<u64>,
     pub kv_cache_usage_ratio: Option<f64>,
+    /// Figures the server reported that were not believed, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
+
+/// llama.cpp's LLAMA_MAX_SEQ (src/llama-cparams.h): a server has at most
+/// this many slots (`-np`), so a larger count is broken or hostile.
+const MAX_SLOTS: u64 = 256;
 
 /// Sets `slot` when `value` is known; with `keep`, only if `slot` is unknown.
 fn fill<T: Clone>(slot: &mut Option<T>, value: &Option<T>, keep: bool) {
@@ -259,16 +266,35 @@ impl ServerState {
         fill(&mut self.model_alias, &props.model_alias, false);
         fill(&mut self.model_ftype, &props.model_ftype, false);
         fill(&mut self.n_ctx_per_slot, &props.n_ctx_per_slot, false);
-        fill(&mut self.total_slots, &props.total_slots, false);
+        match props.total_slots {
+            Some(n) if u64::from(n) > MAX_SLOTS => self.notes.push(format!(
+                "llama-server /props total_slots {n} is over llama.cpp's limit of {MAX_SLOTS} slots; ignored"
+            )),
+            n => fill(&mut self.total_slots, &n, false),
+        }
         fill(&mut self.build_info, &props.build_info, false);
     }
 
     /// `/slots` gives the busy count, and slot context and count when
-    /// `/props` did not.
+    /// `/props` did not; a `/props` count above the slots listed gives way
+    /// to the list, which holds every slot.
     pub fn merge_slots(&mut self, slots: &[Slot]) {
         let per_slot = slots.iter().filter_map(|s| s.n_ctx).max();
         fill(&mut self.n_ctx_per_slot, &per_slot, true);
-        fill(&mut self.total_slots, &u32::try_from(slots.len()).ok(), true);
+        let listed = slots.len();
+        if listed as u64 > MAX_SLOTS {
+            self.notes.push(format!(
+                "llama-server /slots lists {listed} slots, over llama.cpp's limit of {MAX_SLOTS}; ignored"
+            ));
+        } else {
+            if let Some(n) = self.total_slots.filter(|&n| n as usize > listed && listed > 0) {
+                self.notes.push(format!(
+                    "llama-server /props total_slots {n} is more than the {listed} slots /slots lists; ignored"
+                ));
+                self.total_slots = None;
+            }
+            fill(&mut self.total_slots, &u32::try_from(listed).ok(), true);
+        }
         if slots.iter().any(|s| s.is_processing.is_some()) {
             let busy = slots.iter().filter(|s| s.is_processing == Some(true)).count();
             self.slots_busy = u32::try_from(busy).ok();
@@ -473,6 +499,39 @@ mod tests {
             ..split
         };
         assert_eq!(split_with_meta.kv_unified(), Some(false));
+    }
+
+    #[test]
+    fn implausible_slot_counts_are_unknown_with_a_note() {
+        // total_slots 2^32-1 beside 17000 listed slots: neither is a count
+        // llama.cpp can have (LLAMA_MAX_SEQ 256).
+        let listed: Vec<Slot> = (0..17000).map(|_| Slot::default()).collect();
+        let mut state = ServerState::default();
+        state.merge_props(&parse_props(br#"{"total_slots":4294967295}"#).unwrap());
+        state.merge_slots(&listed);
+        assert_eq!(state.total_slots, None);
+        assert_eq!(
+            state.notes,
+            [
+                "llama-server /props total_slots 4294967295 is over llama.cpp's limit of 256 slots; ignored",
+                "llama-server /slots lists 17000 slots, over llama.cpp's limit of 256; ignored",
+            ]
+        );
+        // A /props count above the slots /slots lists is not believed: the
+        // list (every slot, tools/server/server-context.cpp) counts instead.
+        let mut state = ServerState::default();
+        state.merge_props(&parse_props(br#"{"total_slots":8}"#).unwrap());
+        state.merge_slots(&listed[..4]);
+        assert_eq!(state.total_slots, Some(4));
+        assert_eq!(
+            state.notes,
+            ["llama-server /props total_slots 8 is more than the 4 slots /slots lists; ignored"]
+        );
+        // Plausible counts stay, without notes.
+        let mut state = ServerState::default();
+        state.merge_props(&parse_props(br#"{"total_slots":4}"#).unwrap());
+        state.merge_slots(&listed[..4]);
+        assert_eq!((state.total_slots, state.notes.len()), (Some(4), 0));
     }
 
     #[test]
