@@ -92,7 +92,7 @@ fn start_crowd(python: &Path, gemma: &Path) -> Crowd {
     let props = d.join("props.json");
     std::fs::write(
         &props,
-        serde_json::json!({"model_path": fifo, "total_slots": 1, "default_generation_settings": {"n_ctx": 4096}})
+        serde_json::json!({"model_path": fifo, "total_slots": 4294967295u64, "default_generation_settings": {"n_ctx": 4096}})
             .to_string(),
     )
     .unwrap();
@@ -220,6 +220,10 @@ fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
         fifo_model["notes"].to_string().contains("not a regular file"),
         "{fifo_model:#}"
     );
+    // Its /props claims 2^32-1 slots: not believed, and said so.
+    let props_api = common::process(&snap, crowd.apis[0].pid());
+    assert_eq!(props_api["models"][0]["slots_total"], Value::Null, "{props_api:#}");
+    assert!(props_api["notes"].to_string().contains("4294967295"), "{props_api:#}");
     let bomb = &common::process(&snap, crowd.hostile[1].pid())["models"][0];
     assert!(bomb["notes"].to_string().contains("same file as part 1"), "{bomb:#}");
     // JSON carries the names as they are, escaped by JSON's own rules.

@@ -382,83 +382,19 @@ fn real_gemma_3_270m() {
     assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
 }
 
-/// A metadata value for [`gguf_bytes`].
-enum Kv<'a> {
-    Str(&'a [u8]),
-    U16(u16),
-    U32(u32),
-}
-
-/// A little-endian GGUF v3 of no tensors with these key-value pairs.
-fn gguf_bytes(kvs: &[(&str, Kv)]) -> Vec<u8> {
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes()); // tensors
-    out.extend((kvs.len() as u64).to_le_bytes());
-    for (key, value) in kvs {
-        out.extend((key.len() as u64).to_le_bytes());
-        out.extend(key.as_bytes());
-        match value {
-            Kv::Str(s) => {
-                out.extend(8u32.to_le_bytes());
-                out.extend((s.len() as u64).to_le_bytes());
-                out.extend(*s);
-            }
-            Kv::U16(v) => {
-                out.extend(2u32.to_le_bytes());
-                out.extend(v.to_le_bytes());
-            }
-            Kv::U32(v) => {
-                out.extend(4u32.to_le_bytes());
-                out.extend(v.to_le_bytes());
-            }
-        }
-    }
-    out
-}
-
-/// `split.count` = `count` (u16, as tools/gguf-split writes it) and eight
-/// strings of just under 1 MiB, each kept whole by the reader: about 8 MiB
-/// of header that a split set could repeat in every part.
-#[cfg(target_os = "linux")]
-fn split_bomb_part(count: u16) -> Vec<u8> {
-    let filler = vec![b'x'; (1 << 20) - 1];
-    let keys: Vec<String> = (0..8).map(|i| format!("bomb.{i}")).collect();
-    let mut kvs = vec![
-        ("general.architecture", Kv::Str(b"llama")),
-        ("split.count", Kv::U16(count)),
-    ];
-    kvs.extend(keys.iter().map(|k| (k.as_str(), Kv::Str(&filler))));
-    gguf_bytes(&kvs)
-}
-
 /// Runs `gputaskman model PATH` under a 2 GiB address-space limit (so the
 /// old, unbounded code fails fast instead of exhausting the machine) and
-/// returns its exit status, stderr and peak RSS in KiB (wait4's rusage of
-/// that one child, not of every test's children).
+/// returns its exit status, stderr and peak RSS in KiB.
 #[cfg(target_os = "linux")]
-// The child is reaped by wait4, which std's Child::wait cannot replace: it
-// gives no rusage.
-#[allow(clippy::zombie_processes)]
 fn model_peak_rss(path: &std::path::Path) -> (i32, String, i64) {
-    use std::io::Read;
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", "ulimit -v 2097152 && exec \"$0\" model \"$1\""])
+    use std::os::unix::process::ExitStatusExt;
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "ulimit -v 2097152 && exec \"$0\" model \"$1\""])
         .arg(env!("CARGO_BIN_EXE_gputaskman"))
         .arg(path)
-        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut status = 0;
-    // SAFETY: plain out-parameters; the child is ours and not yet reaped.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t);
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    (status, err, usage.ru_maxrss)
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
+    let (status, _, err, peak_kib) = common::peak_rss(cmd, std::time::Duration::from_secs(60));
+    (status.into_raw(), String::from_utf8_lossy(&err).into_owned(), peak_kib)
 }
 
 #[cfg(target_os = "linux")]
@@ -468,7 +404,7 @@ fn split_set_of_symlinks_to_one_file_is_refused_in_bounded_memory() {
     // by part this was 3000 x 8 MiB, an allocation failure at 3-6 GB.
     let dir = tempfile::tempdir().unwrap();
     let blob = dir.path().join("blob.gguf");
-    std::fs::write(&blob, split_bomb_part(3000)).unwrap();
+    std::fs::write(&blob, common::split_bomb_part(3000)).unwrap();
     for no in 1..=3000 {
         std::os::unix::fs::symlink(&blob, dir.path().join(format!("m-{no:05}-of-03000.gguf"))).unwrap();
     }
@@ -496,14 +432,14 @@ fn a_bad_hyperparameter_hides_only_itself() {
     let path = dir.path().join("bad-head.gguf");
     std::fs::write(
         &path,
-        gguf_bytes(&[
-            ("general.architecture", Kv::Str(b"llama")),
-            ("llama.block_count", Kv::U32(4)),
-            ("llama.embedding_length", Kv::U32(256)),
-            ("llama.attention.head_count", Kv::U32(8)),
-            ("llama.attention.head_count_kv", Kv::U32(2)),
-            ("llama.attention.key_length", Kv::U32(u32::MAX)),
-            ("llama.attention.value_length", Kv::U32(32)),
+        common::gguf_bytes(&[
+            ("general.architecture", common::Kv::Str(b"llama")),
+            ("llama.block_count", common::Kv::U32(4)),
+            ("llama.embedding_length", common::Kv::U32(256)),
+            ("llama.attention.head_count", common::Kv::U32(8)),
+            ("llama.attention.head_count_kv", common::Kv::U32(2)),
+            ("llama.attention.key_length", common::Kv::U32(u32::MAX)),
+            ("llama.attention.value_length", common::Kv::U32(32)),
         ]),
     )
     .unwrap();

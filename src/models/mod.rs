@@ -519,7 +519,8 @@ impl Discovery {
                 continue;
             };
             let result = match api {
-                Api::LlamaCpp => self.probe_llamacpp(addr, key).map(|state| {
+                Api::LlamaCpp => self.probe_llamacpp(addr, key).map(|mut state| {
+                    answer.notes.append(&mut state.notes);
                     answer.models = vec![ApiModel {
                         path: state.model_path.as_ref().map(PathBuf::from),
                         name: state.model_alias.clone(),

@@ -313,32 +313,51 @@ pub fn peak_rss(mut cmd: Command, limit: std::time::Duration) -> (std::process::
     )
 }
 
-/// A GGUF of no tensors whose metadata is `split.count` = `count` (u16, as
-/// tools/gguf-split writes it) and eight strings of just under 1 MiB, each
-/// kept whole by the reader: about 8 MiB of header that a split set could
-/// repeat in every part.
-pub fn split_bomb_part(count: u16) -> Vec<u8> {
+/// A metadata value for [`gguf_bytes`].
+pub enum Kv<'a> {
+    Str(&'a [u8]),
+    U16(u16),
+    U32(u32),
+}
+
+/// A little-endian GGUF v3 of no tensors with these key-value pairs.
+pub fn gguf_bytes(kvs: &[(&str, Kv)]) -> Vec<u8> {
     let mut out = b"GGUF".to_vec();
     out.extend(3u32.to_le_bytes());
     out.extend(0u64.to_le_bytes()); // tensors
-    out.extend(10u64.to_le_bytes()); // key-value pairs
-    let key = |out: &mut Vec<u8>, k: &str, ty: u32| {
-        out.extend((k.len() as u64).to_le_bytes());
-        out.extend(k.as_bytes());
-        out.extend(ty.to_le_bytes());
-    };
-    let string = |out: &mut Vec<u8>, s: &[u8]| {
-        out.extend((s.len() as u64).to_le_bytes());
-        out.extend(s);
-    };
-    key(&mut out, "general.architecture", 8);
-    string(&mut out, b"llama");
-    key(&mut out, "split.count", 2);
-    out.extend(count.to_le_bytes());
-    let filler = vec![b'x'; (1 << 20) - 1];
-    for i in 0..8 {
-        key(&mut out, &format!("bomb.{i}"), 8);
-        string(&mut out, &filler);
+    out.extend((kvs.len() as u64).to_le_bytes());
+    for (key, value) in kvs {
+        out.extend((key.len() as u64).to_le_bytes());
+        out.extend(key.as_bytes());
+        match value {
+            Kv::Str(s) => {
+                out.extend(8u32.to_le_bytes());
+                out.extend((s.len() as u64).to_le_bytes());
+                out.extend(*s);
+            }
+            Kv::U16(v) => {
+                out.extend(2u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+            Kv::U32(v) => {
+                out.extend(4u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+        }
     }
     out
+}
+
+/// `split.count` = `count` (u16, as tools/gguf-split writes it) and eight
+/// strings of just under 1 MiB, each kept whole by the reader: about 8 MiB
+/// of header that a split set could repeat in every part.
+pub fn split_bomb_part(count: u16) -> Vec<u8> {
+    let filler = vec![b'x'; (1 << 20) - 1];
+    let keys: Vec<String> = (0..8).map(|i| format!("bomb.{i}")).collect();
+    let mut kvs = vec![
+        ("general.architecture", Kv::Str(b"llama")),
+        ("split.count", Kv::U16(count)),
+    ];
+    kvs.extend(keys.iter().map(|k| (k.as_str(), Kv::Str(&filler))));
+    gguf_bytes(&kvs)
 }
