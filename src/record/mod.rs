@@ -45,10 +45,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE.jsonl")]
     pub output: PathBuf,
     /// Seconds between snapshots (default: the global --interval, 1).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
     pub interval: Option<f64>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
     pub duration: Option<f64>,
 }
 
@@ -205,13 +205,9 @@ fn sleep_until(until: Instant) -> bool {
 /// per interval, each appended as one line and flushed.
 pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
     let interval = args.interval.unwrap_or(default_interval);
-    if !interval.is_finite() || interval < 0.01 {
+    // Bounded by `cli::seconds`; this floor is record's own.
+    if interval < 0.01 {
         bail!("--interval {interval}: give a number of seconds, at least 0.01");
-    }
-    if let Some(d) = args.duration {
-        if !d.is_finite() || d < 0.0 {
-            bail!("--duration {d}: give a number of seconds");
-        }
     }
     let gpu = options.gpu;
     let path = &args.output;
