@@ -1195,3 +1195,74 @@ impl Synth {
         s
     }
 }
+
+/// Runs the real binary; returns its status code and stderr.
+fn run_status(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out = bin().args(args).output().unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn plot_refuses_to_write_over_its_recording_by_name_symlink_or_hard_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = known_recording(dir.path());
+    let before = std::fs::read(&path).unwrap();
+    let symlink = dir.path().join("link.svg");
+    std::os::unix::fs::symlink(&path, &symlink).unwrap();
+    let hard = dir.path().join("hard.svg");
+    std::fs::hard_link(&path, &hard).unwrap();
+    // The same file by another spelling of its name.
+    let dotted = dir.path().join(".").join(path.file_name().unwrap());
+    for output in [&path, &symlink, &hard, &dotted] {
+        let (code, err) = run_status(&["plot".as_ref(), path.as_os_str(), "-o".as_ref(), output.as_os_str()]);
+        assert_eq!(code, Some(2), "{}: {err}", output.display());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "-o {}: that is the recording being read ({}); give another file",
+                output.display(),
+                path.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{}", output.display());
+    }
+    // Another file is written as before.
+    let svg = dir.path().join("mem.svg");
+    run_status(&["plot".as_ref(), path.as_os_str(), "-o".as_ref(), svg.as_os_str()]);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn record_appends_in_the_format_of_the_content_whatever_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = series(3);
+    // zstd content under a plain name, plain content under a .zst name.
+    let zstd_named_plain = dir.path().join("zstd-inside.jsonl");
+    write_recording(&dir.path().join("tmp.jsonl.zst"), &snaps, 60);
+    std::fs::rename(dir.path().join("tmp.jsonl.zst"), &zstd_named_plain).unwrap();
+    let plain_named_zstd = dir.path().join("plain-inside.jsonl.zst");
+    write_recording(&dir.path().join("tmp.jsonl"), &snaps, 60);
+    std::fs::rename(dir.path().join("tmp.jsonl"), &plain_named_zstd).unwrap();
+    for (path, zstd) in [(&zstd_named_plain, true), (&plain_named_zstd, false)] {
+        let stderr = record(path, "0.2", "0.4");
+        assert!(
+            stderr.contains(&format!(
+                "{}: its content is {}, whatever its name says; appending {0}",
+                path.display(),
+                if zstd { "zstd" } else { "plain JSON lines" }
+            )),
+            "{stderr}"
+        );
+        let raw = std::fs::read(path).unwrap();
+        assert_eq!(raw.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), zstd);
+        let rec = read_recording(path).unwrap();
+        assert!(rec.skipped.is_empty(), "{}: {:?}", path.display(), rec.skipped);
+        assert_eq!(rec.snapshots.len(), 5, "{}", path.display());
+        assert_eq!(&rec.snapshots[..3], &snaps[..]);
+        let out = snapshot_builder::run_ok(&["summary".as_ref(), path.as_os_str(), "--json".as_ref()]);
+        let s: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(s["snapshots"], 5, "{out}");
+        assert_eq!(s["skipped"], serde_json::json!([]), "{out}");
+    }
+}

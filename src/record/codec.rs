@@ -18,6 +18,13 @@ pub const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 #[cfg(not(feature = "zstd"))]
 const NO_ZSTD: &str = "this gputaskman was built without zstd (the `zstd` feature); record to a plain .jsonl file";
 
+/// Whether a file that begins with `head` (its first bytes, up to 4) is
+/// zstd. A file cut inside the magic number still counts.
+pub fn starts_as_zstd(head: &[u8]) -> bool {
+    let head = &head[..head.len().min(MAGIC.len())];
+    !head.is_empty() && MAGIC.starts_with(head)
+}
+
 /// Where the next frame starts at or after `from`.
 pub fn find_magic(data: &[u8], from: usize) -> Option<usize> {
     if from >= data.len() {

@@ -19,7 +19,7 @@
 //!
 //! Depends on the snapshot types, serde_json and [`super::codec`] only.
 
-use super::codec::{find_magic, Decoder, MAGIC as ZSTD_MAGIC};
+use super::codec::{find_magic, starts_as_zstd, Decoder, MAGIC as ZSTD_MAGIC};
 use crate::snapshot::{Snapshot, SCHEMA_VERSION};
 use anyhow::Context as _;
 use std::fs::File;
@@ -298,7 +298,7 @@ pub fn open_recording(path: &Path) -> anyhow::Result<RecordingIndex> {
         .take(4)
         .read_to_end(&mut head)
         .with_context(|| format!("{name}: cannot read"))?;
-    let zstd = !head.is_empty() && ZSTD_MAGIC.starts_with(&head);
+    let zstd = starts_as_zstd(&head);
     let mut ix = Indexer {
         lines: Vec::new(),
         times: Vec::new(),

@@ -144,6 +144,7 @@ pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<(
 
 /// `gputaskman plot FILE -o FILE.svg`.
 pub fn run_plot(args: &PlotArgs) -> anyhow::Result<()> {
+    refuse_to_overwrite(&args.output, &args.file)?;
     let rec = read_some(&args.file)?;
     let title = args
         .file
@@ -163,6 +164,21 @@ pub fn run_plot(args: &PlotArgs) -> anyhow::Result<()> {
     eprintln!("{}: {account}", args.output.display());
     for why in &rec.skipped {
         eprintln!("skipped: {why}");
+    }
+    Ok(())
+}
+
+/// Fails when writing `output` would replace `input`: the same file by
+/// name, by another spelling of it, through a symlink or as a hard link
+/// (same-file compares device and inode, or the Windows file index). An
+/// output that does not exist yet cannot be the input.
+fn refuse_to_overwrite(output: &Path, input: &Path) -> anyhow::Result<()> {
+    if same_file::is_same_file(output, input).unwrap_or(false) {
+        bail!(
+            "-o {}: that is the recording being read ({}); give another file",
+            output.display(),
+            input.display()
+        );
     }
     Ok(())
 }
@@ -212,6 +228,13 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
     let gpu = options.gpu;
     let path = &args.output;
     let mut writer = write::RecordWriter::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    if writer.is_zstd() != write::is_zstd_name(path) {
+        eprintln!(
+            "{}: its content is {}, whatever its name says; appending {0}",
+            path.display(),
+            if writer.is_zstd() { "zstd" } else { "plain JSON lines" }
+        );
+    }
     catch_stop_signals();
     let mut collector = Collector::new(options);
     collector.prime();
