@@ -1266,3 +1266,112 @@ fn record_appends_in_the_format_of_the_content_whatever_the_name() {
         assert_eq!(s["skipped"], serde_json::json!([]), "{out}");
     }
 }
+
+/// Runs the real binary to its end; returns its status, stdout, stderr,
+/// peak resident memory (bytes, from wait4's rusage) and wall time.
+#[allow(clippy::zombie_processes)]
+fn run_measured(args: &[&std::ffi::OsStr]) -> (i32, String, String, u64, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let started = Instant::now();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gputaskman"))
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .args(args)
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // wait4 reaps the child (std's wait would not give its rusage).
+    // SAFETY: rusage is plain data, filled in by wait4 for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    let took = started.elapsed();
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -libc::WTERMSIG(status)
+    };
+    (
+        code,
+        std::fs::read_to_string(out).unwrap(),
+        std::fs::read_to_string(err).unwrap(),
+        usage.ru_maxrss as u64 * 1024,
+        took,
+    )
+}
+
+/// A zstd recording with a bomb in it: two snapshots in a frame, then a
+/// frame of a snapshot, `bomb` newlines, one line of `bomb` bytes, and a
+/// snapshot, then a frame of one more snapshot. A few hundred KiB on disk.
+fn bomb_recording(dir: &Path, bomb: usize) -> (PathBuf, Vec<Snapshot>) {
+    use std::io::Write as _;
+    let snaps = series(5);
+    let path = dir.join("bomb.jsonl.zst");
+    write_recording(&path, &snaps[..2], 60);
+    let line = |s: &Snapshot| {
+        let mut l = serde_json::to_vec(s).unwrap();
+        l.push(b'\n');
+        l
+    };
+    let file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut z = zstd::stream::write::Encoder::new(file, 1).unwrap();
+    z.write_all(&line(&snaps[2])).unwrap();
+    let newlines = vec![b'\n'; 1 << 20];
+    let zeros = vec![b'0'; 1 << 20];
+    for block in [&newlines, &zeros] {
+        for _ in 0..bomb >> 20 {
+            z.write_all(block).unwrap();
+        }
+    }
+    z.write_all(b"\n").unwrap();
+    z.write_all(&line(&snaps[3])).unwrap();
+    z.finish().unwrap();
+    let mut w = RecordWriter::open(&path).unwrap();
+    w.append(&snaps[4]).unwrap();
+    w.finish().unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 1 << 20);
+    (path, snaps)
+}
+
+#[test]
+fn a_decompression_bomb_costs_bounded_memory_and_keeps_the_snapshots_around_it() {
+    const BOMB: usize = 512 << 20;
+    const MAX_RSS: u64 = 200 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, snaps) = bomb_recording(dir.path(), BOMB);
+    let too_long = format!("line {}: longer than 64 MiB; skipped", 4 + BOMB);
+
+    let (code, out, err, rss, took) = run_measured(&["summary".as_ref(), path.as_os_str(), "--json".as_ref()]);
+    eprintln!(
+        "summary of a {} MiB bomb: peak RSS {} MiB, {took:?}",
+        BOMB >> 19,
+        rss >> 20
+    );
+    assert_eq!(code, 0, "{err}");
+    let s: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["snapshots"], 5, "{out}");
+    assert_eq!(s["skipped"], serde_json::json!([too_long]), "{out}");
+    assert!(rss < MAX_RSS, "summary peaked at {} MiB", rss >> 20);
+
+    let svg = dir.path().join("bomb.svg");
+    let (code, _, err, rss, took) = run_measured(&["plot".as_ref(), path.as_os_str(), "-o".as_ref(), svg.as_os_str()]);
+    eprintln!(
+        "plot of a {} MiB bomb: peak RSS {} MiB, {took:?}",
+        BOMB >> 19,
+        rss >> 20
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("skipped: {too_long}")), "{err}");
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    assert!(rss < MAX_RSS, "plot peaked at {} MiB", rss >> 20);
+
+    // The reader `replay` uses: every snapshot, one at a time, backwards.
+    let ix = open_recording(&path).unwrap();
+    assert_eq!(ix.skipped, [too_long]);
+    assert_eq!(ix.len(), 5);
+    for i in (0..5).rev() {
+        assert_eq!(ix.get(i).unwrap(), snaps[i], "snapshot {i}");
+    }
+}
