@@ -29,7 +29,7 @@ pub struct Cli {
     pub gpu: Option<u32>,
 
     /// Refresh period of the live view and of record, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = seconds)]
     pub interval: f64,
 
     /// Under WSL: skip the Windows host counters.
@@ -62,6 +62,21 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The longest period any flag takes: a day.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// The parser of every flag that takes seconds. Bounded at parse time so
+/// that no later `Duration::from_secs_f64` or `Instant + Duration` can
+/// overflow and panic (1e19 s did), and a mistyped value is a usage error
+/// (status 2) rather than a wait that never ends.
+pub fn seconds(text: &str) -> Result<f64, String> {
+    const WANT: &str = "give a number of seconds, more than 0 and at most 86400 (a day)";
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= MAX_SECONDS => Ok(s),
+        _ => Err(WANT.to_string()),
+    }
 }
 
 #[derive(Debug, Subcommand)]

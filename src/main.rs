@@ -101,10 +101,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .as_deref()
             .map(serve::remote::read_token)
             .transpose()?;
-        let interval = Duration::try_from_secs_f64(cli.interval)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| anyhow::anyhow!("--interval {}: give a positive number of seconds", cli.interval))?;
+        // Bounded (more than 0, at most a day) by `cli::seconds`.
+        let interval = Duration::from_secs_f64(cli.interval);
         drop(stdout);
         view::tui::term::require_terminal()?;
         view::tui::run_feed(Box::new(serve::remote::RemoteFeed::start(targets, token, interval)))?;
@@ -113,10 +111,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
     let options = collector_options(&cli, false);
     if !(cli.once || cli.json || cli.list_gpus) {
-        let interval = Duration::try_from_secs_f64(cli.interval)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| anyhow::anyhow!("--interval {}: give a positive number of seconds", cli.interval))?;
+        // Bounded (more than 0, at most a day) by `cli::seconds`.
+        let interval = Duration::from_secs_f64(cli.interval);
         drop(stdout);
         view::tui::run_live(options, interval)?;
         return Ok(ExitCode::SUCCESS);
