@@ -1269,35 +1269,21 @@ fn record_appends_in_the_format_of_the_content_whatever_the_name() {
 
 /// Runs the real binary to its end; returns its status, stdout, stderr,
 /// peak resident memory (bytes, from wait4's rusage) and wall time.
-#[allow(clippy::zombie_processes)]
 fn run_measured(args: &[&std::ffi::OsStr]) -> (i32, String, String, u64, Duration) {
-    let dir = tempfile::tempdir().unwrap();
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("gputaskman"));
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .args(args);
     let started = Instant::now();
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gputaskman"))
-        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
-        .args(args)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    let mut status = 0;
-    // wait4 reaps the child (std's wait would not give its rusage).
-    // SAFETY: rusage is plain data, filled in by wait4 for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as libc::pid_t);
+    let (status, out, err, peak_kib) = common::peak_rss(cmd, Duration::from_secs(300));
     let took = started.elapsed();
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        -libc::WTERMSIG(status)
-    };
+    let code = status
+        .code()
+        .unwrap_or_else(|| -std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
     (
         code,
-        std::fs::read_to_string(out).unwrap(),
-        std::fs::read_to_string(err).unwrap(),
-        usage.ru_maxrss as u64 * 1024,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+        peak_kib as u64 * 1024,
         took,
     )
 }
