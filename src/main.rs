@@ -8,6 +8,7 @@ mod serve;
 mod snapshot;
 mod view;
 
+use crate::view::safe_text::safe;
 use clap::Parser;
 use cli::{Cli, Command};
 use collect::{Collector, Options};
@@ -33,8 +34,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
     match run(cli) {
         Ok(code) => code,
+        // Errors quote paths, file contents and remote answers.
         Err(e) => {
-            eprintln!("gputaskman: {e:#}");
+            eprintln!("gputaskman: {}", safe(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -71,7 +73,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Replay { file }) => {
             let recording = record::read_some(file)?;
             for skipped in &recording.skipped {
-                eprintln!("gputaskman: {}: skipped {skipped}", file.display());
+                eprintln!(
+                    "gputaskman: {}: skipped {}",
+                    safe(&file.display().to_string()),
+                    safe(skipped)
+                );
             }
             drop(stdout);
             view::tui::run_replay(Box::new(recording))?;
@@ -127,15 +133,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 stdout,
                 "{}: {} ({}, {}, {})",
                 d.index,
-                view::opt(d.name.as_deref()),
-                view::opt(d.uuid.as_deref()),
-                view::opt(d.pci_bus_id.as_deref()),
+                safe(view::opt(d.name.as_deref())),
+                safe(view::opt(d.uuid.as_deref())),
+                safe(view::opt(d.pci_bus_id.as_deref())),
                 view::bytes(d.memory_total_bytes)
             )?;
         }
         if snap.devices.is_empty() {
             for b in &snap.backends {
-                eprintln!("{}: {}", b.name, b.detail);
+                eprintln!("{}: {}", safe(&b.name), safe(&b.detail));
             }
         }
         return Ok(ExitCode::SUCCESS);

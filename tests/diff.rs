@@ -8,6 +8,7 @@
 #[path = "../src/snapshot/mod.rs"]
 mod snapshot;
 mod snapshot_builder;
+mod view;
 
 use serde_json::Value;
 use snapshot_builder::{device, diff_json, diff_text, gpu, process, server_model, snapshot, write, GIB, MIB};

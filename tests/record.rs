@@ -19,6 +19,7 @@ mod index;
 #[path = "../src/snapshot/mod.rs"]
 mod snapshot;
 mod snapshot_builder;
+mod view;
 #[allow(dead_code)]
 #[path = "../src/record/write.rs"]
 mod write;

@@ -8,10 +8,17 @@
 #[path = "../../src/snapshot/mod.rs"]
 pub mod snapshot;
 
+/// The views' sanitizer: `snapshot::diff` quotes names through it, and the
+/// `terminal_text` target tests it.
+#[path = "../../src/view/safe_text.rs"]
+pub mod safe_text;
+
 /// `collect::drm::sysfs` formats device notes with `crate::view::bytes`; the
 /// real one lives in the live view's module tree, which needs the whole
 /// binary. The notes' wording is not under test here.
 pub mod view {
+    pub use super::safe_text;
+
     pub fn bytes(b: Option<u64>) -> String {
         format!("{b:?} B")
     }

@@ -18,6 +18,7 @@
 use crate::snapshot::{
     Attribution, Backend, BackendStatus, Device, Host, Process, QueryError, Snapshot, SCHEMA_VERSION,
 };
+use crate::view::safe_text::escape;
 use crate::view::tui::feed::{Feed, FeedCommand, Update};
 use anyhow::{bail, Context};
 use std::collections::HashMap;
@@ -329,7 +330,10 @@ impl Fleet {
     pub fn to_text(&self, now: Instant) -> String {
         let mut out = String::new();
         for (h, name) in self.hosts.iter().zip(short_names(&self.hosts)) {
-            out.push_str(&format!("== {name} ({}): {}\n", h.target.url, h.status(now)));
+            // The name and the status quote what the host answered.
+            let head = format!("== {name} ({}): {}", h.target.url, h.status(now));
+            out.push_str(&escape(head));
+            out.push('\n');
             if let Some(s) = &h.snapshot {
                 out.push_str(&crate::view::text::render(s));
             }
