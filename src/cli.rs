@@ -102,4 +102,11 @@ pub enum Command {
     },
     /// Serve Prometheus /metrics, /snapshot (JSON, as --json) and /healthz over HTTP.
     Serve(crate::serve::ServeArgs),
+    /// Print the completion script for a shell (e.g. `gputaskman completions bash > /etc/bash_completion.d/gputaskman`).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff; `gputaskman manpage | man -l -`).
+    Manpage,
 }

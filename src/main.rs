@@ -1,5 +1,6 @@
 mod cli;
 mod collect;
+mod install_files;
 mod model_cmd;
 mod models;
 mod procs;
@@ -52,6 +53,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Model(args)) => {
             model_cmd::run(args, roomiest_gpu(&cli), &mut stdout)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Completions { shell }) => {
+            install_files::write_completions(*shell, &mut stdout);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Manpage) => {
+            install_files::write_manpage(&mut stdout)?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Explain) => {

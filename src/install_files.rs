@@ -1,0 +1,19 @@
+//! The files a package puts beside the binary: shell completions and the
+//! man page. Both are generated from the clap definition, so they never
+//! drift from the flags the binary really takes; the package build
+//! (scripts/package.sh) writes them with these commands.
+
+use crate::cli::Cli;
+use clap::CommandFactory;
+use std::io::Write;
+
+/// `gputaskman completions SHELL`: the completion script on `out`.
+pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn Write) {
+    let mut command = Cli::command();
+    clap_complete::generate(shell, &mut command, "gputaskman", out);
+}
+
+/// `gputaskman manpage`: the roff man page (section 1) on `out`.
+pub fn write_manpage(out: &mut dyn Write) -> std::io::Result<()> {
+    clap_mangen::Man::new(Cli::command()).render(out)
+}
