@@ -76,6 +76,12 @@ impl NvmlSource {
                 name: "nvml".into(),
                 status: BackendStatus::Unavailable,
                 detail: match lib {
+                    // The static musl build has no dynamic loader: dlopen
+                    // fails whatever is installed, so "no driver" would lie.
+                    _ if cfg!(all(target_env = "musl", target_feature = "crt-static")) => format!(
+                        "this static build cannot load {shown} (no dynamic loader: {e}); \
+                         the Debian package or `cargo install` build can"
+                    ),
                     None => format!("{shown} not found: no NVIDIA driver is installed ({e})"),
                     Some(_) => format!("cannot load {shown}: {e}"),
                 },
