@@ -32,6 +32,31 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = seconds)]
     pub interval: f64,
 
+    /// Read settings from this file instead of
+    /// $XDG_CONFIG_HOME/gputaskman/config.toml (`gputaskman config init` writes one).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+
+    /// The live view's first sort column (`s` cycles it).
+    #[arg(long, value_enum, value_name = "COLUMN")]
+    pub sort: Option<crate::view::tui::app::SortKey>,
+
+    /// Colours for terminals with a light background.
+    #[arg(long, conflicts_with = "no_color")]
+    pub light: bool,
+
+    /// No colours (as NO_COLOR does).
+    #[arg(long)]
+    pub no_color: bool,
+
+    /// Plain ASCII: no box drawing or block glyphs.
+    #[arg(long)]
+    pub ascii: bool,
+
+    /// Do not ask runtimes' local HTTP APIs which models they hold.
+    #[arg(long)]
+    pub no_discovery: bool,
+
     /// Under WSL: skip the Windows host counters.
     #[arg(long)]
     pub no_host: bool,
@@ -109,4 +134,19 @@ pub enum Command {
     },
     /// Print the man page (roff; `gputaskman manpage | man -l -`).
     Manpage,
+    /// The config file (see --config).
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Write the defaults, with comments, to the config file.
+    Init {
+        /// Replace a file that exists.
+        #[arg(long)]
+        force: bool,
+    },
 }

@@ -1,5 +1,6 @@
 mod cli;
 mod collect;
+mod config;
 mod install_files;
 mod model_cmd;
 mod models;
@@ -10,8 +11,8 @@ mod snapshot;
 mod view;
 
 use crate::view::safe_text::safe;
-use clap::Parser;
-use cli::{Cli, Command};
+use clap::{CommandFactory, FromArgMatches};
+use cli::{Cli, Command, ConfigAction};
 use collect::{Collector, Options};
 use std::io::Write;
 use std::process::ExitCode;
@@ -32,8 +33,10 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
     // `gputaskman model` takes llama.cpp's own spellings (-np, -ctk, ...).
-    let cli = Cli::parse_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
-    match run(cli) {
+    let matches = Cli::command().get_matches_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // The config file fills in what the command line left unset.
+    match config::apply(&mut cli, &matches).and_then(|()| run(cli)) {
         Ok(code) => code,
         // Errors quote paths, file contents and remote answers.
         Err(e) => {
@@ -57,6 +60,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Some(Command::Completions { shell }) => {
             install_files::write_completions(*shell, &mut stdout);
+            return Ok(ExitCode::SUCCESS);
+        }
+        Some(Command::Config {
+            action: ConfigAction::Init { force },
+        }) => {
+            config::init(&cli, *force, &mut stdout)?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Manpage) => {
@@ -89,7 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             drop(stdout);
-            view::tui::run_replay(Box::new(recording))?;
+            view::tui::run_replay(Box::new(recording), look(&cli))?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Record(args)) => {
@@ -120,7 +129,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         let interval = Duration::from_secs_f64(cli.interval);
         drop(stdout);
         view::tui::term::require_terminal()?;
-        view::tui::run_feed(Box::new(serve::remote::RemoteFeed::start(targets, token, interval)))?;
+        view::tui::run_feed(
+            Box::new(serve::remote::RemoteFeed::start(targets, token, interval)),
+            look(&cli),
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
 
@@ -129,7 +141,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Bounded (more than 0, at most a day) by `cli::seconds`.
         let interval = Duration::from_secs_f64(cli.interval);
         drop(stdout);
-        view::tui::run_live(options, interval)?;
+        view::tui::run_live(options, interval, look(&cli))?;
         return Ok(ExitCode::SUCCESS);
     }
     let started = Instant::now();
@@ -183,7 +195,18 @@ fn collector_options(cli: &Cli, background_discovery: bool) -> Options {
         gpu: cli.gpu,
         proc_root: cli.proc_root.clone(),
         background_discovery,
+        discovery: !cli.no_discovery,
         no_host: cli.no_host,
+    }
+}
+
+/// The live view's start from the flags (and the config file they took in).
+fn look(cli: &Cli) -> view::tui::Look {
+    view::tui::Look {
+        sort: cli.sort,
+        light: cli.light,
+        no_color: cli.no_color,
+        ascii: cli.ascii,
     }
 }
 

@@ -41,6 +41,9 @@ pub struct Options {
     /// runtime's API, and processes not yet discovered say so
     /// (`models_pending`). One-shot output waits instead.
     pub background_discovery: bool,
+    /// Ask runtimes' APIs (and logs, sockets) which models they hold at all
+    /// (`--no-discovery`, the config's `discovery = false`).
+    pub discovery: bool,
     /// Under WSL: do not start the Windows host bridge (`--no-host`).
     pub no_host: bool,
 }
@@ -287,7 +290,9 @@ impl Collector {
             .iter()
             .filter(|i| i.kind == ProcessKind::Ai && processes.iter().any(|p| p.pid == i.pid && p.host_pid.is_none()))
             .collect();
-        if self.options.background_discovery {
+        if !self.options.discovery {
+            // Nothing asked: what the models are stays unknown.
+        } else if self.options.background_discovery {
             for p in &mut processes {
                 let Some(info) = ai.iter().find(|i| i.pid == p.pid) else {
                     continue;
@@ -583,24 +588,51 @@ mod tests {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
-    #[test]
-    fn background_discovery_never_blocks_a_sample_and_lands_later() {
+    const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gguf/qwen3-0.6b-shape.gguf");
+
+    /// A process named llama-server that names MODEL on its command line,
+    /// and a collector that would discover it if `discovery`.
+    fn llama_server_and_collector(discovery: bool) -> (tempfile::TempDir, std::process::Child, Collector) {
         let dir = tempfile::tempdir().unwrap();
         let exe = dir.path().join("llama-server");
         std::os::unix::fs::symlink("/bin/sh", &exe).unwrap();
-        let model = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gguf/qwen3-0.6b-shape.gguf");
-        let mut child = Command::new(&exe)
-            .args(["-c", "read _", "llama-server", "-m", model, "-c", "4096"])
+        let child = Command::new(&exe)
+            .args(["-c", "read _", "llama-server", "-m", MODEL, "-c", "4096"])
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
-        let mut collector = Collector::new(Options {
+        let collector = Collector::new(Options {
             nvml_lib: Some(PathBuf::from("/nonexistent/libnvidia-ml.so.1")),
             gpu: None,
             proc_root: PathBuf::from("/proc"),
             background_discovery: true,
+            discovery,
             no_host: true,
         });
+        (dir, child, collector)
+    }
+
+    #[test]
+    fn without_discovery_no_model_is_looked_for() {
+        let (_dir, mut child, mut collector) = llama_server_and_collector(false);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(100));
+            seen.extend(collector.sample().processes.into_iter().filter(|p| p.pid == child.id()));
+        }
+        child.kill().ok();
+        child.wait().ok();
+        assert_eq!(seen.len(), 5, "the server is listed in every sample");
+        for p in seen {
+            assert_eq!(p.runtimes, ["llama.cpp"], "the runtime is still named");
+            assert!(p.models.is_empty() && !p.models_pending, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn background_discovery_never_blocks_a_sample_and_lands_later() {
+        let (_dir, mut child, mut collector) = llama_server_and_collector(true);
+        let model = MODEL;
         let first = collector.sample();
         let find = |s: &Snapshot| s.processes.iter().find(|p| p.pid == child.id()).cloned();
         let p = find(&first).expect("the server is listed");

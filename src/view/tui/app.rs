@@ -8,8 +8,10 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, Mo
 use ratatui::layout::Rect;
 use std::cmp::Ordering;
 
-/// The columns `s` cycles through, in order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The columns `s` cycles through, in order. Also `--sort` and the config
+/// file's `sort` (lowercase names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SortKey {
     Vram,
     Spill,
@@ -94,6 +96,10 @@ pub struct App {
     /// `?`: the overlay, with its scroll offset.
     pub overlay: Option<u16>,
     pub color: bool,
+    /// `--light`: colours for a light background.
+    pub light: bool,
+    /// `--ascii`: no box drawing or block glyphs.
+    pub ascii: bool,
     pub replay: bool,
     pub feed_status: String,
     pub layout: Layout,
@@ -117,6 +123,8 @@ impl App {
             gpu: None,
             overlay: None,
             color,
+            light: false,
+            ascii: false,
             replay,
             feed_status: String::new(),
             layout: Layout::default(),

@@ -94,10 +94,13 @@ fn append<K: std::hash::Hash + Eq>(
     }
 }
 
+/// The sparklines' eight heights: block elements, and `--ascii`'s stand-ins.
+pub const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+pub const ASCII_BARS: [char; 8] = ['_', '.', '-', '~', '=', '+', '*', '#'];
+
 /// A text sparkline of the last `width` values, scaled to `max` (or the
-/// largest value); a gap where unknown.
-pub fn sparkline(values: &[Option<u64>], max: Option<u64>, width: usize) -> String {
-    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+/// largest value) and drawn with `bars`; a gap where unknown.
+pub fn sparkline(values: &[Option<u64>], max: Option<u64>, width: usize, bars: &[char; 8]) -> String {
     let tail = &values[values.len().saturating_sub(width)..];
     let max = max.or_else(|| tail.iter().flatten().copied().max()).unwrap_or(0).max(1);
     tail.iter()
@@ -105,7 +108,7 @@ pub fn sparkline(values: &[Option<u64>], max: Option<u64>, width: usize) -> Stri
             None => ' ',
             Some(v) => {
                 let i = ((*v as f64 / max as f64) * 7.0).round() as usize;
-                BARS[i.min(7)]
+                bars[i.min(7)]
             }
         })
         .collect()
@@ -141,7 +144,14 @@ mod tests {
 
     #[test]
     fn sparkline_scales_to_the_maximum_and_leaves_gaps() {
-        assert_eq!(sparkline(&[Some(0), Some(50), None, Some(100)], Some(100), 10), "▁▅ █");
-        assert_eq!(sparkline(&[Some(1), Some(2), Some(3)], None, 2), "▆█");
+        assert_eq!(
+            sparkline(&[Some(0), Some(50), None, Some(100)], Some(100), 10, &BARS),
+            "▁▅ █"
+        );
+        assert_eq!(sparkline(&[Some(1), Some(2), Some(3)], None, 2, &BARS), "▆█");
+        assert_eq!(
+            sparkline(&[Some(0), Some(50), None, Some(100)], Some(100), 10, &ASCII_BARS),
+            "_= #"
+        );
     }
 }

@@ -22,6 +22,8 @@ pub mod term;
 pub mod fixture;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod theme_tests;
 
 pub use app::App;
 pub use feed::{Feed, Frames, LiveFeed, ReplayFeed};
@@ -35,21 +37,42 @@ use std::time::{Duration, Instant};
 /// comes: cheap (a channel poll), and well inside the 300 ms promise.
 const TICK: Duration = Duration::from_millis(100);
 
+/// How the view starts, from the flags and the config file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Look {
+    pub sort: Option<app::SortKey>,
+    pub light: bool,
+    pub no_color: bool,
+    pub ascii: bool,
+}
+
+impl Look {
+    /// The view's state at start; `color`: whether the environment allows
+    /// it (NO_COLOR).
+    fn app(self, color: bool, replay: bool) -> App {
+        let mut app = App::new(color && !self.no_color, replay);
+        app.sort = self.sort.unwrap_or(app.sort);
+        app.light = self.light;
+        app.ascii = self.ascii;
+        app
+    }
+}
+
 /// The live view of this machine, refreshed every `interval`.
-pub fn run_live(options: Options, interval: Duration) -> anyhow::Result<()> {
+pub fn run_live(options: Options, interval: Duration, look: Look) -> anyhow::Result<()> {
     term::require_terminal()?;
     let feed = LiveFeed::start(options, interval.max(Duration::from_millis(100)));
-    run_feed(Box::new(feed))
+    run_feed(Box::new(feed), look)
 }
 
 /// A recording played back through the same view: `[` `]` step, `{` `}`
 /// jump to the start and the end, `<` `>` speed, space plays and pauses.
-pub fn run_replay(frames: Box<dyn Frames>) -> anyhow::Result<()> {
+pub fn run_replay(frames: Box<dyn Frames>, look: Look) -> anyhow::Result<()> {
     if frames.len() == 0 {
         anyhow::bail!("the recording holds no snapshot");
     }
     term::require_terminal()?;
-    run_feed(Box::new(ReplayFeed::new(frames)))
+    run_feed(Box::new(ReplayFeed::new(frames)), look)
 }
 
 /// Whether colour is wanted: NO_COLOR set to anything non-empty turns it
@@ -59,8 +82,8 @@ pub fn color_wanted() -> bool {
 }
 
 /// Runs the view on any feed (live, replay, a fleet of `serve` hosts).
-pub fn run_feed(mut feed: Box<dyn Feed>) -> anyhow::Result<()> {
-    let mut app = App::new(color_wanted(), feed.is_replay());
+pub fn run_feed(mut feed: Box<dyn Feed>, look: Look) -> anyhow::Result<()> {
+    let mut app = look.app(color_wanted(), feed.is_replay());
     let mut terminal = term::Terminal::enter()?;
     let mut dirty = true;
     loop {

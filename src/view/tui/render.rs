@@ -13,6 +13,7 @@ use crate::view::safe_text::{clip, escape};
 use crate::view::{bytes, explain, opt, percent};
 use ratatui::layout::{Alignment, Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols::border;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
@@ -22,22 +23,75 @@ pub const FULL_WIDTH: u16 = 170;
 /// Processes that get a segment of their own in a device's bar.
 const BAR_PROCESSES: usize = 4;
 const PROCESS_GLYPHS: [char; BAR_PROCESSES] = ['█', '▓', '▒', '░'];
+/// `--ascii`: for terminals and fonts without block elements.
+const ASCII_PROCESS_GLYPHS: [char; BAR_PROCESSES] = ['#', '%', '=', '+'];
 const PROCESS_COLORS: [Color; BAR_PROCESSES] = [Color::Cyan, Color::Magenta, Color::Yellow, Color::Blue];
 const OTHERS_GLYPH: char = ':';
 const UNLISTED_GLYPH: char = '-';
 const FREE_GLYPH: char = '·';
 
+/// Box drawing for terminals without it (`--ascii`).
+const ASCII_BORDER: border::Set = border::Set {
+    top_left: "+",
+    top_right: "+",
+    bottom_left: "+",
+    bottom_right: "+",
+    vertical_left: "|",
+    vertical_right: "|",
+    horizontal_top: "-",
+    horizontal_bottom: "-",
+};
+
+/// The look `--light`, `--no-color` (and NO_COLOR) and `--ascii` choose.
 #[derive(Clone, Copy)]
 pub struct Theme {
     color: bool,
+    light: bool,
+    ascii: bool,
 }
 
 impl Theme {
     fn fg(self, c: Color) -> Style {
-        if self.color {
-            Style::default().fg(c)
+        match (self.color, self.light) {
+            (false, _) => Style::default(),
+            (true, false) => Style::default().fg(c),
+            (true, true) => Style::default().fg(on_light(c)),
+        }
+    }
+    fn process_glyph(self, i: usize) -> char {
+        if self.ascii {
+            ASCII_PROCESS_GLYPHS[i]
         } else {
-            Style::default()
+            PROCESS_GLYPHS[i]
+        }
+    }
+    fn bars(self) -> &'static [char; 8] {
+        if self.ascii {
+            &history::ASCII_BARS
+        } else {
+            &history::BARS
+        }
+    }
+    fn border(self) -> border::Set {
+        if self.ascii {
+            ASCII_BORDER
+        } else {
+            border::PLAIN
+        }
+    }
+    /// The separator between a device's memory and its activity figures.
+    fn separator(self) -> &'static str {
+        if self.ascii {
+            "| "
+        } else {
+            "│ "
+        }
+    }
+    fn cursor(self) -> char {
+        if self.ascii {
+            '_'
+        } else {
+            '▏'
         }
     }
     fn bold(self) -> Style {
@@ -69,12 +123,30 @@ impl Theme {
     }
 }
 
+/// The dark-background palette's colour for a light background: the bright
+/// variants fade into white, and dim must be lighter than text, not darker.
+fn on_light(c: Color) -> Color {
+    match c {
+        Color::LightCyan => Color::Blue,
+        Color::LightGreen => Color::Green,
+        // Dark orange (xterm-256 130): yellow is unreadable on white.
+        Color::Yellow => Color::Indexed(130),
+        Color::DarkGray => Color::Gray,
+        Color::Gray => Color::DarkGray,
+        other => other,
+    }
+}
+
 pub fn draw(f: &mut Frame, app: &mut App) {
     let area = f.area();
     if app.full_columns.is_none() {
         app.full_columns = Some(area.width >= FULL_WIDTH);
     }
-    let theme = Theme { color: app.color };
+    let theme = Theme {
+        color: app.color,
+        light: app.light,
+        ascii: app.ascii,
+    };
     let placed = draw_main(f, app, theme, area);
     app.layout = placed;
     if let Some(scroll) = app.overlay {
@@ -141,6 +213,7 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
             .unwrap_or_default();
         let block = Block::default()
             .borders(Borders::TOP)
+            .border_set(theme.border())
             .border_style(theme.dim())
             .title(Span::styled(format!(" PID {pid} {name} "), theme.bold()));
         f.render_widget(Paragraph::new(detail).block(block).wrap(Wrap { trim: false }), d);
@@ -178,8 +251,9 @@ fn status_line(app: &App, theme: Theme) -> Line<'static> {
         return Line::from(vec![
             Span::styled(" / ", theme.key()),
             Span::raw(escape(format!(
-                " filter: {}▏  Enter keeps it, Esc clears it",
-                app.filter
+                " filter: {}{}  Enter keeps it, Esc clears it",
+                app.filter,
+                theme.cursor()
             ))),
         ]);
     }
@@ -316,7 +390,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
     };
     first.push(Span::raw(format!(
         "  {}gpu {}  mem act {}  {}  {power}",
-        if narrow { "" } else { "│ " },
+        if narrow { "" } else { theme.separator() },
         percent(d.gpu_util_percent),
         percent(d.memory_activity_percent),
         d.temperature_c
@@ -326,7 +400,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
     out.push(Line::from(first));
 
     // The memory bar.
-    let bar = Bar::of(snap, d);
+    let bar = Bar::of(snap, d, theme);
     let mut figures = format!(
         " {} used of {}, {} free",
         bytes(d.memory_used_bytes),
@@ -364,7 +438,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
         let w = (width as usize).saturating_sub(32).clamp(10, history::CAPACITY);
         let mut line = vec![
             Span::raw("used over time "),
-            Span::styled(sparkline(&hist, total, w), theme.fg(Color::Cyan)),
+            Span::styled(sparkline(&hist, total, w, theme.bars()), theme.fg(Color::Cyan)),
             Span::styled(
                 match hist.len().min(w) {
                     1 => " the last sample".to_string(),
@@ -446,7 +520,7 @@ pub struct Bar {
 }
 
 impl Bar {
-    pub fn of(snap: &Snapshot, d: &Device) -> Bar {
+    pub fn of(snap: &Snapshot, d: &Device, theme: Theme) -> Bar {
         let mut holders: Vec<(&Process, u64)> = snap
             .processes
             .iter()
@@ -500,7 +574,7 @@ impl Bar {
                 label = format!("{label} = {} {how}", words.join(" "));
             }
             segments.push((v.saturating_sub(drawn) as f64 * scale, Seg::Process(i)));
-            legend.push((PROCESS_GLYPHS[i].to_string(), label, Seg::Process(i)));
+            legend.push((theme.process_glyph(i).to_string(), label, Seg::Process(i)));
         }
         let rest: Vec<u64> = holders.iter().skip(BAR_PROCESSES).map(|(_, v)| *v).collect();
         if !rest.is_empty() {
@@ -541,9 +615,9 @@ impl Bar {
         }
     }
 
-    fn glyph(seg: Seg) -> char {
+    fn glyph(theme: Theme, seg: Seg) -> char {
         match seg {
-            Seg::Process(i) => PROCESS_GLYPHS[i],
+            Seg::Process(i) => theme.process_glyph(i),
             Seg::Model(p) => p.glyph(),
             Seg::Others => OTHERS_GLYPH,
             Seg::Unlisted => UNLISTED_GLYPH,
@@ -551,7 +625,7 @@ impl Bar {
     }
 
     /// The bar's cells: cumulative rounding, so segments never drift.
-    pub fn cells(&self, width: usize) -> Vec<(char, Option<Seg>)> {
+    pub fn cells(&self, theme: Theme, width: usize) -> Vec<(char, Option<Seg>)> {
         let Some(total) = self.total.filter(|t| *t > 0) else {
             return vec![('?', None); width];
         };
@@ -560,7 +634,7 @@ impl Bar {
         for (b, seg) in &self.segments {
             let end = ((at + b) / total as f64 * width as f64).round().min(width as f64) as usize;
             while out.len() < end {
-                out.push((Bar::glyph(*seg), Some(*seg)));
+                out.push((Bar::glyph(theme, *seg), Some(*seg)));
             }
             at += b;
         }
@@ -574,7 +648,7 @@ impl Bar {
         let mut spans: Vec<Span<'static>> = Vec::new();
         let mut run = String::new();
         let mut run_seg: Option<Option<Seg>> = None;
-        for (c, seg) in self.cells(width) {
+        for (c, seg) in self.cells(theme, width) {
             if run_seg.is_some() && run_seg != Some(seg) {
                 spans.push(Span::styled(
                     std::mem::take(&mut run),
@@ -897,7 +971,7 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
         let max = hist.iter().flatten().copied().max();
         out.push(Line::from(vec![
             Span::raw("VRAM over time "),
-            Span::styled(sparkline(&hist, max, w), theme.fg(Color::Magenta)),
+            Span::styled(sparkline(&hist, max, w, theme.bars()), theme.fg(Color::Magenta)),
             Span::styled(format!(" peak {}", bytes(max)), theme.dim()),
         ]));
     }
@@ -1114,6 +1188,7 @@ fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
     f.render_widget(Clear, rect);
     let block = Block::default()
         .borders(Borders::ALL)
+        .border_set(theme.border())
         .title(Span::styled(format!(" {} ", explain::TITLE), theme.title()))
         .title_bottom(Line::from(" ↑↓ scroll · ? or Esc closes · q quits ").alignment(Alignment::Right));
     let inner_w = w.saturating_sub(2) as usize;
