@@ -16,7 +16,9 @@ pub mod runtimes;
 pub mod sockets;
 
 use crate::procs::ProcInfo;
-use crate::snapshot::{Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer};
+use crate::snapshot::{
+    Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer, SettingSource, SettingSources,
+};
 use cmdline::LaunchSettings;
 use gguf::regular_file;
 use probe::Prober;
@@ -695,14 +697,19 @@ impl Discovery {
     ) -> Model {
         let (path, evidence) = (found.path.as_path(), found.evidence.as_slice());
         let server = answer.server.as_ref();
-        let mut settings = resolve_settings(launch, server, log.map(|(_, r)| r));
-        settings.context = settings.context.or(api.and_then(|a| a.context));
+        let mut notes = Vec::new();
+        let mut settings = resolve_settings(launch, server, log.map(|(_, r)| r), &mut notes);
+        if settings.context_total.is_none() {
+            settings.context_total = api.and_then(|a| a.context);
+            settings.sources.context_total = settings.context_total.map(|_| SettingSource::Api);
+        }
         let mut model = Model {
             path: Some(path.display().to_string()),
             evidence: evidence.iter().map(|e| e.as_str().to_string()).collect(),
             confirmed: evidence.len() >= 2 && evidence.iter().any(|e| matches!(e, Evidence::Api | Evidence::Mapped)),
-            context: settings.context,
-            slots_total: settings.slots,
+            context: settings.context_total,
+            slots_total: settings.sequences,
+            notes,
             slots_busy: server.and_then(|s| s.slots_busy),
             server_url: answer.server_url.clone(),
             ..Model::default()
@@ -728,6 +735,7 @@ impl Discovery {
                             ..kv_settings
                         };
                         model.context = Some(u64::from(e.kv.context));
+                        settings.fill_from_estimate(&e.kv);
                         model.estimate = Some(ModelEstimate {
                             weights_bytes: e.weights_bytes,
                             kv_bytes: Some(e.kv.bytes),
@@ -855,34 +863,94 @@ fn log_names(report: &logs::LogReport, path: &Path) -> bool {
     }
 }
 
-/// The settings that drive the estimate, each from the most direct source:
-/// the API (what the server runs now), then the log of its load, then the
-/// command line, then llama-server's defaults.
+/// A setting with where it was read.
+type Sourced<T> = Option<(T, SettingSource)>;
+
+/// The first known of `candidates`, strongest source first.
+fn first<T, const N: usize>(candidates: [(Option<T>, SettingSource); N]) -> Sourced<T> {
+    candidates
+        .into_iter()
+        .find_map(|(value, source)| value.map(|v| (v, source)))
+}
+
+/// llama-server's `-np auto` (the default since PR #16736, November 2025):
+/// 4 slots sharing one unified KV cache (tools/server/server.cpp, "n_parallel
+/// is set to auto, using n_parallel = 4 and kv_unified = true").
+const AUTO_SLOTS: u32 = 4;
+
+/// The settings llama.cpp runs the model with, each from the most direct
+/// source: the API (what the server runs now), then the log of its load
+/// (`llama_context: n_ctx`, `n_ctx_seq`, `n_seq_max`, `kv_unified`), then
+/// the command line, then llama.cpp's defaults, which `notes` names with the
+/// version they hold from. The total and per-sequence contexts follow from
+/// each other as src/llama-context.cpp derives them: unified, one stream of
+/// `n_ctx` cells (`n_ctx_seq = n_ctx`); otherwise `n_ctx = n_ctx_seq ×
+/// n_seq_max`. A derived figure carries the weakest source it came from.
+/// What only the model file can settle (`-c` absent or 0: the training
+/// context; llama.cpp's padding of `-c`) is filled from the estimate.
 fn resolve_settings(
     launch: &LaunchSettings,
     server: Option<&ServerState>,
     log: Option<&logs::LogReport>,
+    notes: &mut Vec<String>,
 ) -> ModelSettings {
-    let slots = server
-        .and_then(|s| s.total_slots)
-        .or(log.and_then(|l| l.n_seq_max))
-        .or(launch.parallel);
-    // llama-server's `-np auto` (the default) means 4 slots sharing one
-    // unified cache (tools/server/server.cpp); an explicit -np does not.
-    let unified = server
-        .and_then(|s| s.kv_unified())
-        .or(log.and_then(|l| l.kv_unified))
-        .or(launch.kv_unified)
-        .or((launch.parallel.is_none() && server.is_some()).then_some(true))
-        .unwrap_or(false);
-    let context = server
-        .and_then(|s| s.total_context(unified))
-        .or(log.and_then(|l| l.n_ctx))
-        .or(launch.ctx.filter(|c| *c > 0));
+    use SettingSource::{Api, Argv, Default, Log};
+    // llama-server's -np -1 is auto, as leaving it out.
+    let np_given = launch.parallel.filter(|n| *n > 0);
+    // Whether auto applies: the process answered as a llama-server and was
+    // not given -np. A bare library user (llama-cli, bindings) gets 1.
+    let auto = np_given.is_none() && server.is_some();
+    let sequences = first([
+        (server.and_then(|s| s.total_slots), Api),
+        (log.and_then(|l| l.n_seq_max), Log),
+        (np_given, Argv),
+    ])
+    .or_else(|| {
+        notes.push(match auto {
+            true => format!("slots assumed: {AUTO_SLOTS}, llama-server's -np auto (since llama.cpp PR #16736, November 2025; 1 before)"),
+            false => "sequences assumed: 1, llama.cpp's n_seq_max default (src/llama-context.cpp)".into(),
+        });
+        Some((if auto { AUTO_SLOTS } else { 1 }, Default))
+    });
+    // No endpoint says it (see src/models/runtimes/llamacpp.rs).
+    let several = sequences.is_some_and(|(n, _)| n > 1);
+    let kv_unified = first([(log.and_then(|l| l.kv_unified), Log), (launch.kv_unified, Argv)]).or_else(|| {
+        // With one sequence both layouts are the same cache.
+        several.then(|| notes.push(match auto {
+            true => "kv unified assumed: llama-server's default without -np (since llama.cpp PR #16736, November 2025)".into(),
+            false => "kv unified assumed off: one KV stream per sequence, llama.cpp's default since PR #14363 (July 2025); builds before it shared one stream".into(),
+        }));
+        Some((auto, Default))
+    });
+    let mut per_seq = first([
+        (server.and_then(|s| s.n_ctx_per_slot), Api),
+        (log.and_then(|l| l.n_ctx_seq), Log),
+    ]);
+    let mut total = first([
+        (server.and_then(ServerState::reported_total), Api),
+        (log.and_then(|l| l.n_ctx), Log),
+    ]);
+    if let (Some((unified, u_src)), Some((seqs, s_src))) = (kv_unified, sequences) {
+        let streams = if unified { 1 } else { u64::from(seqs.max(1)) };
+        if let (None, Some((per, p_src))) = (total, per_seq) {
+            total = per.checked_mul(streams).map(|t| (t, p_src.max(u_src).max(s_src)));
+        }
+        if let (None, Some((all, t_src))) = (per_seq, total) {
+            per_seq = Some((all / streams, t_src.max(u_src).max(s_src)));
+        }
+    }
+    let total = total.or(launch.ctx.filter(|c| *c > 0).map(|c| (c, Argv)));
     ModelSettings {
-        context,
-        slots,
-        kv_unified: unified,
+        context_total: total.map(|(v, _)| v),
+        context_per_seq: per_seq.map(|(v, _)| v),
+        sequences: sequences.map(|(v, _)| v),
+        kv_unified: kv_unified.map(|(v, _)| v),
+        sources: SettingSources {
+            context_total: total.map(|(_, s)| s),
+            context_per_seq: per_seq.map(|(_, s)| s),
+            sequences: sequences.map(|(_, s)| s),
+            kv_unified: kv_unified.map(|(_, s)| s),
+        },
         cache_type_k: launch.cache_type_k.clone().unwrap_or_else(|| "f16".into()),
         cache_type_v: launch.cache_type_v.clone().unwrap_or_else(|| "f16".into()),
         n_gpu_layers: launch.n_gpu_layers,
@@ -893,12 +961,28 @@ fn resolve_settings(
 }
 
 impl ModelSettings {
+    /// What llama.cpp makes of settings the server did not report: `-c` 0
+    /// or absent is the training context, `-c` is padded to 256 and split
+    /// over the sequences (src/llama-context.cpp), as the estimate did.
+    fn fill_from_estimate(&mut self, kv: &gguf::KvEstimate) {
+        let total_source = match self.sources.context_total {
+            None | Some(SettingSource::Argv) => self.sources.context_total.or(Some(SettingSource::Default)),
+            _ => return,
+        };
+        self.context_total = Some(u64::from(kv.context));
+        self.sources.context_total = total_source;
+        if self.context_per_seq.is_none() {
+            self.context_per_seq = Some(u64::from(kv.context_per_seq));
+            self.sources.context_per_seq = total_source.max(self.sources.kv_unified).max(self.sources.sequences);
+        }
+    }
+
     fn to_kv(&self) -> gguf::KvSettings {
         let defaults = gguf::KvSettings::default();
         gguf::KvSettings {
-            ctx: self.context.and_then(|c| u32::try_from(c).ok()),
-            n_seq: self.slots.unwrap_or(1).max(1),
-            kv_unified: self.kv_unified,
+            ctx: self.context_total.and_then(|c| u32::try_from(c).ok()),
+            n_seq: self.sequences.unwrap_or(1).max(1),
+            kv_unified: self.kv_unified.unwrap_or(false),
             type_k: self.cache_type_k.parse().unwrap_or(defaults.type_k),
             type_v: self.cache_type_v.parse().unwrap_or(defaults.type_v),
             n_ubatch: self.ubatch.unwrap_or(defaults.n_ubatch),
@@ -1247,5 +1331,106 @@ mod tests {
             assert_eq!(logs::parse_log(&read_tail(&path, LOG_TAIL).unwrap()), whole, "{line}");
         }
         assert!(checked > 5_000, "{checked}");
+    }
+
+    /// Only the command line is known (no API answered, no log): `-c 8192
+    /// -np 2` is two streams of 4096, unified off by llama.cpp's default
+    /// for an explicit -np, and the JSON says which figure came from where.
+    #[test]
+    fn settings_from_the_command_line_alone_say_what_was_assumed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(SHAPE, dir.path().join("m.gguf")).unwrap();
+        let server = Subject::new(dir.path(), &["llama-server", "-m", "m.gguf", "-c", "8000", "-np", "2"]);
+        let found = discovery().discover(&[&server.info]);
+        let model = &found[&server.info.pid].models[0];
+        let s = model.settings.clone().unwrap();
+        // -c 8000 is padded to 8192 (src/llama-context.cpp), as llama.cpp does.
+        assert_eq!(
+            (s.context_total, s.context_per_seq, s.sequences, s.kv_unified),
+            (Some(8192), Some(4096), Some(2), Some(false))
+        );
+        use SettingSource::{Argv, Default};
+        assert_eq!(
+            s.sources,
+            SettingSources {
+                context_total: Some(Argv),
+                context_per_seq: Some(Default),
+                sequences: Some(Argv),
+                kv_unified: Some(Default),
+            }
+        );
+        assert_eq!(model.context, Some(8192));
+        assert_eq!(model.slots_total, Some(2));
+        assert!(
+            model
+                .notes
+                .iter()
+                .any(|n| n.contains("kv unified assumed off") && n.contains("PR #14363")),
+            "{:?}",
+            model.notes
+        );
+        // Qwen3-0.6B's shape: 28 layers x 8 KV heads x 128 x f16 x (K + V)
+        // = 112 KiB a cell, 8192 cells.
+        assert_eq!(model.estimate.as_ref().unwrap().kv_bytes, Some(8192 * 28 * 4096));
+    }
+
+    /// The API answered but no log was found: `/props` gives one slot's
+    /// context and the slots; the total follows from the layout llama.cpp
+    /// defaults to (an explicit -np: separate streams; no -np: one unified
+    /// cache), and carries the weakest source it came from.
+    #[test]
+    fn settings_from_the_api_without_a_log_derive_the_total() {
+        let launch =
+            |argv: &[&str]| cmdline::parse_launch(&argv.iter().map(|a| a.to_string()).collect::<Vec<_>>(), &[]);
+        let state = |per_slot, slots| ServerState {
+            n_ctx_per_slot: Some(per_slot),
+            n_ctx_meta: Some(per_slot),
+            total_slots: Some(slots),
+            ..ServerState::default()
+        };
+        let mut notes = Vec::new();
+        let split = resolve_settings(
+            &launch(&["llama-server", "-c", "8192", "-np", "2"]),
+            Some(&state(4096, 2)),
+            None,
+            &mut notes,
+        );
+        assert_eq!(
+            (
+                split.context_total,
+                split.context_per_seq,
+                split.sequences,
+                split.kv_unified
+            ),
+            (Some(8192), Some(4096), Some(2), Some(false))
+        );
+        assert_eq!(split.sources.context_total, Some(SettingSource::Default));
+        assert_eq!(split.sources.context_per_seq, Some(SettingSource::Api));
+        let auto = resolve_settings(
+            &launch(&["llama-server", "-c", "4096"]),
+            Some(&state(4096, 4)),
+            None,
+            &mut notes,
+        );
+        assert_eq!(
+            (
+                auto.context_total,
+                auto.context_per_seq,
+                auto.sequences,
+                auto.kv_unified
+            ),
+            (Some(4096), Some(4096), Some(4), Some(true))
+        );
+        assert!(notes.iter().any(|n| n.contains("PR #16736")), "{notes:?}");
+        // The log, where there is one, settles what the API cannot say.
+        let log = logs::parse_log("llama_context: n_ctx = 8192\nllama_context: kv_unified = true\n");
+        let said = resolve_settings(
+            &launch(&["llama-server", "-np", "2"]),
+            Some(&state(8192, 2)),
+            Some(&log),
+            &mut notes,
+        );
+        assert_eq!((said.context_total, said.kv_unified), (Some(8192), Some(true)));
+        assert_eq!(said.sources.kv_unified, Some(SettingSource::Log));
     }
 }

@@ -29,6 +29,20 @@ pub fn opt(s: Option<&str>) -> &str {
     s.unwrap_or("n/a")
 }
 
+/// ` (N per slot)` when a model's sequences each hold less than the whole
+/// context (llama.cpp without a unified cache: `-c 8192 -np 2` is two
+/// streams of 4096); empty otherwise.
+pub fn per_slot(m: &crate::snapshot::Model) -> String {
+    let settings = m.settings.as_ref();
+    match (
+        settings.and_then(|s| s.context_per_seq),
+        settings.and_then(|s| s.context_total),
+    ) {
+        (Some(per), Some(total)) if per < total => format!(" ({per} per slot)"),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
