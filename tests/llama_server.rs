@@ -353,3 +353,108 @@ fn the_8192_by_2_server_shows_the_kv_llama_cpp_allocates() {
     assert!(line("estimated").contains("54.0 MiB"), "{block}");
     assert!(line("reported").contains("54.0 MiB"), "{block}");
 }
+
+/// One HTTP/1.1 request to a loopback port; the body of the answer.
+fn http(port: u16, method: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut out = Vec::new();
+    if s.write_all(request.as_bytes()).is_ok() {
+        let _ = s.read_to_end(&mut out);
+    }
+    let text = String::from_utf8_lossy(&out);
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The value of `name`'s one series for process `pid` in Prometheus text.
+fn metric(text: &str, name: &str, pid: u32) -> Option<f64> {
+    let pid = format!("pid=\"{pid}\"");
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(&pid))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// A server under load (two clients sending completions to its two slots)
+/// shows what it does now: a one-shot `--json` has one sample of the token
+/// counters, so its rates are null (not 0) while requests and busy slots
+/// are there; `serve`, sampling on, exports non-zero tokens per second and
+/// busy slots in /metrics and in its /snapshot JSON.
+#[test]
+fn a_loaded_server_shows_its_requests_busy_slots_and_token_rates() {
+    let Some((python, model)) = environment() else { return };
+    let server = Server::start(&python, &model, &["-c", "4096", "-np", "2"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|i| {
+            let (stop, port) = (stop.clone(), server.port);
+            std::thread::spawn(move || {
+                let body = format!(
+                    r#"{{"prompt":"Client {i} counts slowly from one to one hundred:","n_predict":48,"cache_prompt":false}}"#
+                );
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    http(port, "POST", "/completion", &body);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let s = snapshot();
+    let m = model_of(&s, server.pid());
+    let activity = &m["activity"];
+    assert_eq!(activity["source"], "api:/slots,/metrics", "{m:#}");
+    assert!(activity["requests_running"].as_u64().is_some(), "{activity:#}");
+    assert_eq!(activity["requests_waiting"], 0, "{activity:#}");
+    assert_eq!(activity["prompt_tokens_per_second"], Value::Null, "one sample: no rate");
+    assert_eq!(
+        activity["generation_tokens_per_second"],
+        Value::Null,
+        "one sample: no rate"
+    );
+    assert_eq!(activity["kv_cache_used_ratio"], Value::Null, "llama.cpp no longer says");
+
+    let port = common::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1").args([
+        "serve",
+        "--interval",
+        "1",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let _serve = common::Daemon::start(cmd, port, std::time::Duration::from_secs(30));
+    let started = std::time::Instant::now();
+    let (mut generation, mut busy, mut prompt) = (0.0f64, 0.0f64, 0.0f64);
+    while started.elapsed() < std::time::Duration::from_secs(60) && (generation <= 0.0 || busy <= 0.0 || prompt <= 0.0)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let text = http(port, "GET", "/metrics", "");
+        let of = |name| metric(&text, name, server.pid()).unwrap_or(0.0);
+        generation = generation.max(of("gputaskman_model_generation_tokens_per_second"));
+        prompt = prompt.max(of("gputaskman_model_prompt_tokens_per_second"));
+        busy = busy.max(of("gputaskman_model_slots_busy"));
+    }
+    eprintln!(
+        "under load, serve's /metrics: generation {generation:.1} tokens/s, prompt {prompt:.1} tokens/s, slots busy {busy} (after {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(generation > 0.0 && prompt > 0.0 && busy > 0.0);
+    let snap: Value = serde_json::from_str(&http(port, "GET", "/snapshot", "")).unwrap();
+    let activity = &model_of(&snap, server.pid())["activity"];
+    assert!(
+        activity["generation_tokens_per_second"].as_f64().is_some(),
+        "{activity:#}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+}

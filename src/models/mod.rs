@@ -35,6 +35,11 @@ use std::time::{Duration, Instant, SystemTime};
 /// A process's API is asked at most this often; between probes the last
 /// answer is reused.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+/// Between full probes, what changes from second to second (llama.cpp's
+/// `/slots` and `/metrics`: busy slots, requests, token counters) is asked
+/// again at most this often, so the live view shows what the server does
+/// now and token rates have two samples to come from.
+pub const LIVE_INTERVAL: Duration = Duration::from_secs(2);
 /// The most of a log file that is read, from its end.
 const LOG_TAIL: u64 = 8 << 20;
 /// Ports of one process that are probed at most.
@@ -115,8 +120,69 @@ struct ApiAnswer {
     listen_ports: Option<Vec<u16>>,
     /// llama.cpp's server state, which also drives the settings.
     server: Option<ServerState>,
+    /// The address that answered, for the live refreshes.
+    addr: Option<SocketAddr>,
+    /// When the live part (llama.cpp's `/slots`, `/metrics`) was read.
+    live_at: Option<Instant>,
+    /// Token rates from the last two counter samples.
+    rates: TokenRates,
     models: Vec<ApiModel>,
     notes: Vec<String>,
+}
+
+/// A sample of a runtime's token counters: (when, prompt, generated).
+type Counters = (Instant, Option<u64>, Option<u64>);
+
+/// Tokens per second between two counter samples; null without two
+/// samples, over no time, or when a counter went backwards (a restart).
+#[derive(Debug, Clone, Default)]
+struct TokenRates {
+    last: Option<Counters>,
+    prompt: Option<f64>,
+    generation: Option<f64>,
+}
+
+impl TokenRates {
+    fn sample(&mut self, now: Counters) {
+        let rate = |before: Option<u64>, after: Option<u64>, seconds: f64| {
+            let delta = after?.checked_sub(before?)?;
+            (seconds > 0.0).then(|| delta as f64 / seconds)
+        };
+        match self.last {
+            Some((at, prompt, generated)) => {
+                let seconds = now.0.saturating_duration_since(at).as_secs_f64();
+                self.prompt = rate(prompt, now.1, seconds);
+                self.generation = rate(generated, now.2, seconds);
+            }
+            None => (self.prompt, self.generation) = (None, None),
+        }
+        self.last = Some(now);
+    }
+}
+
+impl ApiAnswer {
+    /// Takes the server's token counters as a sample (now) for the rates.
+    fn sample_counters(&mut self) {
+        let Some(state) = &self.server else { return };
+        let now = Instant::now();
+        self.rates
+            .sample((now, state.prompt_tokens_total, state.tokens_predicted_total));
+        self.live_at = Some(now);
+    }
+
+    /// What the runtime is doing now, for a model it serves.
+    fn activity(&self) -> Option<crate::snapshot::ModelActivity> {
+        let state = self.server.as_ref()?;
+        Some(crate::snapshot::ModelActivity {
+            requests_running: state.requests_processing,
+            requests_waiting: state.requests_deferred,
+            prompt_tokens_per_second: self.rates.prompt,
+            generation_tokens_per_second: self.rates.generation,
+            kv_cache_used_ratio: state.kv_cache_usage_ratio,
+            expires_at: None,
+            source: "api:/slots,/metrics".into(),
+        })
+    }
 }
 
 /// A process: its PID and start time (a reused PID is another process).
@@ -481,18 +547,34 @@ impl Discovery {
     }
 
     /// The runtime API's answer for this process, probed at most every
-    /// [`PROBE_INTERVAL`].
+    /// [`PROBE_INTERVAL`], its live part at most every [`LIVE_INTERVAL`].
+    /// The token counters' last sample is carried from answer to answer.
     fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
         let key = (info.pid, info.start_time.clone());
-        if let Some((at, answer)) = self.answers.lock().unwrap().get(&key) {
-            if at.elapsed() < PROBE_INTERVAL {
-                return answer.clone();
+        let cached = self.answers.lock().unwrap().get(&key).cloned();
+        let key_for_api = launch.api_key.as_deref();
+        let (at, answer) = match cached {
+            Some((at, mut answer)) if at.elapsed() < PROBE_INTERVAL => {
+                if answer.live_at.is_some_and(|t| t.elapsed() < LIVE_INTERVAL) {
+                    return answer;
+                }
+                if let (Some(addr), Some(state)) = (answer.addr, answer.server.as_mut()) {
+                    state.clear_live();
+                    self.probe_llamacpp_live(addr, key_for_api, state);
+                    answer.sample_counters();
+                }
+                (at, answer)
             }
-        }
-        let answer = self.probe(info, launch, listening);
+            previous => {
+                let mut answer = self.probe(info, launch, listening);
+                answer.rates = previous.map(|(_, a)| a.rates).unwrap_or_default();
+                answer.sample_counters();
+                (Instant::now(), answer)
+            }
+        };
         let mut answers = self.answers.lock().unwrap();
         answers.retain(|_, (at, _)| at.elapsed() < PROBE_INTERVAL * 4);
-        answers.insert(key, (Instant::now(), answer.clone()));
+        answers.insert(key, (at, answer.clone()));
         answer
     }
 
@@ -536,6 +618,7 @@ impl Discovery {
             match result {
                 Ok(()) => {
                     answer.server_url = Some(format!("http://{addr}"));
+                    answer.addr = Some(addr);
                     return answer;
                 }
                 Err(e) => answer.notes.push(format!("no {} API at {addr}: {e}", api.name())),
@@ -550,13 +633,6 @@ impl Discovery {
         use runtimes::llamacpp;
         let mut state = ServerState::default();
         state.merge_props(&llamacpp::parse_props(&self.prober.get(addr, "/props", key)?)?);
-        if let Ok(slots) = self
-            .prober
-            .get(addr, "/slots", key)
-            .and_then(|b| llamacpp::parse_slots(&b))
-        {
-            state.merge_slots(&slots);
-        }
         if let Ok(models) = self
             .prober
             .get(addr, "/v1/models", key)
@@ -564,11 +640,25 @@ impl Discovery {
         {
             state.merge_v1_models(&models);
         }
+        self.probe_llamacpp_live(addr, key, &mut state);
+        Ok(state)
+    }
+
+    /// llama.cpp's live endpoints: `/slots` (busy slots) and `/metrics`
+    /// (requests, token counters; with `--metrics`).
+    fn probe_llamacpp_live(&self, addr: SocketAddr, key: Option<&str>, state: &mut ServerState) {
+        use runtimes::llamacpp;
+        if let Ok(slots) = self
+            .prober
+            .get(addr, "/slots", key)
+            .and_then(|b| llamacpp::parse_slots(&b))
+        {
+            state.merge_slots(&slots);
+        }
         let metrics = self.prober.get(addr, "/metrics", key);
         if let Ok(metrics) = metrics.and_then(|b| llamacpp::parse_metrics(&String::from_utf8_lossy(&b))) {
             state.merge_metrics(&metrics);
         }
-        Ok(state)
     }
 
     /// Ollama's `ollama serve`: /api/ps lists what is loaded and how much of
@@ -712,6 +802,7 @@ impl Discovery {
             notes,
             slots_busy: server.and_then(|s| s.slots_busy),
             server_url: answer.server_url.clone(),
+            activity: answer.activity(),
             ..Model::default()
         };
         let header = self.header(path, round);
@@ -1432,5 +1523,21 @@ mod tests {
         );
         assert_eq!((said.context_total, said.kv_unified), (Some(8192), Some(true)));
         assert_eq!(said.sources.kv_unified, Some(SettingSource::Log));
+    }
+
+    /// Rates need two samples: the first says null, not 0; a counter that
+    /// went backwards (the server restarted its counting) says null too.
+    #[test]
+    fn token_rates_come_from_two_samples_of_the_counters() {
+        let t0 = Instant::now();
+        let mut rates = TokenRates::default();
+        rates.sample((t0, Some(100), Some(40)));
+        assert_eq!((rates.prompt, rates.generation), (None, None));
+        rates.sample((t0 + Duration::from_secs(2), Some(300), Some(100)));
+        assert_eq!((rates.prompt, rates.generation), (Some(100.0), Some(30.0)));
+        rates.sample((t0 + Duration::from_secs(4), Some(300), Some(5)));
+        assert_eq!((rates.prompt, rates.generation), (Some(0.0), None));
+        rates.sample((t0 + Duration::from_secs(4), Some(400), None));
+        assert_eq!((rates.prompt, rates.generation), (None, None), "no time, no counter");
     }
 }

@@ -266,9 +266,39 @@ pub struct Model {
     pub settings: Option<ModelSettings>,
     pub estimate: Option<ModelEstimate>,
     pub reported: Option<ModelReported>,
+    /// What the runtime is doing now, as its API says; null when no API
+    /// answered.
+    #[serde(default)]
+    pub activity: Option<ModelActivity>,
     /// Why something is missing or surprising.
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// What a runtime's API says a model is doing now: *reported* figures and
+/// rates of reported counters, each null where the runtime does not say.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct ModelActivity {
+    /// Requests being processed (llama.cpp `requests_processing`, vLLM
+    /// `num_requests_running`).
+    pub requests_running: Option<u64>,
+    /// Requests waiting for a slot (llama.cpp `requests_deferred`, vLLM
+    /// `num_requests_waiting`).
+    pub requests_waiting: Option<u64>,
+    /// Prompt tokens processed per second between the last two samples of
+    /// the runtime's counter: null until two samples exist (a one-shot
+    /// `--json` or `--once` has one).
+    pub prompt_tokens_per_second: Option<f64>,
+    /// Generated tokens per second, likewise.
+    pub generation_tokens_per_second: Option<f64>,
+    /// Share of the KV cache in use, 0 to 1, where the runtime says it
+    /// (vLLM `kv_cache_usage_perc`; llama.cpp before May 2025).
+    pub kv_cache_used_ratio: Option<f64>,
+    /// When the runtime will unload the model (Ollama `expires_at`).
+    pub expires_at: Option<String>,
+    /// The endpoints it was read from, e.g. `api:/slots,/metrics`.
+    pub source: String,
 }
 
 /// Launch settings that drive a model's memory, from the runtime's API, its

@@ -203,6 +203,11 @@ pub struct Metrics {
     /// `llamacpp:kv_cache_usage_ratio`, 0..1; removed from llama.cpp in
     /// May 2025, so usually absent.
     pub kv_cache_usage_ratio: Option<f64>,
+    /// `llamacpp:prompt_tokens_total`: prompt tokens processed (a counter;
+    /// tools/server/server-context.cpp).
+    pub prompt_tokens_total: Option<u64>,
+    /// `llamacpp:tokens_predicted_total`: tokens generated (a counter).
+    pub tokens_predicted_total: Option<u64>,
 }
 
 /// `GET /metrics`, Prometheus text.
@@ -213,6 +218,8 @@ pub fn parse_metrics(text: &str) -> Result<Metrics, String> {
             "llamacpp:requests_processing" => metrics.requests_processing = as_count(sample.value),
             "llamacpp:requests_deferred" => metrics.requests_deferred = as_count(sample.value),
             "llamacpp:n_tokens_max" => metrics.n_tokens_max = as_count(sample.value),
+            "llamacpp:prompt_tokens_total" => metrics.prompt_tokens_total = as_count(sample.value),
+            "llamacpp:tokens_predicted_total" => metrics.tokens_predicted_total = as_count(sample.value),
             "llamacpp:kv_cache_usage_ratio" => {
                 metrics.kv_cache_usage_ratio = Some(sample.value).filter(|r| (0.0..=1.0).contains(r))
             }
@@ -244,6 +251,8 @@ pub struct ServerState {
     pub requests_deferred: Option<u64>,
     pub n_tokens_max: Option<u64>,
     pub kv_cache_usage_ratio: Option<f64>,
+    pub prompt_tokens_total: Option<u64>,
+    pub tokens_predicted_total: Option<u64>,
 }
 
 /// Sets `slot` when `value` is known; with `keep`, only if `slot` is unknown.
@@ -298,6 +307,20 @@ impl ServerState {
         fill(&mut self.requests_deferred, &metrics.requests_deferred, false);
         fill(&mut self.n_tokens_max, &metrics.n_tokens_max, false);
         fill(&mut self.kv_cache_usage_ratio, &metrics.kv_cache_usage_ratio, false);
+        fill(&mut self.prompt_tokens_total, &metrics.prompt_tokens_total, false);
+        fill(&mut self.tokens_predicted_total, &metrics.tokens_predicted_total, false);
+    }
+
+    /// Forgets what `/slots` and `/metrics` said, before they are asked
+    /// again: an endpoint that stops answering leaves unknown, not stale.
+    pub fn clear_live(&mut self) {
+        self.slots_busy = None;
+        self.requests_processing = None;
+        self.requests_deferred = None;
+        self.n_tokens_max = None;
+        self.kv_cache_usage_ratio = None;
+        self.prompt_tokens_total = None;
+        self.tokens_predicted_total = None;
     }
 
     /// The whole context, when the API says it: a `meta.n_ctx` larger than
@@ -400,6 +423,8 @@ mod tests {
                 requests_deferred: Some(0),
                 n_tokens_max: Some(0),
                 kv_cache_usage_ratio: None,
+                prompt_tokens_total: Some(0),
+                tokens_predicted_total: Some(0),
             }
         );
         let after = parse_metrics(include_str!("../../../tests/data/llama-server/metrics_after.txt"));
@@ -408,6 +433,10 @@ mod tests {
         let busy = busy.unwrap();
         assert_eq!(busy.requests_processing, Some(1));
         assert_eq!(busy.n_tokens_max, Some(15));
+        assert_eq!(
+            (busy.prompt_tokens_total, busy.tokens_predicted_total),
+            (Some(5), Some(0))
+        );
         let old = parse_metrics("llamacpp:kv_cache_usage_ratio 0.25\nllamacpp:kv_cache_tokens 1024\n");
         assert_eq!(old.unwrap().kv_cache_usage_ratio, Some(0.25));
     }

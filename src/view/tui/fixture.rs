@@ -89,6 +89,15 @@ pub fn qwen() -> Model {
             recurrent_state_bytes: None,
             kv_bytes_without_window: None,
         }),
+        activity: Some(ModelActivity {
+            requests_running: Some(1),
+            requests_waiting: Some(0),
+            prompt_tokens_per_second: Some(412.5),
+            generation_tokens_per_second: Some(31.25),
+            kv_cache_used_ratio: None,
+            expires_at: None,
+            source: "api:/slots,/metrics".into(),
+        }),
         reported: Some(ModelReported {
             weights_bytes: Some(WEIGHTS),
             kv_bytes: Some(KV),

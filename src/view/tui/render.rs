@@ -1069,6 +1069,12 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
         Span::styled("  settings: ", theme.bold()),
         Span::raw(settings.join(" · ")),
     ]));
+    if let Some(a) = &m.activity {
+        out.push(Line::from(vec![
+            Span::styled("  now: ", theme.bold()),
+            Span::raw(crate::view::activity(a)),
+        ]));
+    }
     out.push(Line::from(vec![
         Span::styled("  server: ", theme.bold()),
         Span::raw(opt(m.server_url.as_deref()).to_string()),
