@@ -109,6 +109,8 @@ struct ApiModel {
     weights_bytes: Option<u64>,
     kv_bytes_per_token: Option<u64>,
     reported: Option<ModelReported>,
+    /// What the runtime says the model is doing (Ollama: when it unloads).
+    activity: Option<crate::snapshot::ModelActivity>,
 }
 
 /// What a process's runtime API said, kept for [`PROBE_INTERVAL`].
@@ -494,6 +496,7 @@ impl Discovery {
                     ..ModelEstimate::default()
                 }),
                 reported: api.reported.clone(),
+                activity: api.activity.clone(),
                 ..Model::default()
             });
         }
@@ -679,6 +682,11 @@ impl Discovery {
                     source: "api:/api/ps".into(),
                     ..ModelReported::default()
                 }),
+                activity: Some(crate::snapshot::ModelActivity {
+                    expires_at: m.expires_at.clone(),
+                    source: "api:/api/ps".into(),
+                    ..Default::default()
+                }),
             })
             .collect())
     }
@@ -734,6 +742,13 @@ impl Discovery {
                         kv_bytes: per_token.and_then(|p| p.checked_mul(tokens)),
                         source: format!("api:/metrics ({tokens} KV tokens reserved)"),
                         ..ModelReported::default()
+                    }),
+                    activity: metrics.as_ref().map(|m| crate::snapshot::ModelActivity {
+                        requests_running: m.requests_running,
+                        requests_waiting: m.requests_waiting,
+                        kv_cache_used_ratio: m.kv_cache_usage,
+                        source: "api:/metrics".into(),
+                        ..Default::default()
                     }),
                 }
             })
@@ -802,7 +817,7 @@ impl Discovery {
             notes,
             slots_busy: server.and_then(|s| s.slots_busy),
             server_url: answer.server_url.clone(),
-            activity: answer.activity(),
+            activity: answer.activity().or_else(|| api.and_then(|a| a.activity.clone())),
             ..Model::default()
         };
         let header = self.header(path, round);
