@@ -105,6 +105,34 @@ fn lm_studio_lists_only_its_loaded_model() {
 }
 
 #[test]
+fn lm_studio_current_api_is_asked_first() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Both answers served: the current one (LM Studio 0.4+) is the one read.
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "lms",
+        "serve",
+        &[
+            ("/api/v1/models", "lmstudio/models_v1.json"),
+            ("/api/v0/models", "lmstudio/models.json"),
+        ],
+        &[],
+    );
+    let s = common::snapshot_without_gpu(&[]);
+    let m = models(&s, server.pid());
+    let names: Vec<&str> = m.iter().filter_map(|m| m["name"].as_str()).collect();
+    assert_eq!(names, ["openai/gpt-oss-20b", "openai/gpt-oss-20b:2"], "{m:#?}");
+    assert_eq!(m[0]["context"], 16384);
+    assert_eq!(m[1]["context"], 4096);
+    assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
+    assert_eq!(m[0]["architecture"], "gpt-oss");
+    assert_eq!(m[0]["file_type"], "MXFP4");
+    assert_eq!(m[0]["confirmed"], false);
+}
+
+#[test]
 fn vllm_gives_the_model_and_kv_capacity_from_config_and_metrics() {
     let Some(python) = test_python() else { return };
     let dir = tempfile::tempdir().unwrap();

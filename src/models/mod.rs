@@ -104,6 +104,9 @@ struct ApiModel {
     /// The file, when the API names one (Ollama: when its blob is here).
     path: Option<PathBuf>,
     name: Option<String>,
+    /// What the API says of a model it names without a file (LM Studio).
+    architecture: Option<String>,
+    file_type: Option<String>,
     context: Option<u64>,
     /// Estimated from the model folder's safetensors headers (vLLM).
     weights_bytes: Option<u64>,
@@ -487,6 +490,8 @@ impl Discovery {
         for api in answer.models.iter().filter(|m| m.path.is_none()) {
             models.push(Model {
                 name: api.name.clone(),
+                architecture: api.architecture.clone(),
+                file_type: api.file_type.clone(),
                 evidence: vec![Evidence::Api.as_str().into()],
                 context: api.context,
                 server_url: answer.server_url.clone(),
@@ -674,6 +679,8 @@ impl Discovery {
             .map(|m| ApiModel {
                 path: m.digest.as_deref().and_then(ollama_blob),
                 name: m.name.clone().or(m.model.clone()),
+                architecture: m.family.clone(),
+                file_type: m.quantization_level.clone(),
                 context: m.context_length,
                 weights_bytes: None,
                 kv_bytes_per_token: None,
@@ -692,14 +699,27 @@ impl Discovery {
             .collect())
     }
 
-    /// LM Studio: /api/v0/models, of which the loaded ones.
+    /// LM Studio: its current REST API (`/api/v1/models`, LM Studio 0.4+),
+    /// else the older `/api/v0/models`; of either, the loaded models.
     fn probe_lmstudio(&self, addr: SocketAddr) -> Result<Vec<ApiModel>, String> {
-        let models = runtimes::lmstudio::parse_models(&self.prober.get(addr, "/api/v0/models", None)?)?;
+        use runtimes::lmstudio;
+        let models = self
+            .prober
+            .get(addr, "/api/v1/models", None)
+            .and_then(|b| lmstudio::parse_v1_models(&b))
+            .or_else(|current| {
+                self.prober
+                    .get(addr, "/api/v0/models", None)
+                    .and_then(|b| lmstudio::parse_models(&b))
+                    .map_err(|older| format!("{current}; {older}"))
+            })?;
         Ok(models
             .into_iter()
             .filter(|m| m.loaded)
             .map(|m| ApiModel {
                 name: m.id,
+                architecture: m.arch,
+                file_type: m.quantization,
                 context: m.loaded_context_length,
                 ..ApiModel::default()
             })
@@ -736,6 +756,8 @@ impl Discovery {
                 ApiModel {
                     path: None,
                     name: m.id,
+                    architecture: None,
+                    file_type: None,
                     context: m.max_model_len,
                     weights_bytes: folder.as_deref().and_then(safetensors_weights),
                     kv_bytes_per_token: per_token,
