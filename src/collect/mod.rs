@@ -5,6 +5,7 @@
 #[cfg(any(test, target_os = "macos"))]
 pub mod apple;
 pub mod container;
+pub mod containers;
 // A few of the DRM source's setters serve only its tests and benchmark.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod drm;
@@ -61,6 +62,8 @@ pub struct Collector {
     /// with ours by order instead of taken as they are.
     child_namespace: bool,
     pairing: HostPidPairing,
+    /// Which container each process runs in, names cached.
+    containers: containers::Namer,
     /// Under WSL: the Windows host's counters, through the bridge.
     wsl: Option<wsl::WslHost>,
     #[cfg(windows)]
@@ -95,6 +98,8 @@ impl Collector {
             discovery,
             child_namespace,
             pairing: HostPidPairing::default(),
+            // The runtimes' files are the machine's, wherever /proc is read.
+            containers: containers::Namer::new(PathBuf::from("/")),
             wsl,
             #[cfg(windows)]
             wddm: wddm::pdh::WddmSource::open(),
@@ -311,6 +316,11 @@ impl Collector {
                 }
             }
         }
+        // Only processes in our /proc (named): the others have no cgroup
+        // file here.
+        for p in processes.iter_mut().filter(|p| p.name.is_some()) {
+            p.container = self.containers.container(&self.options.proc_root, p.pid);
+        }
         plausible::check(&mut devices, &mut processes);
         let attribution = Attribution::compute(&devices, &processes);
         Snapshot {
@@ -498,6 +508,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             models: Vec::new(),
             models_pending: false,
             listen_ports: None,
+            container: None,
             notes: info.notes.clone(),
         });
     }
@@ -536,6 +547,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             models: Vec::new(),
             models_pending: false,
             listen_ports: None,
+            container: None,
         });
     }
     out.sort_by(|a, b| vram(b).cmp(&vram(a)).then(a.pid.cmp(&b.pid)));

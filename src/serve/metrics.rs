@@ -389,16 +389,25 @@ fn device(out: &mut Out, snap: &Snapshot, d: &Device) {
 
 /// The labels that name a process: pid, process name, kind, runtimes
 /// (comma-joined), and the host PID where the driver reported another one.
+/// In a container: its runtime, its name (else its id's first 12 digits)
+/// and, in Kubernetes, the pod and namespace, under the names
+/// kube-state-metrics uses, so the series join with the cluster's.
 fn process_labels(p: &Process) -> Labels {
     let kind = serde_json::to_value(p.kind).ok();
     let runtime = p.runtimes.join(",");
     let host_pid = p.host_pid.map(|h| h.to_string());
+    let c = p.container.as_ref();
+    let container = c.map(|c| c.name.clone().unwrap_or_else(|| c.id.chars().take(12).collect()));
     let mut l = Labels::default();
     l.add("pid", Some(&p.pid.to_string()))
         .add("host_pid", host_pid.as_deref())
         .add("process", p.name.as_deref())
         .add("kind", kind.as_ref().and_then(|k| k.as_str()))
-        .add("runtime", Some(&runtime));
+        .add("runtime", Some(&runtime))
+        .add("container_runtime", c.map(|c| c.runtime.as_str()))
+        .add("container", container.as_deref())
+        .add("pod", c.and_then(|c| c.pod.as_deref()))
+        .add("namespace", c.and_then(|c| c.namespace.as_deref()));
     l
 }
 
@@ -551,6 +560,7 @@ pub(crate) mod tests {
             models: vec![],
             models_pending: false,
             listen_ports: None,
+            container: None,
             notes: vec![],
         };
         let mut llama = process(4242, "llama-server", Some(1_406_669_824));
@@ -640,6 +650,37 @@ pub(crate) mod tests {
         assert_eq!(
             lines_of(&text, "gputaskman_sample_timestamp_seconds"),
             ["gputaskman_sample_timestamp_seconds 1796040000.5"]
+        );
+    }
+
+    #[test]
+    fn a_process_in_a_container_carries_its_container_labels() {
+        let mut snap = snapshot();
+        snap.processes[0].container = Some(crate::snapshot::Container {
+            runtime: "containerd".into(),
+            id: "8e1ac3a6f1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c".into(),
+            name: Some("trainer".into()),
+            pod: Some("llm-train-0".into()),
+            namespace: Some("ml".into()),
+        });
+        let text = render(&snap, SampleInfo::default());
+        assert_eq!(
+            lines_of(&text, "gputaskman_process_vram_bytes"),
+            [concat!(
+                r#"gputaskman_process_vram_bytes{pid="4242",process="llama-server",kind="ai",runtime="cuda,llama.cpp","#,
+                r#"container_runtime="containerd",container="trainer",pod="llm-train-0",namespace="ml","#,
+                r#"backend="nvml",device="0",uuid="GPU-0",match="exact"} 1406669824"#
+            )]
+        );
+        // Unnamed: the id's first 12 digits, as `docker ps` shows it.
+        let c = snap.processes[0].container.as_mut().unwrap();
+        (c.name, c.pod, c.namespace) = (None, None, None);
+        let text = render(&snap, SampleInfo::default());
+        assert!(
+            lines_of(&text, "gputaskman_process_vram_bytes")[0].contains(
+                r#"runtime="cuda,llama.cpp",container_runtime="containerd",container="8e1ac3a6f1b2",backend="#
+            ),
+            "{text}"
         );
     }
 

@@ -203,8 +203,27 @@ pub struct Process {
     /// be read). `diff` pairs a server restarted under a new PID by them.
     #[serde(default)]
     pub listen_ports: Option<Vec<u16>>,
+    /// The container the process runs in, from its cgroup; null outside
+    /// one, or where that cannot be read (src/collect/containers.rs).
+    #[serde(default)]
+    pub container: Option<Container>,
     /// What could not be read, and other things a person should know.
     pub notes: Vec<String>,
+}
+
+/// A container, named where its runtime's files say.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct Container {
+    /// `docker`, `podman`, `containerd` (Kubernetes among them) or `lxc`.
+    pub runtime: String,
+    /// The runtime's id: 64 hex digits, or for lxc the container's name.
+    pub id: String,
+    /// The container's name; null where the runtime's files do not say.
+    pub name: Option<String>,
+    /// Kubernetes: the pod's name; null elsewhere or unknown.
+    pub pod: Option<String>,
+    /// Kubernetes: the pod's namespace; null elsewhere or unknown.
+    pub namespace: Option<String>,
 }
 
 /// How a process row was paired with a device's process entry.
@@ -528,6 +547,7 @@ pub(crate) mod tests {
             models: vec![],
             models_pending: false,
             listen_ports: None,
+            container: None,
             notes: vec![],
         }
     }

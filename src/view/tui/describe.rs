@@ -315,3 +315,13 @@ pub fn notes(s: &Snapshot, p: &Process) -> Vec<String> {
     }
     out
 }
+
+/// A container in a word: a Kubernetes pod as `namespace/pod`, else the
+/// container's name, else the start of its id (what `docker ps` shows).
+pub fn container_label(c: &crate::snapshot::Container) -> String {
+    match (&c.pod, &c.name) {
+        (Some(pod), _) => format!("{}/{pod}", c.namespace.as_deref().unwrap_or("?")),
+        (None, Some(name)) => name.clone(),
+        (None, None) => c.id.chars().take(12).collect(),
+    }
+}

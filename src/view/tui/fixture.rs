@@ -44,6 +44,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
         models: vec![],
         models_pending: false,
         listen_ports: None,
+        container: None,
         notes: vec![],
     }
 }

@@ -19,6 +19,8 @@ pub mod render;
 pub mod term;
 
 #[cfg(test)]
+mod container_tests;
+#[cfg(test)]
 pub mod fixture;
 #[cfg(test)]
 mod tests;

@@ -689,6 +689,7 @@ impl Bar {
 enum Col {
     Pid,
     Name,
+    Container,
     Kind,
     Runtime,
     Vram,
@@ -701,9 +702,10 @@ enum Col {
     Inside,
 }
 
-const FULL: [Col; 12] = [
+const FULL: [Col; 13] = [
     Col::Pid,
     Col::Name,
+    Col::Container,
     Col::Kind,
     Col::Runtime,
     Col::Vram,
@@ -715,9 +717,10 @@ const FULL: [Col; 12] = [
     Col::Model,
     Col::Inside,
 ];
-const SLIM: [Col; 8] = [
+const SLIM: [Col; 9] = [
     Col::Pid,
     Col::Name,
+    Col::Container,
     Col::Vram,
     Col::Spill,
     Col::Gpu,
@@ -731,6 +734,7 @@ impl Col {
         match self {
             Col::Pid => "PID",
             Col::Name => "NAME",
+            Col::Container => "CONTAINER",
             Col::Kind => "KIND",
             Col::Runtime => "RUNTIME",
             Col::Vram => "VRAM",
@@ -748,6 +752,7 @@ impl Col {
         match self {
             Col::Pid => Constraint::Length(8),
             Col::Name => Constraint::Length(15),
+            Col::Container => Constraint::Length(20),
             Col::Kind => Constraint::Length(10),
             Col::Runtime => Constraint::Length(16),
             Col::Vram | Col::Spill | Col::Paged | Col::Rss => Constraint::Length(10),
@@ -791,6 +796,10 @@ impl Col {
         match self {
             Col::Pid => format!("{}{}", describe::pid_label(p), describe::pairing_marker(&usages)),
             Col::Name => opt(p.name.as_deref()).to_string(),
+            Col::Container => p
+                .container
+                .as_ref()
+                .map_or_else(|| "-".into(), describe::container_label),
             Col::Kind => describe::kind_label(p.kind).to_string(),
             Col::Runtime => describe::runtime_label(p),
             Col::Vram => figure(|g| g.vram_bytes),
@@ -818,13 +827,19 @@ fn draw_table(
     area: Rect,
 ) -> Placed {
     // Slim columns leave SPILL out where no source can say it (NVML on
-    // Linux): a column of n/a says nothing a glance needs.
+    // Linux): a column of n/a says nothing a glance needs. CONTAINER, a
+    // column of "-" on most machines, only when a process is in one.
+    let in_container = rows.iter().any(|p| p.container.is_some());
     let cols: Vec<Col> = if app.full_columns == Some(true) {
         FULL.to_vec()
     } else {
         let spill_known = rows.iter().any(|p| app.figure(p, |g| g.spill_bytes).is_some());
         SLIM.into_iter().filter(|c| *c != Col::Spill || spill_known).collect()
     };
+    let cols: Vec<Col> = cols
+        .into_iter()
+        .filter(|c| *c != Col::Container || in_container)
+        .collect();
     let cols = cols.as_slice();
     let body = Rect {
         y: area.y + 1,
@@ -918,6 +933,14 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
     let mut head = vec![describe::kind_label(p.kind).to_string()];
     if !p.runtimes.is_empty() {
         head.push(p.runtimes.join(", "));
+    }
+    if let Some(c) = &p.container {
+        head.push(format!(
+            "{} container {} ({})",
+            c.runtime,
+            describe::container_label(c),
+            c.id
+        ));
     }
     head.push(format!("user {}", opt(p.user.as_deref())));
     head.push(format!(
