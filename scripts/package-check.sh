@@ -40,7 +40,8 @@ for _ in $(seq 50); do
   kill -0 "$pid" 2>/dev/null || { cat "$log"; exit 1; }
   sleep 0.1
 done
-curl -sf -H "Authorization: Bearer $token" http://127.0.0.1:9464/metrics | grep -q '^# TYPE gputaskman_'
+curl -sf -H "Authorization: Bearer $token" http://127.0.0.1:9464/metrics | grep -q '^# TYPE gputaskman_' \
+  || { echo "serve did not answer with the token:"; cat "$log"; exit 1; }
 # Without the token: refused.
 test "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:9464/metrics)" = 401
 kill "$pid"

@@ -16,7 +16,11 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn json_on(name: &str) -> Value {
-    let root = fixture(name);
+    json_on_root(&fixture(name))
+}
+
+/// `--json` on the /proc and /sys trees under `root`.
+fn json_on_root(root: &std::path::Path) -> Value {
     let out = Command::cargo_bin("gputaskman")
         .unwrap()
         .env("GPUTASKMAN_PROC_ROOT", root.join("proc"))
@@ -159,4 +163,40 @@ fn this_machine_without_a_drm_gpu_says_so() {
         json!({"name": "drm", "status": "unavailable", "detail": "no DRM GPU (no /sys/class/drm/card*)"})
     );
     assert!(s["devices"].as_array().unwrap().iter().all(|d| d["backend"] != "drm"));
+}
+
+/// Containers named end to end: processes of the amdgpu tree given the
+/// cgroup files of a docker container and of the host. The naming from each
+/// runtime's files is tested in src/collect/containers.rs on
+/// tests/data/containers.
+#[test]
+fn a_process_in_a_docker_container_has_it_in_json_and_a_host_process_has_none() {
+    const ID: &str = "3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
+    let dir = tempfile::tempdir().unwrap();
+    // A copy, so the fixture tree stays as the other tests expect it.
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture("amdgpu-dgpu"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let root = dir.path().join("amdgpu-dgpu");
+    std::fs::write(
+        root.join("proc/1000/cgroup"),
+        format!("0::/system.slice/docker-{ID}.scope\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("proc/1200/cgroup"),
+        "0::/user.slice/user-1000.slice/session-2.scope\n",
+    )
+    .unwrap();
+    let s = json_on_root(&root);
+    // This machine has no /var/lib/docker for the id: the name is unknown.
+    assert_eq!(
+        process(&s, 1000)["container"],
+        json!({"runtime": "docker", "id": ID, "name": null, "pod": null, "namespace": null})
+    );
+    assert!(process(&s, 1200).get("container").is_none(), "{s}");
 }

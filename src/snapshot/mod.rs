@@ -203,9 +203,10 @@ pub struct Process {
     /// be read). `diff` pairs a server restarted under a new PID by them.
     #[serde(default)]
     pub listen_ports: Option<Vec<u16>>,
-    /// The container the process runs in, from its cgroup; null outside
-    /// one, or where that cannot be read (src/collect/containers.rs).
-    #[serde(default)]
+    /// The container the process runs in, from its cgroup
+    /// (src/collect/containers.rs); absent outside one, or where that cannot
+    /// be read, so host processes' JSON (and recordings) stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<Container>,
     /// What could not be read, and other things a person should know.
     pub notes: Vec<String>,
