@@ -14,7 +14,8 @@ echo "== dpkg -i $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 dpkg -i "$deb"
 test "$(command -v gputaskman)" = /usr/bin/gputaskman
 gputaskman --version
-MANPAGER=cat MANWIDTH=80 man gputaskman | grep -q 'completions'
+page=$(MANPAGER=cat MANWIDTH=80 man gputaskman)
+grep -q 'completions' <<<"$page"
 echo "man gputaskman: renders"
 test -s /usr/share/doc/gputaskman/grafana/gputaskman.json
 test -s /usr/share/bash-completion/completions/gputaskman
@@ -40,8 +41,9 @@ for _ in $(seq 50); do
   kill -0 "$pid" 2>/dev/null || { cat "$log"; exit 1; }
   sleep 0.1
 done
-curl -sf -H "Authorization: Bearer $token" http://127.0.0.1:9464/metrics | grep -q '^# TYPE gputaskman_' \
+metrics=$(curl -sf -H "Authorization: Bearer $token" http://127.0.0.1:9464/metrics) \
   || { echo "serve did not answer with the token:"; cat "$log"; exit 1; }
+grep -q '^# TYPE gputaskman_' <<<"$metrics"
 # Without the token: refused.
 test "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:9464/metrics)" = 401
 kill "$pid"
@@ -56,8 +58,11 @@ file "$musl" | grep -Eq 'static-pie linked|statically linked'
 root=$(mktemp -d)
 cp "$musl" "$root/gputaskman"
 chroot "$root" /gputaskman --version
-chroot "$root" /gputaskman completions bash | grep -q '_gputaskman()'
+# Whole outputs, then grep: `| grep -q` stops reading at the first match.
+script=$(chroot "$root" /gputaskman completions bash)
+grep -q '_gputaskman()' <<<"$script"
 # It says why NVML is out of its reach rather than blaming the driver.
-chroot "$root" /gputaskman --list-gpus 2>&1 | grep -q 'this static build cannot load libnvidia-ml.so.1'
+gpus=$(chroot "$root" /gputaskman --list-gpus 2>&1)
+grep -q 'this static build cannot load libnvidia-ml.so.1' <<<"$gpus"
 rm -r "$root"
 echo "musl: $(du -k "$musl" | cut -f1) KiB, runs without any libc on the machine"

@@ -8,9 +8,12 @@ use clap::CommandFactory;
 use std::io::Write;
 
 /// `gputaskman completions SHELL`: the completion script on `out`.
-pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn Write) {
-    let mut command = Cli::command();
-    clap_complete::generate(shell, &mut command, "gputaskman", out);
+pub fn write_completions(shell: clap_complete::Shell, out: &mut dyn Write) -> std::io::Result<()> {
+    // Generated into memory first: clap_complete panics when its writer
+    // fails, and stdout fails whenever a reader stops early (`| head`).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "gputaskman", &mut script);
+    out.write_all(&script)
 }
 
 /// `gputaskman manpage`: the roff man page (section 1) on `out`.

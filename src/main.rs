@@ -59,7 +59,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Completions { shell }) => {
-            install_files::write_completions(*shell, &mut stdout);
+            install_files::write_completions(*shell, &mut stdout)?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Config {

@@ -79,6 +79,24 @@ fn every_shell_gets_a_script_of_its_own_that_knows_the_subcommands() {
 }
 
 #[test]
+fn a_reader_that_stops_early_is_no_panic() {
+    // `gputaskman completions bash | head -1`: the reader is gone (here
+    // before the first write), so the write fails with a broken pipe.
+    let mut child = Process::new(env!("CARGO_BIN_EXE_gputaskman"))
+        .args(["completions", "bash"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("Broken pipe"), "{err}");
+}
+
+#[test]
 fn an_unknown_shell_is_a_usage_error() {
     let out = Command::cargo_bin("gputaskman")
         .unwrap()
