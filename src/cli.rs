@@ -1,8 +1,10 @@
 //! Command-line arguments. The spellings are an interface scripts depend on
 //! (shared/DESIGN.md): add, never rename.
 
+use crate::collect::Options;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -87,4 +89,28 @@ pub enum Command {
     },
     /// Serve Prometheus /metrics, /snapshot (JSON, as --json) and /healthz over HTTP.
     Serve(crate::serve::ServeArgs),
+}
+
+impl Cli {
+    /// The collector's settings from the command line.
+    /// `background_discovery`: samples never wait for runtime APIs (the live
+    /// view, `record`, `serve`).
+    pub fn collector_options(&self, background_discovery: bool) -> Options {
+        Options {
+            nvml_lib: self.nvml_lib.clone(),
+            gpu: self.gpu,
+            proc_root: self.proc_root.clone(),
+            background_discovery,
+            no_host: self.no_host,
+        }
+    }
+}
+
+/// `--interval` for the live views (local and `--remote`): any positive
+/// number of seconds.
+pub fn positive_interval(secs: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| anyhow::anyhow!("--interval {secs}: give a positive number of seconds"))
 }

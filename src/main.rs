@@ -1,22 +1,7 @@
-mod cli;
-mod collect;
-mod model_cmd;
-mod models;
-mod procs;
-mod record;
-mod serve;
-mod snapshot;
-mod view;
-
 use clap::Parser;
-use cli::{Cli, Command};
-use collect::{Collector, Options};
-use std::io::Write;
+use gputaskman::cli::{self, Cli, Command};
+use gputaskman::{model_cmd, oneshot, record, serve, view};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-
-/// The shortest window over which a one-shot snapshot measures CPU%.
-const CPU_WINDOW: Duration = Duration::from_millis(100);
 
 fn main() -> ExitCode {
     // One malloc arena: with glibc's default (one per thread that allocates,
@@ -31,8 +16,8 @@ fn main() -> ExitCode {
     }
     // `gputaskman model` takes llama.cpp's own spellings (-np, -ctk, ...).
     let cli = Cli::parse_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
-    match run(cli) {
-        Ok(code) => code,
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gputaskman: {e:#}");
             ExitCode::from(2)
@@ -40,166 +25,43 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// Hands the command to the module that runs it. The views that take the
+/// terminal, and `serve`, get stdout unlocked.
+fn run(cli: &Cli) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     match &cli.command {
-        Some(Command::Schema) => {
-            serde_json::to_writer_pretty(&mut stdout, &snapshot::json_schema())?;
-            writeln!(stdout)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(Command::Model(args)) => {
-            model_cmd::run(args, roomiest_gpu(&cli), &mut stdout)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(Command::Explain) => {
-            write!(stdout, "{}", view::explain::text())?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(Command::Diff(args)) => {
-            record::run_diff(args, &mut stdout)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(Command::Summary(args)) => {
-            record::run_summary(args, &mut stdout)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        Some(Command::Plot(args)) => {
-            record::run_plot(args)?;
-            return Ok(ExitCode::SUCCESS);
-        }
+        Some(Command::Schema) => oneshot::schema(&mut stdout),
+        Some(Command::Model(args)) => model_cmd::run(
+            args,
+            model_cmd::roomiest_gpu(cli.nvml_lib.as_deref(), cli.gpu),
+            &mut stdout,
+        ),
+        Some(Command::Explain) => oneshot::explain(&mut stdout),
+        Some(Command::Diff(args)) => record::run_diff(args, &mut stdout),
+        Some(Command::Summary(args)) => record::run_summary(args, &mut stdout),
+        Some(Command::Plot(args)) => record::run_plot(args),
         Some(Command::Replay { file }) => {
-            let recording = record::read_some(file)?;
-            for skipped in &recording.skipped {
-                eprintln!("gputaskman: {}: skipped {skipped}", file.display());
-            }
             drop(stdout);
-            view::tui::run_replay(Box::new(recording))?;
-            return Ok(ExitCode::SUCCESS);
+            record::run_replay(file)
         }
-        Some(Command::Record(args)) => {
-            let options = collector_options(&cli, true);
-            record::run_record(args, options, cli.interval)?;
-            return Ok(ExitCode::SUCCESS);
-        }
+        Some(Command::Record(args)) => record::run_record(args, cli.collector_options(true), cli.interval),
         Some(Command::Serve(args)) => {
-            let options = collector_options(&cli, true);
             drop(stdout);
-            serve::run(args, options, cli.interval)?;
-            return Ok(ExitCode::SUCCESS);
+            serve::run(args, cli.collector_options(true), cli.interval)
         }
-        None => {}
-    }
-    if let Some(list) = &cli.remote {
-        if cli.once || cli.json {
-            serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, &mut stdout)?;
-            return Ok(ExitCode::SUCCESS);
-        }
-        let targets = serve::remote::parse_targets(list)?;
-        let token = cli
-            .remote_token_file
-            .as_deref()
-            .map(serve::remote::read_token)
-            .transpose()?;
-        let interval = Duration::try_from_secs_f64(cli.interval)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| anyhow::anyhow!("--interval {}: give a positive number of seconds", cli.interval))?;
-        drop(stdout);
-        view::tui::term::require_terminal()?;
-        view::tui::run_feed(Box::new(serve::remote::RemoteFeed::start(targets, token, interval)))?;
-        return Ok(ExitCode::SUCCESS);
-    }
-
-    let options = collector_options(&cli, false);
-    if !(cli.once || cli.json || cli.list_gpus) {
-        let interval = Duration::try_from_secs_f64(cli.interval)
-            .ok()
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| anyhow::anyhow!("--interval {}: give a positive number of seconds", cli.interval))?;
-        drop(stdout);
-        view::tui::run_live(options, interval)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let started = Instant::now();
-    let mut collector = Collector::new(options);
-    if cli.list_gpus {
-        let snap = collector.sample();
-        check_gpu_exists(&cli, &snap)?;
-        for d in &snap.devices {
-            writeln!(
-                stdout,
-                "{}: {} ({}, {}, {})",
-                d.index,
-                view::opt(d.name.as_deref()),
-                view::opt(d.uuid.as_deref()),
-                view::opt(d.pci_bus_id.as_deref()),
-                view::bytes(d.memory_total_bytes)
-            )?;
-        }
-        if snap.devices.is_empty() {
-            for b in &snap.backends {
-                eprintln!("{}: {}", b.name, b.detail);
+        None => match &cli.remote {
+            Some(list) if cli.once || cli.json => {
+                serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, &mut stdout)
             }
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-
-    collector.prime();
-    if let Some(rest) = CPU_WINDOW.checked_sub(started.elapsed()) {
-        std::thread::sleep(rest);
-    }
-    let snap = collector.sample();
-    check_gpu_exists(&cli, &snap)?;
-    // One write: stdout is line-buffered, and a snapshot of 250 processes
-    // is some 10,000 lines of JSON (as many write calls).
-    let mut out = Vec::new();
-    if cli.json {
-        serde_json::to_writer_pretty(&mut out, &snap)?;
-        out.push(b'\n');
-    } else {
-        out.extend_from_slice(view::text::render(&snap).as_bytes());
-    }
-    stdout.write_all(&out)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The collector's settings from the command line. `background_discovery`:
-/// samples never wait for runtime APIs (the live view, `record`, `serve`).
-fn collector_options(cli: &Cli, background_discovery: bool) -> Options {
-    Options {
-        nvml_lib: cli.nvml_lib.clone(),
-        gpu: cli.gpu,
-        proc_root: cli.proc_root.clone(),
-        background_discovery,
-        no_host: cli.no_host,
-    }
-}
-
-/// The device with the most free memory (or the one `--gpu` names), for the
-/// model command's fit line. NVML only: nothing else is read.
-fn roomiest_gpu(cli: &Cli) -> Option<model_cmd::GpuFree> {
-    let mut nvml = collect::nvml::NvmlSource::open(cli.nvml_lib.as_deref()).ok()?;
-    let sample = nvml.sample(cli.gpu, &|_| true).ok()?;
-    sample
-        .devices
-        .into_iter()
-        .filter_map(|d| {
-            Some(model_cmd::GpuFree {
-                name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),
-                free_bytes: d.memory_free_bytes?,
-                total_bytes: d.memory_total_bytes?,
-            })
-        })
-        .max_by_key(|g| g.free_bytes)
-}
-
-/// `--gpu N` naming no device is a usage error, not an empty screen.
-fn check_gpu_exists(cli: &Cli, snap: &snapshot::Snapshot) -> anyhow::Result<()> {
-    match cli.gpu {
-        Some(n) if !snap.devices.iter().any(|d| d.index == n) => {
-            anyhow::bail!("--gpu {n}: no such device (see --list-gpus)")
-        }
-        _ => Ok(()),
+            Some(list) => {
+                drop(stdout);
+                serve::remote::run_live(list, cli.remote_token_file.as_deref(), cli.interval)
+            }
+            None if cli.once || cli.json || cli.list_gpus => oneshot::run(cli, &mut stdout),
+            None => {
+                drop(stdout);
+                view::tui::run_live(cli.collector_options(false), cli::positive_interval(cli.interval)?)
+            }
+        },
     }
 }

@@ -3,7 +3,7 @@
 //! as JSON that parses back equal, and diffs against itself and a default.
 #![no_main]
 
-use gputaskman_fuzz::snapshot::diff;
+use gputaskman::snapshot::diff;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -11,8 +11,7 @@
 pub mod classify;
 pub mod redact;
 
-/// `pub` for fuzz/, which compiles this module by `#[path]` and calls
-/// `linux::parse_stat`.
+/// Public for fuzz/, which calls `linux::parse_stat` and `mapped_paths`.
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "linux")]

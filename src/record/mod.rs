@@ -201,6 +201,16 @@ fn sleep_until(until: Instant) -> bool {
     }
 }
 
+/// `gputaskman replay FILE`: the recording in the live view; lines that do
+/// not read are said on stderr and skipped.
+pub fn run_replay(file: &Path) -> anyhow::Result<()> {
+    let recording = read_some(file)?;
+    for skipped in &recording.skipped {
+        eprintln!("gputaskman: {}: skipped {skipped}", file.display());
+    }
+    crate::view::tui::run_replay(Box::new(recording))
+}
+
 /// `gputaskman record -o FILE [--interval S] [--duration S]`: one snapshot
 /// per interval, each appended as one line and flushed.
 pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {

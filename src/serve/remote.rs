@@ -352,6 +352,16 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
+/// `gputaskman --remote URLS`: the live view over every host, polled each
+/// `interval` seconds.
+pub fn run_live(list: &str, token_file: Option<&Path>, interval: f64) -> anyhow::Result<()> {
+    let targets = parse_targets(list)?;
+    let token = token_file.map(read_token).transpose()?;
+    let interval = crate::cli::positive_interval(interval)?;
+    crate::view::tui::term::require_terminal()?;
+    crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, interval)))
+}
+
 /// `gputaskman --remote URLS --once|--json`: one round over every host.
 pub fn run_once(list: &str, token_file: Option<&Path>, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;

@@ -6,6 +6,23 @@ use std::fmt::Write;
 
 const BAR_WIDTH: usize = 30;
 
+/// `--list-gpus`: one device a line, with its index.
+pub fn gpu_list(devices: &[Device]) -> String {
+    let mut out = String::new();
+    for d in devices {
+        let _ = writeln!(
+            out,
+            "{}: {} ({}, {}, {})",
+            d.index,
+            opt(d.name.as_deref()),
+            opt(d.uuid.as_deref()),
+            opt(d.pci_bus_id.as_deref()),
+            bytes(d.memory_total_bytes)
+        );
+    }
+    out
+}
+
 pub fn render(s: &Snapshot) -> String {
     let mut out = String::new();
     let host = s.host.hostname.as_deref().unwrap_or("this machine");

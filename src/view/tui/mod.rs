@@ -45,7 +45,7 @@ pub fn run_live(options: Options, interval: Duration) -> anyhow::Result<()> {
 /// A recording played back through the same view: `[` `]` step, `{` `}`
 /// jump to the start and the end, `<` `>` speed, space plays and pauses.
 pub fn run_replay(frames: Box<dyn Frames>) -> anyhow::Result<()> {
-    if frames.len() == 0 {
+    if frames.is_empty() {
         anyhow::bail!("the recording holds no snapshot");
     }
     term::require_terminal()?;
