@@ -12,4 +12,5 @@ pub mod procs;
 pub mod record;
 pub mod serve;
 pub mod snapshot;
+pub mod units;
 pub mod view;

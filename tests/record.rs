@@ -301,7 +301,7 @@ fn record_writes_one_snapshot_per_interval_plain_and_zst() {
         let times: Vec<f64> = rec
             .snapshots
             .iter()
-            .map(|s| snapshot::diff::unix_seconds(&s.taken_at).unwrap())
+            .map(|s| gputaskman::units::unix_seconds(&s.taken_at).unwrap())
             .collect();
         for w in times.windows(2) {
             let gap = w[1] - w[0];

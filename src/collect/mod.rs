@@ -26,7 +26,7 @@ use nvml::NvmlSource;
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use watchdog::{Request, Watchdog, Watched};
 
 #[derive(Debug, Clone)]
@@ -111,13 +111,7 @@ impl Collector {
     }
 
     pub fn sample(&mut self) -> Snapshot {
-        let taken_at = crate::procs::format_unix_nanos(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i128)
-                .unwrap_or(0),
-        )
-        .unwrap_or_default();
+        let taken_at = crate::units::now_rfc3339();
         let mut backends = Vec::new();
         let scanned = match self.procs.scan() {
             Ok(list) => list,

@@ -1,7 +1,8 @@
 //! The /proc scan on Linux, through the procfs crate. The root is a
 //! parameter so tests can point it at a recorded tree.
 
-use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+use super::{classify, redact, ProcInfo, MAPS_REFRESH};
+use crate::units::format_unix_nanos;
 use anyhow::Context;
 use procfs::process::Process;
 use std::collections::HashMap;

@@ -134,7 +134,8 @@ pub fn walk_regions(max: usize, mut region_at: impl FnMut(u64) -> Option<(String
 
 #[cfg(target_os = "macos")]
 mod sys {
-    use super::super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+    use super::super::{classify, redact, ProcInfo, MAPS_REFRESH};
+    use crate::units::format_unix_nanos;
     use std::collections::HashMap;
     use std::ffi::{c_int, c_void, CStr};
     use std::path::PathBuf;

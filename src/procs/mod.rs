@@ -80,21 +80,3 @@ impl ProcInfo {
         self.kind == ProcessKind::Ai || self.runtimes.iter().any(|r| GPU_RUNTIMES.contains(&r.as_str()))
     }
 }
-
-/// RFC 3339 UTC with millisecond precision.
-pub fn format_unix_nanos(unix_nanos: i128) -> Option<String> {
-    use time::format_description::well_known::Rfc3339;
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(unix_nanos - unix_nanos % 1_000_000).ok()?;
-    t.format(&Rfc3339).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times_format_as_rfc3339_utc_milliseconds() {
-        assert_eq!(
-            super::format_unix_nanos(1_700_000_000_123_456_789).as_deref(),
-            Some("2023-11-14T22:13:20.123Z")
-        );
-    }
-}

@@ -10,7 +10,7 @@
 
 use super::index::RecordingIndex;
 use super::summary::{device_key, device_label, DeviceKey, ProcessKey};
-use crate::snapshot::diff::unix_seconds;
+use crate::units::unix_seconds;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -212,7 +212,7 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
         r##"<text x="{LEFT}" y="40" fill="#555">{}</text>"##,
         xml(&format!(
             "{n} snapshots from {start} UTC over {}; gaps: not listed or n/a{more}",
-            crate::snapshot::diff::fmt_duration(t_max)
+            crate::units::duration(t_max)
         ))
     );
 
@@ -381,7 +381,7 @@ fn axis_bytes(v: u64) -> String {
 }
 
 fn axis_bytes_exact(v: u64) -> String {
-    crate::snapshot::diff::fmt_bytes(Some(v))
+    crate::units::bytes(Some(v))
 }
 
 /// A time step that gives 4 to 10 labels.

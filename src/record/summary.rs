@@ -7,8 +7,8 @@
 //! backend and index. Unknown values are counted, never taken as 0.
 
 use super::index::RecordingIndex;
-use crate::snapshot::diff::{fmt_bytes, fmt_duration, unix_seconds};
 use crate::snapshot::{Device, Model};
+use crate::units::{bytes, duration, unix_seconds};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -396,10 +396,10 @@ fn stats_row(out: &mut String, label: &str, s: &Stats) {
     let _ = writeln!(
         out,
         "      {label:<28} {:>11} {:>11} {:>11} {:>11}   {peak}{unknown}",
-        fmt_bytes(s.min),
-        fmt_bytes(s.median),
-        fmt_bytes(s.max),
-        fmt_bytes(s.last),
+        bytes(s.min),
+        bytes(s.median),
+        bytes(s.max),
+        bytes(s.last),
     );
 }
 
@@ -409,7 +409,7 @@ pub fn render(s: &Summary) -> String {
         (Some(a), Some(b)) => {
             let length = unix_seconds(b)
                 .zip(unix_seconds(a))
-                .map(|(b, a)| fmt_duration(b - a))
+                .map(|(b, a)| duration(b - a))
                 .unwrap_or_else(|| "n/a".into());
             let every = s.interval_s.map(|i| format!(", every {i:.1}s")).unwrap_or_default();
             format!(" from {a} to {b} ({length}{every})")
@@ -445,7 +445,7 @@ pub fn render(s: &Summary) -> String {
             "  GPU {} {} ({ident}), total {}, in {} snapshots",
             d.index,
             d.name.as_deref().unwrap_or("(unnamed)"),
-            fmt_bytes(d.memory_total_bytes),
+            bytes(d.memory_total_bytes),
             d.samples
         );
         stats_row(&mut out, "used", &d.memory_used_bytes);
@@ -504,35 +504,18 @@ pub fn render(s: &Summary) -> String {
                 let ctx = p.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
                 let slots = p.slots_total.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
                 let blind = match p.estimate_kv_bytes_without_window {
-                    Some(b) => format!(" (window-blind {})", fmt_bytes(Some(b))),
+                    Some(b) => format!(" (window-blind {})", bytes(Some(b))),
                     None => String::new(),
                 };
                 let _ = writeln!(
                     out,
                     "      {}  context {ctx}, slots {slots}, estimate KV {}{blind}, reported KV {}",
                     clock(&p.at),
-                    fmt_bytes(p.estimate_kv_bytes),
-                    fmt_bytes(p.reported_kv_bytes)
+                    bytes(p.estimate_kv_bytes),
+                    bytes(p.reported_kv_bytes)
                 );
             }
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn diff_formats_bytes_as_the_views_do() {
-        for b in [
-            None,
-            Some(0),
-            Some(1023),
-            Some(1536),
-            Some(448 << 20),
-            Some(17_171_480_576),
-        ] {
-            assert_eq!(crate::snapshot::diff::fmt_bytes(b), crate::view::bytes(b));
-        }
-    }
 }

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// How long one host may take to answer.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
@@ -274,13 +274,7 @@ impl Fleet {
                 processes.push(p);
             }
         }
-        let taken_at = crate::procs::format_unix_nanos(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i128)
-                .unwrap_or(0),
-        )
-        .unwrap_or_default();
+        let taken_at = crate::units::now_rfc3339();
         Snapshot {
             schema_version: SCHEMA_VERSION,
             taken_at,

@@ -17,6 +17,7 @@
 //! This file depends on nothing but the snapshot types, serde and std.
 
 use super::{Device, GpuUsage, Model, Process, Snapshot, SCHEMA_VERSION};
+use crate::units::{bytes as bytes_text, duration, signed_bytes, unix_seconds};
 use anyhow::{anyhow, bail, Context as _};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -390,12 +391,6 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
         serde_json::Value::Array(_) => "an array",
         serde_json::Value::Object(_) => "an object",
     }
-}
-
-/// Seconds since the Unix epoch of an RFC 3339 time.
-pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
-    let t = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339).ok()?;
-    Some(t.unix_timestamp_nanos() as f64 / 1e9)
 }
 
 /// The port of a URL such as `http://127.0.0.1:8080/v1`, with the scheme's
@@ -985,35 +980,10 @@ fn diff_models(process: usize, pb: Option<&Process>, pa: Option<&Process>) -> Ve
 
 // ---------------------------------------------------------------- text
 
-/// Binary units, as the views print them; unknown is `n/a`. The same as
-/// `view::bytes` (a test in record/summary.rs holds them equal): this file
-/// uses nothing outside src/snapshot, because tests/diff.rs and
-/// tests/record.rs compile src/snapshot into their own crates by `#[path]`.
-pub fn fmt_bytes(b: Option<u64>) -> String {
-    const KIB: f64 = 1024.0;
-    let Some(b) = b else { return "n/a".into() };
-    let v = b as f64;
-    if v >= KIB * KIB * KIB {
-        format!("{:.2} GiB", v / (KIB * KIB * KIB))
-    } else if v >= KIB * KIB {
-        format!("{:.1} MiB", v / (KIB * KIB))
-    } else if v >= KIB {
-        format!("{:.1} KiB", v / KIB)
-    } else {
-        format!("{b} B")
-    }
-}
-
-/// A signed move in binary units: `+84.0 MiB`, `-1.50 GiB`.
-pub fn fmt_delta(d: i64) -> String {
-    let sign = if d < 0 { "-" } else { "+" };
-    format!("{sign}{}", fmt_bytes(Some(d.unsigned_abs())))
-}
-
-/// How a change reads in text; `unit` is [`fmt_bytes`] or [`tokens`].
+/// How a change reads in text; `unit` is [`bytes_text`] or [`tokens`].
 fn fmt_change(c: &Bytes, unit: fn(Option<u64>) -> String) -> String {
-    let is_bytes = unit(Some(1 << 20)) == fmt_bytes(Some(1 << 20));
-    let moved = |d: i64| if is_bytes { fmt_delta(d) } else { format!("{d:+}") };
+    let is_bytes = unit(Some(1 << 20)) == bytes_text(Some(1 << 20));
+    let moved = |d: i64| if is_bytes { signed_bytes(d) } else { format!("{d:+}") };
     match c.state {
         State::Same => format!("{} (same)", unit(c.after)),
         State::Grew | State::Shrank => format!(
@@ -1082,7 +1052,7 @@ pub fn render(d: &Diff) -> String {
     let mut out = String::new();
     let elapsed = d
         .elapsed_s
-        .map(|s| format!(", {} later", fmt_duration(s)))
+        .map(|s| format!(", {} later", duration(s)))
         .unwrap_or_default();
     let _ = writeln!(out, "before: {}  ({})", d.before.file, d.before.taken_at);
     let _ = writeln!(out, "after:  {}  ({}{elapsed})", d.after.file, d.after.taken_at);
@@ -1121,12 +1091,12 @@ pub fn render(d: &Diff) -> String {
         ] {
             if c.shown_bytes() || (matches!(c.state, State::NotListedAfter | State::NotListedBefore) && label == "used")
             {
-                let _ = writeln!(out, "      {label:<12} {}", fmt_change(c, fmt_bytes));
+                let _ = writeln!(out, "      {label:<12} {}", fmt_change(c, bytes_text));
             }
         }
     }
     if !any {
-        let _ = writeln!(out, "  no move of {} or more", fmt_bytes(Some(HIDE_BELOW)));
+        let _ = writeln!(out, "  no move of {} or more", bytes_text(Some(HIDE_BELOW)));
     }
 
     let _ = writeln!(out, "\nProcesses (measured)");
@@ -1152,20 +1122,20 @@ pub fn render(d: &Diff) -> String {
                         out,
                         "      {:<22} {}",
                         format!("{label} {}", short_device(g)),
-                        fmt_change(c, fmt_bytes)
+                        fmt_change(c, bytes_text)
                     );
                 }
             }
         }
         if one_sided || p.rss_bytes.shown_bytes() {
-            let _ = writeln!(out, "      {:<22} {}", "rss", fmt_change(&p.rss_bytes, fmt_bytes));
+            let _ = writeln!(out, "      {:<22} {}", "rss", fmt_change(&p.rss_bytes, bytes_text));
         }
         if p.cpu_percent.state != State::Unknown {
             let _ = writeln!(out, "      {:<22} {}", "cpu", fmt_percent(&p.cpu_percent));
         }
     }
     if !any {
-        let _ = writeln!(out, "  no move of {} or more", fmt_bytes(Some(HIDE_BELOW)));
+        let _ = writeln!(out, "  no move of {} or more", bytes_text(Some(HIDE_BELOW)));
     }
     if d.hidden.moves > 0 || d.hidden.processes > 0 || d.hidden.devices > 0 {
         let _ = writeln!(
@@ -1173,7 +1143,7 @@ pub fn render(d: &Diff) -> String {
             "\n  Hidden: {} move{} under {} ({} paired process{} and {} device{} with nothing larger); --json has them all.",
             d.hidden.moves,
             if d.hidden.moves == 1 { "" } else { "s" },
-            fmt_bytes(Some(HIDE_BELOW)),
+            bytes_text(Some(HIDE_BELOW)),
             d.hidden.processes,
             if d.hidden.processes == 1 { "" } else { "es" },
             d.hidden.devices,
@@ -1208,19 +1178,23 @@ pub fn render(d: &Diff) -> String {
             let rows: [Row; 11] = [
                 ("context (tokens)", &m.context, tokens),
                 ("slots", &m.slots_total, tokens),
-                ("estimate KV", &m.estimate.kv_bytes, fmt_bytes),
+                ("estimate KV", &m.estimate.kv_bytes, bytes_text),
                 (
                     "estimate KV, window-blind",
                     &m.estimate.kv_bytes_without_window,
-                    fmt_bytes,
+                    bytes_text,
                 ),
-                ("estimate KV per token", &m.estimate.kv_bytes_per_token, fmt_bytes),
-                ("estimate recurrent state", &m.estimate.recurrent_state_bytes, fmt_bytes),
-                ("estimate weights", &m.estimate.weights_bytes, fmt_bytes),
-                ("reported KV", &m.reported.kv_bytes, fmt_bytes),
-                ("reported weights", &m.reported.weights_bytes, fmt_bytes),
-                ("reported compute", &m.reported.compute_bytes, fmt_bytes),
-                ("reported total", &m.reported.total_bytes, fmt_bytes),
+                ("estimate KV per token", &m.estimate.kv_bytes_per_token, bytes_text),
+                (
+                    "estimate recurrent state",
+                    &m.estimate.recurrent_state_bytes,
+                    bytes_text,
+                ),
+                ("estimate weights", &m.estimate.weights_bytes, bytes_text),
+                ("reported KV", &m.reported.kv_bytes, bytes_text),
+                ("reported weights", &m.reported.weights_bytes, bytes_text),
+                ("reported compute", &m.reported.compute_bytes, bytes_text),
+                ("reported total", &m.reported.total_bytes, bytes_text),
             ];
             for (label, c, unit) in rows {
                 if c.state != State::Unknown {
@@ -1253,31 +1227,12 @@ fn short_device(g: &GpuDiff) -> String {
 
 fn short_move(c: &Bytes) -> String {
     match c.state {
-        State::Grew | State::Shrank | State::Same => fmt_delta(c.delta.unwrap_or(0)),
+        State::Grew | State::Shrank | State::Same => signed_bytes(c.delta.unwrap_or(0)),
         State::BecameKnown => "became known".into(),
         State::BecameUnknown => "became unknown".into(),
         State::Unknown => "n/a".into(),
         State::NotListedBefore => "not listed before".into(),
         State::NotListedAfter => "not listed after".into(),
-    }
-}
-
-/// `1h 2m 3s`, `4m 5s`, `6.0s`.
-pub fn fmt_duration(s: f64) -> String {
-    if !s.is_finite() {
-        return "n/a".into();
-    }
-    let sign = if s < 0.0 { "-" } else { "" };
-    let a = s.abs();
-    if a < 60.0 {
-        return format!("{sign}{a:.1}s");
-    }
-    let t = a.round() as u64;
-    let (h, m, sec) = (t / 3600, (t % 3600) / 60, t % 60);
-    if h > 0 {
-        format!("{sign}{h}h {m}m {sec}s")
-    } else {
-        format!("{sign}{m}m {sec}s")
     }
 }
 
@@ -1312,8 +1267,5 @@ mod tests {
         assert_eq!(bytes(Some(0), Some(0)).state, State::Same);
         assert!(bytes(Some(0), Some(HIDE_BELOW)).shown_bytes());
         assert!(bytes(Some(0), Some(HIDE_BELOW - 1)).hidden_move());
-        assert_eq!(fmt_delta(-(3 << 30) / 2), "-1.50 GiB");
-        assert_eq!(fmt_delta(84 << 20), "+84.0 MiB");
-        assert_eq!(fmt_duration(3725.0), "1h 2m 5s");
     }
 }

@@ -5,41 +5,10 @@ pub mod explain;
 pub mod text;
 pub mod tui;
 
-/// Binary units, labelled as such; unknown is `n/a`, a measured 0 is `0 B`.
-pub fn bytes(b: Option<u64>) -> String {
-    const KIB: f64 = 1024.0;
-    let Some(b) = b else { return "n/a".into() };
-    let v = b as f64;
-    if v >= KIB * KIB * KIB {
-        format!("{:.2} GiB", v / (KIB * KIB * KIB))
-    } else if v >= KIB * KIB {
-        format!("{:.1} MiB", v / (KIB * KIB))
-    } else if v >= KIB {
-        format!("{:.1} KiB", v / KIB)
-    } else {
-        format!("{b} B")
-    }
-}
-
 pub fn percent(p: Option<u32>) -> String {
     p.map(|p| format!("{p}%")).unwrap_or_else(|| "n/a".into())
 }
 
 pub fn opt(s: Option<&str>) -> &str {
     s.unwrap_or("n/a")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_use_binary_units_and_unknown_is_not_zero() {
-        assert_eq!(bytes(None), "n/a");
-        assert_eq!(bytes(Some(0)), "0 B");
-        assert_eq!(bytes(Some(1023)), "1023 B");
-        assert_eq!(bytes(Some(1536)), "1.5 KiB");
-        assert_eq!(bytes(Some(448 << 20)), "448.0 MiB");
-        assert_eq!(bytes(Some(17_171_480_576)), "15.99 GiB");
-    }
 }

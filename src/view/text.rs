@@ -1,7 +1,8 @@
 //! The one-shot text view (`--once`): renders a Snapshot, reads nothing else.
 
-use super::{bytes, opt, percent};
+use super::{opt, percent};
 use crate::snapshot::{BackendStatus, Device, Match, Process, Snapshot};
+use crate::units::bytes;
 use std::fmt::Write;
 
 const BAR_WIDTH: usize = 30;

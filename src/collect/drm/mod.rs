@@ -664,7 +664,7 @@ impl DrmSource {
                 if shared > 0 {
                     self.process_notes.entry(pid).or_default().push(format!(
                         "{} of DRM buffers on {where_} ({id}) are shared with other clients (dma-buf): counted to none",
-                        crate::view::bytes(Some(shared))
+                        crate::units::bytes(Some(shared))
                     ));
                 }
                 match rate {
@@ -686,7 +686,7 @@ impl DrmSource {
                 let mut held = Vec::new();
                 for (label, bytes) in [("VRAM", vram.held), ("GTT/system", spill.held), ("CPU", paged.held)] {
                     if let Some(b) = bytes.filter(|b| *b > 0) {
-                        held.push(format!("{label} {}", crate::view::bytes(Some(b))));
+                        held.push(format!("{label} {}", crate::units::bytes(Some(b))));
                     }
                 }
                 let held = if held.is_empty() {
@@ -709,7 +709,7 @@ impl DrmSource {
             if dev.integrated && acc.spill.unwrap_or(0) >= 64 << 20 && acc.spill > acc.vram.or(Some(0)) {
                 self.process_notes.entry(pid).or_default().push(format!(
                     "{} of GTT/system memory on integrated GPU {where_} is shown as Spill: system RAM the GPU maps, where an integrated GPU keeps its data (VRAM shows only the small carve-out)",
-                    crate::view::bytes(acc.spill)
+                    crate::units::bytes(acc.spill)
                 ));
             }
             let kfd = self.fd_state.get(&pid).is_some_and(|s| s.kfd.is_some());
