@@ -4,7 +4,6 @@
 use crate::collect::Options;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -31,7 +30,7 @@ pub struct Cli {
     pub gpu: Option<u32>,
 
     /// Refresh period of the live view and of record, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = seconds)]
     pub interval: f64,
 
     /// Under WSL: skip the Windows host counters.
@@ -64,6 +63,21 @@ pub struct Cli {
 
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// The longest period any flag takes: a day.
+pub const MAX_SECONDS: f64 = 86_400.0;
+
+/// The parser of every flag that takes seconds. Bounded at parse time so
+/// that no later `Duration::from_secs_f64` or `Instant + Duration` can
+/// overflow and panic (1e19 s did), and a mistyped value is a usage error
+/// (status 2) rather than a wait that never ends.
+pub fn seconds(text: &str) -> Result<f64, String> {
+    const WANT: &str = "give a number of seconds, more than 0 and at most 86400 (a day)";
+    match text.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= MAX_SECONDS => Ok(s),
+        _ => Err(WANT.to_string()),
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -104,13 +118,4 @@ impl Cli {
             no_host: self.no_host,
         }
     }
-}
-
-/// `--interval` for the live views (local and `--remote`): any positive
-/// number of seconds.
-pub fn positive_interval(secs: f64) -> anyhow::Result<Duration> {
-    Duration::try_from_secs_f64(secs)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| anyhow::anyhow!("--interval {secs}: give a positive number of seconds"))
 }

@@ -1,7 +1,9 @@
 use clap::Parser;
-use gputaskman::cli::{self, Cli, Command};
+use gputaskman::cli::{Cli, Command};
+use gputaskman::view::safe_text::safe;
 use gputaskman::{model_cmd, oneshot, record, serve, view};
 use std::process::ExitCode;
+use std::time::Duration;
 
 fn main() -> ExitCode {
     // One malloc arena: with glibc's default (one per thread that allocates,
@@ -18,8 +20,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // Errors quote paths, file contents and remote answers.
         Err(e) => {
-            eprintln!("gputaskman: {e:#}");
+            eprintln!("gputaskman: {}", safe(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
@@ -60,7 +63,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             None if cli.once || cli.json || cli.list_gpus => oneshot::run(cli, &mut stdout),
             None => {
                 drop(stdout);
-                view::tui::run_live(cli.collector_options(false), cli::positive_interval(cli.interval)?)
+                // Bounded (more than 0, at most a day) by `cli::seconds`.
+                view::tui::run_live(cli.collector_options(false), Duration::from_secs_f64(cli.interval))
             }
         },
     }

@@ -11,6 +11,8 @@ use anyhow::Result;
 use gguf::{CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvSettings, Model, ModelInfo};
 use serde::Serialize;
 
+use crate::view::safe_text::safe;
+
 const KIB: f64 = 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
@@ -268,7 +270,8 @@ impl Report<'_> {
     fn text(&self, out: &mut dyn Write) -> std::io::Result<()> {
         let info = self.model.info();
         let na = || "n/a".to_string();
-        let row = |out: &mut dyn Write, label: &str, value: String| writeln!(out, "{label:<16}{value}");
+        // Every value passes here: the file's strings are its author's.
+        let row = |out: &mut dyn Write, label: &str, value: String| writeln!(out, "{label:<16}{}", safe(&value));
 
         row(out, "file", self.args.file.display().to_string())?;
         if info.split_parts > 1 {

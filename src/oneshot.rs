@@ -5,6 +5,7 @@ use crate::cli::Cli;
 use crate::collect::Collector;
 use crate::snapshot::Snapshot;
 use crate::view;
+use crate::view::safe_text::safe;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,7 @@ pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
         write!(stdout, "{}", view::text::gpu_list(&snap.devices))?;
         if snap.devices.is_empty() {
             for b in &snap.backends {
-                eprintln!("{}: {}", b.name, b.detail);
+                eprintln!("{}: {}", safe(&b.name), safe(&b.detail));
             }
         }
         return Ok(());

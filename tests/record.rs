@@ -1183,3 +1183,169 @@ impl Synth {
         s
     }
 }
+
+/// Runs the real binary; returns its status code and stderr.
+fn run_status(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let out = bin().args(args).output().unwrap();
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn plot_refuses_to_write_over_its_recording_by_name_symlink_or_hard_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = known_recording(dir.path());
+    let before = std::fs::read(&path).unwrap();
+    let symlink = dir.path().join("link.svg");
+    std::os::unix::fs::symlink(&path, &symlink).unwrap();
+    let hard = dir.path().join("hard.svg");
+    std::fs::hard_link(&path, &hard).unwrap();
+    // The same file by another spelling of its name.
+    let dotted = dir.path().join(".").join(path.file_name().unwrap());
+    for output in [&path, &symlink, &hard, &dotted] {
+        let (code, err) = run_status(&["plot".as_ref(), path.as_os_str(), "-o".as_ref(), output.as_os_str()]);
+        assert_eq!(code, Some(2), "{}: {err}", output.display());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "-o {}: that is the recording being read ({}); give another file",
+                output.display(),
+                path.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{}", output.display());
+    }
+    // Another file is written as before.
+    let svg = dir.path().join("mem.svg");
+    run_status(&["plot".as_ref(), path.as_os_str(), "-o".as_ref(), svg.as_os_str()]);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+#[test]
+fn record_appends_in_the_format_of_the_content_whatever_the_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = series(3);
+    // zstd content under a plain name, plain content under a .zst name.
+    let zstd_named_plain = dir.path().join("zstd-inside.jsonl");
+    write_recording(&dir.path().join("tmp.jsonl.zst"), &snaps, 60);
+    std::fs::rename(dir.path().join("tmp.jsonl.zst"), &zstd_named_plain).unwrap();
+    let plain_named_zstd = dir.path().join("plain-inside.jsonl.zst");
+    write_recording(&dir.path().join("tmp.jsonl"), &snaps, 60);
+    std::fs::rename(dir.path().join("tmp.jsonl"), &plain_named_zstd).unwrap();
+    for (path, zstd) in [(&zstd_named_plain, true), (&plain_named_zstd, false)] {
+        let stderr = record(path, "0.2", "0.4");
+        assert!(
+            stderr.contains(&format!(
+                "{}: its content is {}, whatever its name says; appending {0}",
+                path.display(),
+                if zstd { "zstd" } else { "plain JSON lines" }
+            )),
+            "{stderr}"
+        );
+        let raw = std::fs::read(path).unwrap();
+        assert_eq!(raw.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]), zstd);
+        let rec = read_recording(path).unwrap();
+        assert!(rec.skipped.is_empty(), "{}: {:?}", path.display(), rec.skipped);
+        assert_eq!(rec.snapshots.len(), 5, "{}", path.display());
+        assert_eq!(&rec.snapshots[..3], &snaps[..]);
+        let out = snapshot_builder::run_ok(&["summary".as_ref(), path.as_os_str(), "--json".as_ref()]);
+        let s: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(s["snapshots"], 5, "{out}");
+        assert_eq!(s["skipped"], serde_json::json!([]), "{out}");
+    }
+}
+
+/// Runs the real binary to its end; returns its status, stdout, stderr,
+/// peak resident memory (bytes, from wait4's rusage) and wall time.
+fn run_measured(args: &[&std::ffi::OsStr]) -> (i32, String, String, u64, Duration) {
+    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("gputaskman"));
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .args(args);
+    let started = Instant::now();
+    let (status, out, err, peak_kib) = common::peak_rss(cmd, Duration::from_secs(300));
+    let took = started.elapsed();
+    let code = status
+        .code()
+        .unwrap_or_else(|| -std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+    (
+        code,
+        String::from_utf8_lossy(&out).into_owned(),
+        String::from_utf8_lossy(&err).into_owned(),
+        peak_kib as u64 * 1024,
+        took,
+    )
+}
+
+/// A zstd recording with a bomb in it: two snapshots in a frame, then a
+/// frame of a snapshot, `bomb` newlines, one line of `bomb` bytes, and a
+/// snapshot, then a frame of one more snapshot. A few hundred KiB on disk.
+fn bomb_recording(dir: &Path, bomb: usize) -> (PathBuf, Vec<Snapshot>) {
+    use std::io::Write as _;
+    let snaps = series(5);
+    let path = dir.join("bomb.jsonl.zst");
+    write_recording(&path, &snaps[..2], 60);
+    let line = |s: &Snapshot| {
+        let mut l = serde_json::to_vec(s).unwrap();
+        l.push(b'\n');
+        l
+    };
+    let file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let mut z = zstd::stream::write::Encoder::new(file, 1).unwrap();
+    z.write_all(&line(&snaps[2])).unwrap();
+    let newlines = vec![b'\n'; 1 << 20];
+    let zeros = vec![b'0'; 1 << 20];
+    for block in [&newlines, &zeros] {
+        for _ in 0..bomb >> 20 {
+            z.write_all(block).unwrap();
+        }
+    }
+    z.write_all(b"\n").unwrap();
+    z.write_all(&line(&snaps[3])).unwrap();
+    z.finish().unwrap();
+    let mut w = RecordWriter::open(&path).unwrap();
+    w.append(&snaps[4]).unwrap();
+    w.finish().unwrap();
+    assert!(std::fs::metadata(&path).unwrap().len() < 1 << 20);
+    (path, snaps)
+}
+
+#[test]
+fn a_decompression_bomb_costs_bounded_memory_and_keeps_the_snapshots_around_it() {
+    const BOMB: usize = 512 << 20;
+    const MAX_RSS: u64 = 200 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let (path, snaps) = bomb_recording(dir.path(), BOMB);
+    let too_long = format!("line {}: longer than 64 MiB; skipped", 4 + BOMB);
+
+    let (code, out, err, rss, took) = run_measured(&["summary".as_ref(), path.as_os_str(), "--json".as_ref()]);
+    eprintln!(
+        "summary of a {} MiB bomb: peak RSS {} MiB, {took:?}",
+        BOMB >> 19,
+        rss >> 20
+    );
+    assert_eq!(code, 0, "{err}");
+    let s: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(s["snapshots"], 5, "{out}");
+    assert_eq!(s["skipped"], serde_json::json!([too_long]), "{out}");
+    assert!(rss < MAX_RSS, "summary peaked at {} MiB", rss >> 20);
+
+    let svg = dir.path().join("bomb.svg");
+    let (code, _, err, rss, took) = run_measured(&["plot".as_ref(), path.as_os_str(), "-o".as_ref(), svg.as_os_str()]);
+    eprintln!(
+        "plot of a {} MiB bomb: peak RSS {} MiB, {took:?}",
+        BOMB >> 19,
+        rss >> 20
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(&format!("skipped: {too_long}")), "{err}");
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    assert!(rss < MAX_RSS, "plot peaked at {} MiB", rss >> 20);
+
+    // The reader `replay` uses: every snapshot, one at a time, backwards.
+    let ix = open_recording(&path).unwrap();
+    assert_eq!(ix.skipped, [too_long]);
+    assert_eq!(ix.len(), 5);
+    for i in (0..5).rev() {
+        assert_eq!(ix.get(i).unwrap(), snaps[i], "snapshot {i}");
+    }
+}

@@ -18,6 +18,13 @@ pub const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 #[cfg(not(feature = "zstd"))]
 const NO_ZSTD: &str = "this gputaskman was built without zstd (the `zstd` feature); record to a plain .jsonl file";
 
+/// Whether a file that begins with `head` (its first bytes, up to 4) is
+/// zstd. A file cut inside the magic number still counts.
+pub fn starts_as_zstd(head: &[u8]) -> bool {
+    let head = &head[..head.len().min(MAGIC.len())];
+    !head.is_empty() && MAGIC.starts_with(head)
+}
+
 /// Where the next frame starts at or after `from`.
 pub fn find_magic(data: &[u8], from: usize) -> Option<usize> {
     if from >= data.len() {
@@ -110,18 +117,20 @@ impl Decoder {
         }
     }
 
-    /// Decodes the frame at the start of `data` into `sink`, handing the
-    /// decoder at most `step` bytes a call. Ok(true): the frame is
-    /// complete; Ok(false): the data ends inside it; Err: it is damaged
-    /// (what the failing call decoded is not kept). Also returns the bytes
-    /// consumed. `buf` is scratch space.
+    /// Decodes the frame at the start of `data`, handing what it decodes
+    /// to `sink` a buffer at a time (so a frame that decodes to gigabytes
+    /// is never held whole), and handing the decoder at most `step` bytes a
+    /// call. Ok(true): the frame is complete; Ok(false): the data ends
+    /// inside it, or `sink` returned false to stop early; Err: it is
+    /// damaged (what the failing call decoded is not handed on). Also
+    /// returns the bytes consumed. `buf` is scratch space.
     #[cfg(feature = "zstd")]
     pub fn decode_frame(
         &mut self,
         data: &[u8],
         step: usize,
         buf: &mut [u8],
-        sink: &mut Vec<u8>,
+        sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> (Result<bool, String>, usize) {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
         let decoder = &mut self.inner;
@@ -142,11 +151,13 @@ impl Decoder {
                     Err(e) => return (Err(e.to_string()), input.pos()),
                     // The frame is decoded and flushed.
                     Ok(0) => {
-                        sink.extend_from_slice(&buf[..produced]);
-                        return (Ok(true), input.pos());
+                        let complete = sink(&buf[..produced]);
+                        return (Ok(complete), input.pos());
                     }
                     Ok(_) => {
-                        sink.extend_from_slice(&buf[..produced]);
+                        if !sink(&buf[..produced]) {
+                            return (Ok(false), input.pos());
+                        }
                         if produced < buf.len() && input.pos() == limit {
                             break;
                         }
@@ -170,7 +181,7 @@ impl Decoder {
         _data: &[u8],
         _step: usize,
         _buf: &mut [u8],
-        _sink: &mut Vec<u8>,
+        _sink: &mut dyn FnMut(&[u8]) -> bool,
     ) -> (Result<bool, String>, usize) {
         (Err(NO_ZSTD.into()), 0)
     }

@@ -5,10 +5,12 @@
 //! is asked for: an hour of 200 processes opens in a fraction of what
 //! parsing it whole takes, and memory stays at the compressed file (zstd)
 //! or next to nothing (plain: lines are read from the file when asked
-//! for), plus the two frames decoded last.
+//! for), plus the snapshot lines of the two [`WINDOW`]s decoded last.
 //!
 //! Bounded and forgiving: a line over [`MAX_LINE`] bytes is skipped without
-//! being held in memory, a line that is not a snapshot (garbage, a
+//! being held in memory (a zstd frame is decoded as a stream, a buffer at
+//! a time, so a few hundred KiB that decode to gigabytes of newlines or
+//! one endless line cost no more than a real recording), a line that is not a snapshot (garbage, a
 //! truncated last line, another schema version) is skipped, and each skip
 //! is said in [`RecordingIndex::skipped`]. Damaged zstd data costs the rest
 //! of its frame; reading goes on from the next frame. Nothing here panics
@@ -19,11 +21,12 @@
 //!
 //! Depends on the snapshot types, serde_json and [`super::codec`] only.
 
-use super::codec::{find_magic, Decoder, MAGIC as ZSTD_MAGIC};
+use super::codec::{find_magic, starts_as_zstd, Decoder, MAGIC as ZSTD_MAGIC};
 use crate::snapshot::{Snapshot, SCHEMA_VERSION};
 use anyhow::Context as _;
 use std::fs::File;
 use std::io::{self, Read};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -31,17 +34,39 @@ use std::sync::{Arc, Mutex};
 pub const MAX_LINE: usize = 64 << 20;
 /// At most this many skip notes are kept; the rest are counted.
 const MAX_NOTES: usize = 100;
-/// Decoded frames kept for the next [`RecordingIndex::get`].
-const CACHED_FRAMES: usize = 2;
+/// The snapshot lines of a frame decoded for [`RecordingIndex::get`] at
+/// most, as one [`Window`] (a line longer than this is a window of its
+/// own): a frame of the recorder's (60 lines) fits whole; a bigger one
+/// (one frame made by the zstd tool from a long plain recording) is read
+/// a window at a time, not held whole.
+const WINDOW: usize = 32 << 20;
+/// Windows kept for the next [`RecordingIndex::get`].
+const CACHED_WINDOWS: usize = 2;
 /// Enough of a line's head to read its `taken_at`.
 const HEAD: usize = 96;
 
 enum Chunk {
-    /// A zstd frame in the file, decoded when a line in it is asked for.
-    Frame { start: usize, len: usize },
-    /// Bytes kept decoded: the good part of a damaged frame, or one
-    /// pretty-printed snapshot re-written on one line.
+    /// A zstd frame in the file, decoded when a line in it is asked for;
+    /// `lines` are its snapshots' indices in [`RecordingIndex::lines`].
+    /// A damaged one is decoded a byte of input at a time, which decodes
+    /// all that comes before the damage (as indexing did).
+    Frame {
+        start: usize,
+        len: usize,
+        damaged: bool,
+        lines: Range<usize>,
+    },
+    /// One pretty-printed snapshot re-written on one line.
     Bytes(Arc<Vec<u8>>),
+}
+
+/// Snapshot lines `lines` of zstd chunk `chunk`, decoded: line `lines.start
+/// + k` is `data[starts[k]..starts[k + 1]]`.
+struct Window {
+    chunk: usize,
+    lines: Range<usize>,
+    starts: Vec<usize>,
+    data: Vec<u8>,
 }
 
 struct Line {
@@ -67,7 +92,7 @@ pub struct RecordingIndex {
     /// What was skipped and why, e.g. `line 3601: incomplete (no newline,
     /// 812 bytes): the recording was cut short`.
     pub skipped: Vec<String>,
-    cache: Mutex<Vec<(usize, Arc<Vec<u8>>)>>,
+    cache: Mutex<Vec<Window>>,
 }
 
 impl RecordingIndex {
@@ -92,7 +117,7 @@ impl RecordingIndex {
             .lines
             .get(i)
             .with_context(|| format!("{}: no snapshot {i} (it has {})", self.path.display(), self.len()))?;
-        let bytes = self.line_bytes(line)?;
+        let bytes = self.line_bytes(i, line)?;
         parse_line(line.number, &bytes, false).map_err(|why| anyhow::anyhow!("{}: {why}", self.path.display()))
     }
 
@@ -140,7 +165,7 @@ impl RecordingIndex {
         failed
     }
 
-    fn line_bytes(&self, line: &Line) -> anyhow::Result<Vec<u8>> {
+    fn line_bytes(&self, i: usize, line: &Line) -> anyhow::Result<Vec<u8>> {
         let name = self.path.display();
         let Some(chunk) = line.chunk else {
             let file = self.file.as_ref().context("no file")?;
@@ -149,35 +174,96 @@ impl RecordingIndex {
                 .with_context(|| format!("{name}: cannot read line {}", line.number))?;
             return Ok(buf);
         };
-        let data = self.chunk_bytes(chunk)?;
-        let (start, end) = (line.offset as usize, line.offset as usize + line.len);
-        data.get(start..end)
-            .map(<[u8]>::to_vec)
-            .with_context(|| format!("{name}: line {} is not where it was", line.number))
+        let (start, len, damaged, lines) = match &self.chunks[chunk] {
+            Chunk::Bytes(data) => {
+                let (start, end) = (line.offset as usize, line.offset as usize + line.len);
+                return data
+                    .get(start..end)
+                    .map(<[u8]>::to_vec)
+                    .with_context(|| format!("{name}: line {} is not where it was", line.number));
+            }
+            Chunk::Frame {
+                start,
+                len,
+                damaged,
+                lines,
+            } => (*start, *len, *damaged, lines.clone()),
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let at = match cache.iter().position(|w| w.chunk == chunk && w.lines.contains(&i)) {
+            Some(at) => at,
+            None => {
+                let window = self.decode_window(chunk, (start, len, damaged), self.window(lines, i))?;
+                cache.insert(0, window);
+                cache.truncate(CACHED_WINDOWS);
+                0
+            }
+        };
+        let w = &cache[at];
+        let k = i - w.lines.start;
+        Ok(w.data[w.starts[k]..w.starts[k + 1]].to_vec())
     }
 
-    fn chunk_bytes(&self, chunk: usize) -> anyhow::Result<Arc<Vec<u8>>> {
-        match &self.chunks[chunk] {
-            Chunk::Bytes(b) => Ok(Arc::clone(b)),
-            Chunk::Frame { start, len } => {
-                let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some((_, b)) = cache.iter().find(|(c, _)| *c == chunk) {
-                    return Ok(Arc::clone(b));
-                }
-                let mut decoder = Decoder::new()?;
-                let mut buf = vec![0u8; 1 << 17];
-                let mut out = Vec::new();
-                let frame = &self.compressed[*start..*start + *len];
-                let (outcome, _) = decoder.decode_frame(frame, frame.len(), &mut buf, &mut out);
-                if let Err(e) = outcome {
-                    anyhow::bail!("{}: the zstd frame at byte {start}: {e}", self.path.display());
-                }
-                let out = Arc::new(out);
-                cache.insert(0, (chunk, Arc::clone(&out)));
-                cache.truncate(CACHED_FRAMES);
-                Ok(out)
+    /// The lines around line `i` of a frame's `lines` that fit in a
+    /// [`WINDOW`]: mostly ahead of it (summary and plot read forward,
+    /// replay mostly does), a quarter behind (replay stepping back).
+    fn window(&self, lines: Range<usize>, i: usize) -> Range<usize> {
+        let len = |j: usize| self.lines[j].len;
+        let (mut from, mut to, mut total) = (i, i + 1, len(i));
+        for share in [WINDOW / 4, WINDOW] {
+            while from > lines.start && total + len(from - 1) <= share {
+                from -= 1;
+                total += len(from);
+            }
+            while to < lines.end && total + len(to) <= WINDOW {
+                total += len(to);
+                to += 1;
             }
         }
+        from..to
+    }
+
+    /// Decodes the frame of chunk `chunk` as a stream, keeping only the
+    /// bytes of lines `window`, and stopping after the last of them.
+    fn decode_window(
+        &self,
+        chunk: usize,
+        (start, len, damaged): (usize, usize, bool),
+        window: Range<usize>,
+    ) -> anyhow::Result<Window> {
+        let wanted = &self.lines[window.clone()];
+        let mut data = Vec::with_capacity(wanted.iter().map(|l| l.len).sum());
+        let mut starts = vec![0];
+        let mut pos = 0u64;
+        let mut sink = |out: &[u8]| {
+            let end = pos + out.len() as u64;
+            while let Some(line) = wanted.get(starts.len() - 1) {
+                let (from, to) = (line.offset.max(pos), (line.offset + line.len as u64).min(end));
+                if from < to {
+                    data.extend_from_slice(&out[(from - pos) as usize..(to - pos) as usize]);
+                }
+                if line.offset + line.len as u64 > end {
+                    break;
+                }
+                starts.push(data.len());
+            }
+            pos = end;
+            starts.len() <= wanted.len()
+        };
+        let frame = &self.compressed[start..start + len];
+        let mut buf = vec![0u8; 1 << 17];
+        let step = if damaged { 1 } else { frame.len() };
+        let (outcome, _) = Decoder::new()?.decode_frame(frame, step, &mut buf, &mut sink);
+        if starts.len() <= wanted.len() {
+            let why = outcome.err().unwrap_or_else(|| "it ends early".into());
+            anyhow::bail!("{}: the zstd frame at byte {start}: {why}", self.path.display());
+        }
+        Ok(Window {
+            chunk,
+            lines: window,
+            starts,
+            data,
+        })
     }
 }
 
@@ -185,7 +271,10 @@ impl RecordingIndex {
 struct Indexer {
     lines: Vec<Line>,
     times: Vec<Option<String>>,
+    /// At most [`MAX_NOTES`]; `more` counts the rest, so that a file of a
+    /// billion bad lines costs no more than one of a hundred.
     notes: Vec<(u64, String)>,
+    more: usize,
     /// The number of the next line.
     number: u64,
 }
@@ -231,10 +320,10 @@ impl Indexer {
         let number = self.number;
         self.number += 1;
         if len > MAX_LINE {
-            self.notes.push((
+            self.note(
                 number,
                 format!("line {number}: longer than {} MiB; skipped", MAX_LINE >> 20),
-            ));
+            );
             return;
         }
         let parsed = match head_of(head, last) {
@@ -257,31 +346,24 @@ impl Indexer {
                 });
                 self.times.push(t);
             }
-            Err(why) => self.notes.push((number, why)),
+            Err(why) => self.note(number, why),
         }
     }
 
-    /// Indexes the lines of decoded bytes held in chunk `chunk`; returns
-    /// the length of a last line without a newline (0 if none).
-    fn bytes(&mut self, chunk: usize, data: &[u8]) -> usize {
-        let mut start = 0;
-        while start < data.len() {
-            let Some(nl) = data[start..].iter().position(|&b| b == b'\n') else {
-                break;
-            };
-            let line = &data[start..start + nl];
-            let last = line.iter().rev().find(|b| !b.is_ascii_whitespace()).copied();
-            let head = &line[..line.len().min(HEAD)];
-            self.line(
-                (Some(chunk), start as u64, line.len()),
-                head,
-                last,
-                true,
-                &mut |o, l| data.get(o as usize..o as usize + l).map(<[u8]>::to_vec),
-            );
-            start += nl + 1;
+    fn note(&mut self, number: u64, why: String) {
+        if self.notes.len() < MAX_NOTES {
+            self.notes.push((number, why));
+        } else {
+            self.more += 1;
         }
-        data.len() - start
+    }
+
+    /// Forgets lines `number` on, which start at `self.lines[line..]`
+    /// (a frame that is read again, or dropped).
+    fn forget(&mut self, line: usize, number: u64) {
+        self.lines.truncate(line);
+        self.times.truncate(line);
+        self.notes.retain(|(n, _)| *n < number);
     }
 }
 
@@ -298,11 +380,12 @@ pub fn open_recording(path: &Path) -> anyhow::Result<RecordingIndex> {
         .take(4)
         .read_to_end(&mut head)
         .with_context(|| format!("{name}: cannot read"))?;
-    let zstd = !head.is_empty() && ZSTD_MAGIC.starts_with(&head);
+    let zstd = starts_as_zstd(&head);
     let mut ix = Indexer {
         lines: Vec::new(),
         times: Vec::new(),
         notes: Vec::new(),
+        more: 0,
         number: 1,
     };
     let mut index = RecordingIndex {
@@ -331,6 +414,7 @@ pub fn open_recording(path: &Path) -> anyhow::Result<RecordingIndex> {
             {
                 let compact = serde_json::to_vec(&s)?;
                 ix.notes.clear();
+                ix.more = 0;
                 ix.lines.push(Line {
                     chunk: Some(0),
                     offset: 0,
@@ -344,8 +428,8 @@ pub fn open_recording(path: &Path) -> anyhow::Result<RecordingIndex> {
         index.file = Some(file);
     }
     ix.notes.sort_by_key(|(n, _)| *n);
-    let more = ix.notes.len().saturating_sub(MAX_NOTES);
-    index.skipped = ix.notes.into_iter().take(MAX_NOTES).map(|(_, t)| t).collect();
+    let more = ix.more;
+    index.skipped = ix.notes.into_iter().map(|(_, t)| t).collect();
     if more > 0 {
         index.skipped.push(format!("... and {more} more skipped"));
     }
@@ -483,85 +567,176 @@ fn take_head(head: &mut Vec<u8>, last: &mut Option<u8>, part: &[u8]) {
     }
 }
 
-/// Decodes each frame once to index its lines; keeps where it is.
+/// Splits a frame's decoded bytes into lines as they come, holding one
+/// line at most, and none longer than [`MAX_LINE`].
+struct Splitter {
+    chunk: usize,
+    /// Decoded bytes seen.
+    pos: u64,
+    /// Where the current line starts.
+    start: u64,
+    head: Vec<u8>,
+    last: Option<u8>,
+    /// The current line, while it is at most [`MAX_LINE`] bytes.
+    line: Vec<u8>,
+    over: bool,
+}
+
+impl Splitter {
+    fn new(chunk: usize) -> Splitter {
+        Splitter {
+            chunk,
+            pos: 0,
+            start: 0,
+            head: Vec::with_capacity(HEAD),
+            last: None,
+            line: Vec::new(),
+            over: false,
+        }
+    }
+
+    fn feed(&mut self, ix: &mut Indexer, mut data: &[u8]) {
+        while !data.is_empty() {
+            // A run of blank lines is only counted (a bomb is mostly that).
+            if self.pos == self.start {
+                let blank = data.iter().position(|&b| b != b'\n').unwrap_or(data.len());
+                ix.number += blank as u64;
+                self.pos += blank as u64;
+                self.start = self.pos;
+                data = &data[blank..];
+                if data.is_empty() {
+                    return;
+                }
+            }
+            let Some(nl) = data.iter().position(|&b| b == b'\n') else {
+                self.take(data);
+                self.pos += data.len() as u64;
+                return;
+            };
+            self.take(&data[..nl]);
+            self.pos += nl as u64;
+            let line = std::mem::take(&mut self.line);
+            ix.line(
+                (Some(self.chunk), self.start, (self.pos - self.start) as usize),
+                &self.head,
+                self.last,
+                true,
+                &mut |_, _| (!self.over).then(|| line.clone()),
+            );
+            self.pos += 1;
+            self.start = self.pos;
+            self.head.clear();
+            self.last = None;
+            self.over = false;
+            data = &data[nl + 1..];
+        }
+    }
+
+    fn take(&mut self, part: &[u8]) {
+        take_head(&mut self.head, &mut self.last, part);
+        if self.over {
+            return;
+        }
+        if self.line.len() + part.len() > MAX_LINE {
+            self.over = true;
+            self.line = Vec::new();
+        } else {
+            self.line.extend_from_slice(part);
+        }
+    }
+
+    /// The length of a last line without its newline (0 if none).
+    fn partial(&self) -> u64 {
+        self.pos - self.start
+    }
+}
+
+/// Decodes each frame once, as a stream, to index its lines; keeps where
+/// it is.
 fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
     let mut decoder = match Decoder::new() {
         Ok(d) => d,
         Err(e) => {
-            ix.notes.push((0, format!("cannot start a zstd decoder: {e}")));
+            ix.note(0, format!("cannot start a zstd decoder: {e}"));
             return;
         }
     };
     let mut buf = vec![0u8; 1 << 17];
-    let mut frame = Vec::new();
     let mut pos = 0;
     while pos < data.len() {
         let rest = &data[pos..];
         let here = ix.number;
         if rest.len() < ZSTD_MAGIC.len() && ZSTD_MAGIC.starts_with(rest) {
-            ix.notes.push((
+            ix.note(
                 here,
                 format!("the zstd frame at byte {pos} ends early: the recording was cut short"),
-            ));
+            );
             break;
         }
         if !rest.starts_with(&ZSTD_MAGIC) {
             let end = find_magic(data, pos + 1).unwrap_or(data.len());
-            ix.notes
-                .push((here, format!("bytes {pos}..{end}: not zstd data; skipped")));
+            ix.note(here, format!("bytes {pos}..{end}: not zstd data; skipped"));
             pos = end;
             continue;
         }
-        frame.clear();
-        let (mut outcome, mut consumed) = decoder.decode_frame(rest, rest.len(), &mut buf, &mut frame);
-        let mut keep_decoded = false;
+        let chunk = chunks.len();
+        let first = ix.lines.len();
+        let mut split = Splitter::new(chunk);
+        let (mut outcome, mut consumed) = decoder.decode_frame(rest, rest.len(), &mut buf, &mut |out| {
+            split.feed(ix, out);
+            true
+        });
+        let mut damaged = false;
         match &outcome {
             Err(e) if e.contains("checksum") => {
-                let dropped = frame.iter().filter(|&&b| b == b'\n').count();
-                ix.notes.push((
+                let dropped = ix.number - here;
+                ix.forget(first, here);
+                ix.note(
                     here,
                     format!("the zstd frame at byte {pos} fails its checksum: its {dropped} lines are dropped"),
-                ));
-                ix.number += dropped as u64;
-                frame.clear();
+                );
+                split = Splitter::new(chunk);
             }
+            // Again a byte at a time, which decodes all before the damage.
             Err(_) => {
-                frame.clear();
-                (outcome, consumed) = decoder.decode_frame(rest, 1, &mut buf, &mut frame);
-                keep_decoded = true;
+                ix.forget(first, here);
+                ix.number = here;
+                split = Splitter::new(chunk);
+                (outcome, consumed) = decoder.decode_frame(rest, 1, &mut buf, &mut |out| {
+                    split.feed(ix, out);
+                    true
+                });
+                damaged = true;
             }
             Ok(_) => {}
         }
-        let chunk = chunks.len();
-        let partial = ix.bytes(chunk, &frame);
+        let partial = split.partial();
         if partial > 0 {
             let number = ix.number;
             ix.number += 1;
-            ix.notes.push((
+            ix.note(
                 number,
                 format!("line {number}: cut off by the end of its zstd frame ({partial} bytes); skipped"),
-            ));
+            );
         }
-        chunks.push(if keep_decoded {
-            Chunk::Bytes(Arc::new(std::mem::take(&mut frame)))
-        } else {
-            Chunk::Frame {
-                start: pos,
-                len: consumed.max(1),
-            }
+        chunks.push(Chunk::Frame {
+            start: pos,
+            len: consumed.max(1),
+            damaged,
+            lines: first..ix.lines.len(),
         });
         match outcome {
             Ok(true) => pos += consumed,
             Ok(false) => {
-                ix.notes.push((
+                ix.note(
                     here,
                     format!("the zstd frame at byte {pos} ends early: the recording was cut short (every line before the cut is kept)"),
-                ));
+                );
                 pos = data.len();
             }
             Err(e) => {
                 let next = find_magic(data, pos + 4);
-                ix.notes.push((
+                ix.note(
                     here,
                     format!(
                         "damaged zstd data in the frame at byte {pos} ({e}); {}",
@@ -570,7 +745,7 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
                             None => "nothing after it is read".into(),
                         }
                     ),
-                ));
+                );
                 pos = next.unwrap_or(data.len());
             }
         }

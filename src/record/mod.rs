@@ -18,6 +18,7 @@ pub use index::{open_recording, RecordingIndex};
 
 use crate::collect::{Collector, Options};
 use crate::snapshot::diff;
+use crate::view::safe_text::safe;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use std::io::Write;
@@ -45,10 +46,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE.jsonl")]
     pub output: PathBuf,
     /// Seconds between snapshots (default: the global --interval, 1).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
     pub interval: Option<f64>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
     pub duration: Option<f64>,
 }
 
@@ -144,6 +145,7 @@ pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<(
 
 /// `gputaskman plot FILE -o FILE.svg`.
 pub fn run_plot(args: &PlotArgs) -> anyhow::Result<()> {
+    refuse_to_overwrite(&args.output, &args.file)?;
     let rec = read_some(&args.file)?;
     let title = args
         .file
@@ -163,6 +165,21 @@ pub fn run_plot(args: &PlotArgs) -> anyhow::Result<()> {
     eprintln!("{}: {account}", args.output.display());
     for why in &rec.skipped {
         eprintln!("skipped: {why}");
+    }
+    Ok(())
+}
+
+/// Fails when writing `output` would replace `input`: the same file by
+/// name, by another spelling of it, through a symlink or as a hard link
+/// (same-file compares device and inode, or the Windows file index). An
+/// output that does not exist yet cannot be the input.
+fn refuse_to_overwrite(output: &Path, input: &Path) -> anyhow::Result<()> {
+    if same_file::is_same_file(output, input).unwrap_or(false) {
+        bail!(
+            "-o {}: that is the recording being read ({}); give another file",
+            output.display(),
+            input.display()
+        );
     }
     Ok(())
 }
@@ -206,7 +223,11 @@ fn sleep_until(until: Instant) -> bool {
 pub fn run_replay(file: &Path) -> anyhow::Result<()> {
     let recording = read_some(file)?;
     for skipped in &recording.skipped {
-        eprintln!("gputaskman: {}: skipped {skipped}", file.display());
+        eprintln!(
+            "gputaskman: {}: skipped {}",
+            safe(&file.display().to_string()),
+            safe(skipped)
+        );
     }
     crate::view::tui::run_replay(Box::new(recording))
 }
@@ -215,17 +236,20 @@ pub fn run_replay(file: &Path) -> anyhow::Result<()> {
 /// per interval, each appended as one line and flushed.
 pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
     let interval = args.interval.unwrap_or(default_interval);
-    if !interval.is_finite() || interval < 0.01 {
+    // Bounded by `cli::seconds`; this floor is record's own.
+    if interval < 0.01 {
         bail!("--interval {interval}: give a number of seconds, at least 0.01");
-    }
-    if let Some(d) = args.duration {
-        if !d.is_finite() || d < 0.0 {
-            bail!("--duration {d}: give a number of seconds");
-        }
     }
     let gpu = options.gpu;
     let path = &args.output;
     let mut writer = write::RecordWriter::open(path).with_context(|| format!("{}: cannot open", path.display()))?;
+    if writer.is_zstd() != write::is_zstd_name(path) {
+        eprintln!(
+            "{}: its content is {}, whatever its name says; appending {0}",
+            path.display(),
+            if writer.is_zstd() { "zstd" } else { "plain JSON lines" }
+        );
+    }
     catch_stop_signals();
     let mut collector = Collector::new(options);
     collector.prime();

@@ -9,6 +9,7 @@
 use super::index::RecordingIndex;
 use crate::snapshot::{Device, Model};
 use crate::units::{bytes, duration, unix_seconds};
+use crate::view::safe_text::safe;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -395,11 +396,13 @@ fn stats_row(out: &mut String, label: &str, s: &Stats) {
     };
     let _ = writeln!(
         out,
-        "      {label:<28} {:>11} {:>11} {:>11} {:>11}   {peak}{unknown}",
+        "      {:<28} {:>11} {:>11} {:>11} {:>11}   {}{unknown}",
+        safe(label),
         bytes(s.min),
         bytes(s.median),
         bytes(s.max),
         bytes(s.last),
+        safe(peak),
     );
 }
 
@@ -412,15 +415,15 @@ pub fn render(s: &Summary) -> String {
                 .map(|(b, a)| duration(b - a))
                 .unwrap_or_else(|| "n/a".into());
             let every = s.interval_s.map(|i| format!(", every {i:.1}s")).unwrap_or_default();
-            format!(" from {a} to {b} ({length}{every})")
+            format!(" from {} to {} ({length}{every})", safe(a), safe(b))
         }
         _ => String::new(),
     };
-    let _ = writeln!(out, "{}: {} snapshots{span}", s.file, s.snapshots);
+    let _ = writeln!(out, "{}: {} snapshots{span}", safe(&s.file), s.snapshots);
     if !s.skipped.is_empty() {
         let _ = writeln!(out, "skipped:");
         for why in &s.skipped {
-            let _ = writeln!(out, "  {why}");
+            let _ = writeln!(out, "  {}", safe(why));
         }
     }
     let header = format!(
@@ -442,9 +445,10 @@ pub fn render(s: &Summary) -> String {
             .unwrap_or("no UUID or bus id");
         let _ = writeln!(
             out,
-            "  GPU {} {} ({ident}), total {}, in {} snapshots",
+            "  GPU {} {} ({}), total {}, in {} snapshots",
             d.index,
-            d.name.as_deref().unwrap_or("(unnamed)"),
+            safe(d.name.as_deref().unwrap_or("(unnamed)")),
+            safe(ident),
             bytes(d.memory_total_bytes),
             d.samples
         );
@@ -465,9 +469,9 @@ pub fn render(s: &Summary) -> String {
             out,
             "  {} {}  seen {} - {} ({} snapshots)",
             p.pid,
-            p.name.as_deref().unwrap_or("(not in /proc)"),
-            clock(&p.first_seen),
-            clock(&p.last_seen),
+            safe(p.name.as_deref().unwrap_or("(not in /proc)")),
+            safe(clock(&p.first_seen)),
+            safe(clock(&p.last_seen)),
             p.samples
         );
         for g in &p.gpu {
@@ -496,9 +500,10 @@ pub fn render(s: &Summary) -> String {
                 .unwrap_or("(unnamed model)");
             let _ = writeln!(
                 out,
-                "  {} {} {name}",
+                "  {} {} {}",
                 m.pid,
-                m.process.as_deref().unwrap_or("(not in /proc)")
+                safe(m.process.as_deref().unwrap_or("(not in /proc)")),
+                safe(name)
             );
             for p in &m.points {
                 let ctx = p.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
@@ -510,7 +515,7 @@ pub fn render(s: &Summary) -> String {
                 let _ = writeln!(
                     out,
                     "      {}  context {ctx}, slots {slots}, estimate KV {}{blind}, reported KV {}",
-                    clock(&p.at),
+                    safe(clock(&p.at)),
                     bytes(p.estimate_kv_bytes),
                     bytes(p.reported_kv_bytes)
                 );

@@ -3,7 +3,9 @@
 //! recording cut short (Ctrl-C, a crash, a full disk) reads back up to its
 //! last complete line.
 //!
-//! A name ending in `.zst` gets zstd. Each line is compressed with a zstd
+//! A new (or empty) file whose name ends in `.zst` gets zstd; a file that
+//! already holds data is appended to in the format of its content, see
+//! [`RecordWriter::open`]. Each line is compressed with a zstd
 //! *flush* (the block ends with the line, the compressor keeps its history,
 //! so a snapshot costs only what changed since the last one), and a frame
 //! is closed every [`LINES_PER_FRAME`] lines. A file cut anywhere decodes
@@ -50,19 +52,33 @@ enum Sink {
 }
 
 impl RecordWriter {
-    /// Opens `path` for appending (creating it), zstd when the name ends in
-    /// `.zst`.
+    /// Opens `path` for appending (creating it). A new or empty file is
+    /// zstd when its name ends in `.zst`; a file with data in it keeps the
+    /// format of that data (its first bytes: the zstd magic number or
+    /// not), whatever its name. The reader goes by content too, so this is
+    /// the one choice that keeps every line, old and new, readable: plain
+    /// lines after zstd frames (or frames after plain lines) would be lost
+    /// as damage, and refusing would leave a renamed recording impossible
+    /// to continue. [`RecordWriter::is_zstd`] says which it is, so the
+    /// caller can say so when the name disagrees.
     pub fn open(path: &Path) -> io::Result<RecordWriter> {
         Self::open_with(path, LINES_PER_FRAME)
     }
 
     /// [`RecordWriter::open`] with another frame length (tests).
     pub fn open_with(path: &Path, lines_per_frame: usize) -> io::Result<RecordWriter> {
-        if is_zstd_name(path) {
+        let mut file = OpenOptions::new().create(true).append(true).read(true).open(path)?;
+        let mut head = Vec::with_capacity(4);
+        (&mut file).take(4).read_to_end(&mut head)?;
+        let zstd = if head.is_empty() {
+            is_zstd_name(path)
+        } else {
+            super::codec::starts_as_zstd(&head)
+        };
+        if zstd {
             super::codec::available()?;
         }
-        let mut file = OpenOptions::new().create(true).append(true).read(true).open(path)?;
-        let sink = if is_zstd_name(path) {
+        let sink = if zstd {
             Sink::Zstd {
                 encoder: None,
                 file: Some(file),
@@ -122,6 +138,11 @@ impl RecordWriter {
         }
         self.lines += 1;
         Ok(())
+    }
+
+    /// Whether this writer appends zstd.
+    pub fn is_zstd(&self) -> bool {
+        matches!(self.sink, Sink::Zstd { .. })
     }
 
     /// Lines written by this writer.

@@ -15,17 +15,23 @@
 //!   A request with a body (`Content-Length` other than 0, or
 //!   `Transfer-Encoding`) is refused: no path takes one.
 //! - At most [`Limits::max_connections`] connections are served at once,
-//!   each on a thread of its own with a small stack; beyond that a
-//!   connection gets `503` at once and is closed.
+//!   each on a thread of its own with a small stack. A client still
+//!   sending its head is the cheap one to drop: from three quarters of the
+//!   cap on, each new connection cuts the oldest of those (with `503`),
+//!   taken from the client address that has the most of them, so clients
+//!   that trickle heads (a slow loris, loopback or not) cost a bounded
+//!   number of threads, never the slot of a scraper that sends its head at
+//!   once. Only when every slot is answering a complete request does a new
+//!   connection get `503` at once.
 //! - With a token, every request needs `Authorization: Bearer <token>`,
 //!   compared in constant time, before anything else is looked at.
 //! - Only GET; the answer depends on the path alone (the query string and
 //!   every header but `Authorization` are ignored).
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -48,9 +54,14 @@ impl Default for Limits {
             max_head_bytes: 8 * 1024,
             max_headers: 64,
             max_target_bytes: 2 * 1024,
-            read_deadline: Duration::from_secs(5),
+            // A head is a few hundred bytes: any client not on a dead link
+            // sends it in milliseconds.
+            read_deadline: Duration::from_secs(2),
             write_deadline: Duration::from_secs(30),
-            max_connections: 512,
+            // Answers come from memory in microseconds; 64 at once is far
+            // above what Prometheus and a few fleet views need, and 64
+            // small-stack threads are what a flood can cost at most.
+            max_connections: 64,
         }
     }
 }
@@ -132,6 +143,49 @@ struct Shared {
     handler: Arc<dyn Handler>,
     active: AtomicUsize,
     stop: AtomicBool,
+    /// Connections still reading their head, oldest first.
+    readers: Mutex<Vec<Reader>>,
+}
+
+/// A connection reading its head, as the accept loop sees it.
+struct Reader {
+    id: u64,
+    ip: IpAddr,
+    /// Shut for reading to cut it: its blocked read returns at once.
+    stream: TcpStream,
+    cut: Arc<AtomicBool>,
+}
+
+impl Shared {
+    /// Cuts the oldest head reader of the client address with the most of
+    /// them; false when none is reading a head.
+    fn cut_a_head_reader(&self) -> bool {
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts: Vec<(IpAddr, usize)> = Vec::new();
+        for r in readers.iter() {
+            match counts.iter_mut().find(|(ip, _)| *ip == r.ip) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((r.ip, 1)),
+            }
+        }
+        // The first address to reach the highest count: max_by_key keeps
+        // the last, so the counts go in reversed.
+        let Some(&(ip, _)) = counts.iter().rev().max_by_key(|(_, n)| *n) else {
+            return false;
+        };
+        let Some(at) = readers.iter().position(|r| r.ip == ip) else {
+            return false;
+        };
+        let r = readers.remove(at);
+        r.cut.store(true, Ordering::SeqCst);
+        let _ = r.stream.shutdown(Shutdown::Read);
+        true
+    }
+
+    fn head_read(&self, id: u64) {
+        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        readers.retain(|r| r.id != id);
+    }
 }
 
 /// Stops a server started with [`Server::spawn`] (in-process servers: the
@@ -194,6 +248,7 @@ impl Server {
                 handler,
                 active: AtomicUsize::new(0),
                 stop: AtomicBool::new(false),
+                readers: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -216,6 +271,9 @@ impl Server {
     /// Accepts connections until stopped.
     pub fn run(self) {
         let rejecter = Rejecter::start();
+        let limits = &self.shared.limits;
+        let cut_from = limits.max_connections - limits.max_connections / 4;
+        let mut next_id: u64 = 0;
         for conn in self.listener.incoming() {
             if self.shared.stop.load(Ordering::SeqCst) {
                 return;
@@ -232,20 +290,37 @@ impl Server {
                 }
             };
             let shared = &self.shared;
-            if shared.active.fetch_add(1, Ordering::SeqCst) >= shared.limits.max_connections {
+            if shared.active.load(Ordering::SeqCst) >= cut_from {
+                shared.cut_a_head_reader();
+            }
+            // Only this thread adds, so the count cannot pass the cap.
+            if shared.active.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
                 shared.active.fetch_sub(1, Ordering::SeqCst);
                 rejecter.reject(stream);
                 continue;
             }
+            let (Ok(ip), Ok(handle)) = (stream.peer_addr().map(|a| a.ip()), stream.try_clone()) else {
+                shared.active.fetch_sub(1, Ordering::SeqCst);
+                continue;
+            };
+            next_id += 1;
+            let (id, cut) = (next_id, Arc::new(AtomicBool::new(false)));
+            shared.readers.lock().unwrap_or_else(|e| e.into_inner()).push(Reader {
+                id,
+                ip,
+                stream: handle,
+                cut: cut.clone(),
+            });
             let for_thread = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name("gputaskman-conn".into())
                 .stack_size(CONNECTION_STACK)
                 .spawn(move || {
                     let _guard = ActiveGuard(&for_thread.active);
-                    serve_connection(stream, &for_thread);
+                    serve_connection(stream, &for_thread, id, &cut);
                 });
             if spawned.is_err() {
+                shared.head_read(id);
                 shared.active.fetch_sub(1, Ordering::SeqCst);
             }
         }
@@ -259,6 +334,9 @@ impl Drop for ActiveGuard<'_> {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
+
+const BUSY: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n";
 
 /// Over the connection cap: a 503 that fits any socket buffer, written at
 /// once; then, on one thread for all of them, a short drain of what the
@@ -284,9 +362,7 @@ impl Rejecter {
 
     fn reject(&self, mut stream: TcpStream) {
         let _ = stream.set_nonblocking(true);
-        let _ = stream.write_all(
-            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
-        );
+        let _ = stream.write_all(BUSY);
         let _ = stream.shutdown(Shutdown::Write);
         if let Some(tx) = &self.0 {
             let _ = tx.try_send(stream);
@@ -463,11 +539,21 @@ fn error(status: u16) -> Response {
     )
 }
 
-fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+/// Serves connection `id`, which the accept loop registered as reading
+/// its head; `cut` says it was cut for a newer one.
+fn serve_connection(mut stream: TcpStream, shared: &Shared, id: u64, cut: &AtomicBool) {
     let limits = &shared.limits;
     let _ = stream.set_nodelay(true);
     let deadline = Instant::now() + limits.read_deadline;
-    let head = match read_head(&mut stream, limits, deadline) {
+    let head = read_head(&mut stream, limits, deadline);
+    shared.head_read(id);
+    // A head read whole before the cut landed is answered as usual.
+    if head.is_err() && cut.load(Ordering::SeqCst) {
+        let _ = write_before(&mut stream, BUSY, Instant::now() + Duration::from_secs(1));
+        let _ = stream.shutdown(Shutdown::Write);
+        return;
+    }
+    let head = match head {
         Ok(head) => head,
         Err(HeadError::Closed | HeadError::Io) => return,
         Err(HeadError::Timeout) => return respond(&mut stream, limits, &error(408), None, true),

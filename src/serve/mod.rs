@@ -46,7 +46,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_cmdline: bool,
     /// Seconds between samples (default: the global --interval, 1).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
     pub interval: Option<f64>,
 }
 
@@ -228,7 +228,8 @@ fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, publish
 /// `gputaskman serve`: never returns but with an error.
 pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
     let interval = args.interval.unwrap_or(default_interval);
-    if !interval.is_finite() || interval < MIN_INTERVAL {
+    // Bounded by `cli::seconds`; this floor is serve's own.
+    if interval < MIN_INTERVAL {
         bail!("--interval {interval}: give a number of seconds, at least {MIN_INTERVAL}");
     }
     let interval = Duration::from_secs_f64(interval);

@@ -18,6 +18,7 @@
 use crate::snapshot::{
     Attribution, Backend, BackendStatus, Device, Host, Process, QueryError, Snapshot, SCHEMA_VERSION,
 };
+use crate::view::safe_text::escape;
 use crate::view::tui::feed::{Feed, FeedCommand, Update};
 use anyhow::{bail, Context};
 use std::collections::HashMap;
@@ -323,7 +324,10 @@ impl Fleet {
     pub fn to_text(&self, now: Instant) -> String {
         let mut out = String::new();
         for (h, name) in self.hosts.iter().zip(short_names(&self.hosts)) {
-            out.push_str(&format!("== {name} ({}): {}\n", h.target.url, h.status(now)));
+            // The name and the status quote what the host answered.
+            let head = format!("== {name} ({}): {}", h.target.url, h.status(now));
+            out.push_str(&escape(head));
+            out.push('\n');
             if let Some(s) = &h.snapshot {
                 out.push_str(&crate::view::text::render(s));
             }
@@ -351,7 +355,8 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
 pub fn run_live(list: &str, token_file: Option<&Path>, interval: f64) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;
     let token = token_file.map(read_token).transpose()?;
-    let interval = crate::cli::positive_interval(interval)?;
+    // Bounded (more than 0, at most a day) by `cli::seconds`.
+    let interval = Duration::from_secs_f64(interval);
     crate::view::tui::term::require_terminal()?;
     crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, interval)))
 }

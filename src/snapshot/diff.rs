@@ -14,10 +14,13 @@
 //! - devices pair by UUID, then PCI bus id, never by name: two adapters of
 //!   the same model are different devices.
 //!
-//! This file depends on nothing but the snapshot types, serde and std.
+//! This file depends on nothing but the snapshot types, serde, std, and
+//! the views' sanitizer for the strings its text quotes (names, paths, file
+//! names: written by others, they reach a terminal only escaped).
 
 use super::{Device, GpuUsage, Model, Process, Snapshot, SCHEMA_VERSION};
 use crate::units::{bytes as bytes_text, duration, signed_bytes, unix_seconds};
+use crate::view::safe_text::safe;
 use anyhow::{anyhow, bail, Context as _};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -1014,7 +1017,7 @@ fn fmt_percent(c: &Percent) -> String {
 }
 
 fn process_title(r: &ProcessRef) -> String {
-    format!("{} {}", r.pid, r.name.as_deref().unwrap_or("(not in /proc)"))
+    format!("{} {}", r.pid, safe(r.name.as_deref().unwrap_or("(not in /proc)")))
 }
 
 fn pairing_words(p: &ProcessDiff) -> String {
@@ -1037,7 +1040,7 @@ fn process_heading(p: &ProcessDiff) -> String {
             "  ~ {} -> {} {}{}",
             b.pid,
             a.pid,
-            a.name.as_deref().unwrap_or("(not in /proc)"),
+            safe(a.name.as_deref().unwrap_or("(not in /proc)")),
             pairing_words(p)
         ),
         (None, Some(a)) => format!("  + {}  not listed before", process_title(a)),
@@ -1054,8 +1057,13 @@ pub fn render(d: &Diff) -> String {
         .elapsed_s
         .map(|s| format!(", {} later", duration(s)))
         .unwrap_or_default();
-    let _ = writeln!(out, "before: {}  ({})", d.before.file, d.before.taken_at);
-    let _ = writeln!(out, "after:  {}  ({}{elapsed})", d.after.file, d.after.taken_at);
+    let _ = writeln!(out, "before: {}  ({})", safe(&d.before.file), safe(&d.before.taken_at));
+    let _ = writeln!(
+        out,
+        "after:  {}  ({}{elapsed})",
+        safe(&d.after.file),
+        safe(&d.after.taken_at)
+    );
 
     let _ = writeln!(out, "\nDevices (measured)");
     let mut any = false;
@@ -1067,7 +1075,12 @@ pub fn render(d: &Diff) -> String {
             .as_deref()
             .or(r.pci_bus_id.as_deref())
             .unwrap_or("no UUID or bus id");
-        let head = format!("GPU {} {} ({ident})", r.index, r.name.as_deref().unwrap_or("(unnamed)"));
+        let head = format!(
+            "GPU {} {} ({})",
+            r.index,
+            safe(r.name.as_deref().unwrap_or("(unnamed)")),
+            safe(ident)
+        );
         match (&dev.before, &dev.after) {
             (Some(b), Some(a)) if b.index != a.index => {
                 let _ = writeln!(out, "  ~ {head}  [was GPU {} before]", b.index);
@@ -1121,7 +1134,7 @@ pub fn render(d: &Diff) -> String {
                     let _ = writeln!(
                         out,
                         "      {:<22} {}",
-                        format!("{label} {}", short_device(g)),
+                        safe(&format!("{label} {}", short_device(g))),
                         fmt_change(c, bytes_text)
                     );
                 }
@@ -1174,7 +1187,7 @@ pub fn render(d: &Diff) -> String {
                 (Some(_), None) => "  not listed after",
                 _ => "",
             };
-            let _ = writeln!(out, "  {who} {name}{listed}");
+            let _ = writeln!(out, "  {who} {}{listed}", safe(name));
             let rows: [Row; 11] = [
                 ("context (tokens)", &m.context, tokens),
                 ("slots", &m.slots_total, tokens),
@@ -1207,7 +1220,12 @@ pub fn render(d: &Diff) -> String {
                 for g in &p.gpu {
                     measured.push(format!("vram {} {}", short_device(g), short_move(&g.vram_bytes)));
                 }
-                let _ = writeln!(out, "      {:<27} {}", "measured, same process", measured.join(", "));
+                let _ = writeln!(
+                    out,
+                    "      {:<27} {}",
+                    "measured, same process",
+                    safe(&measured.join(", "))
+                );
             }
         }
     }

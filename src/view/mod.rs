@@ -2,6 +2,7 @@
 //! through the same code.
 
 pub mod explain;
+pub mod safe_text;
 pub mod text;
 pub mod tui;
 

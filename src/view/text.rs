@@ -1,5 +1,8 @@
 //! The one-shot text view (`--once`): renders a Snapshot, reads nothing else.
+//! Every string from the snapshot is written through [`safe`]: each was
+//! written by a process, a driver or a remote host.
 
+use super::safe_text::safe;
 use super::{opt, percent};
 use crate::snapshot::{BackendStatus, Device, Match, Process, Snapshot};
 use crate::units::bytes;
@@ -15,9 +18,9 @@ pub fn gpu_list(devices: &[Device]) -> String {
             out,
             "{}: {} ({}, {}, {})",
             d.index,
-            opt(d.name.as_deref()),
-            opt(d.uuid.as_deref()),
-            opt(d.pci_bus_id.as_deref()),
+            safe(opt(d.name.as_deref())),
+            safe(opt(d.uuid.as_deref())),
+            safe(opt(d.pci_bus_id.as_deref())),
             bytes(d.memory_total_bytes)
         );
     }
@@ -35,7 +38,13 @@ pub fn render(s: &Snapshot) -> String {
     if s.host.container {
         where_.push("container".into());
     }
-    let _ = writeln!(out, "gputaskman  {host}  ({})  {}", where_.join(", "), s.taken_at);
+    let _ = writeln!(
+        out,
+        "gputaskman  {}  ({})  {}",
+        safe(host),
+        safe(&where_.join(", ")),
+        safe(&s.taken_at)
+    );
 
     if s.devices.is_empty() {
         let _ = writeln!(out, "\nNo GPU found. What each source said:");
@@ -48,7 +57,7 @@ pub fn render(s: &Snapshot) -> String {
             BackendStatus::Unavailable => "unavailable",
             BackendStatus::Error => "ERROR",
         };
-        let _ = writeln!(out, "  {}: {status}: {}", b.name, b.detail);
+        let _ = writeln!(out, "  {}: {status}: {}", safe(&b.name), safe(&b.detail));
     }
 
     for d in &s.devices {
@@ -75,17 +84,17 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device) {
         out,
         "\nGPU {}  {}  {}  {}",
         d.index,
-        opt(d.name.as_deref()),
-        opt(d.pci_bus_id.as_deref()),
-        opt(d.uuid.as_deref())
+        safe(opt(d.name.as_deref())),
+        safe(opt(d.pci_bus_id.as_deref())),
+        safe(opt(d.uuid.as_deref()))
     );
     let mut driver = format!(
         "  driver {}  CUDA {}",
-        opt(d.driver_version.as_deref()),
-        opt(d.cuda_version.as_deref())
+        safe(opt(d.driver_version.as_deref())),
+        safe(opt(d.cuda_version.as_deref()))
     );
     if let Some(model) = &d.driver_model {
-        let _ = write!(driver, "  {model}");
+        let _ = write!(driver, "  {}", safe(model));
     }
     let _ = writeln!(out, "{driver}");
     let bar = match (d.memory_used_bytes, d.memory_total_bytes) {
@@ -139,13 +148,13 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device) {
         );
     }
     for e in &d.errors {
-        let _ = writeln!(out, "  ! {} failed: {}", e.query, e.message);
+        let _ = writeln!(out, "  ! {} failed: {}", safe(&e.query), safe(&e.message));
     }
     if !d.process_list_complete {
         let _ = writeln!(out, "  ! the process list of this device is incomplete: a query failed");
     }
     for n in &d.notes {
-        let _ = writeln!(out, "  note: {n}");
+        let _ = writeln!(out, "  note: {}", safe(n));
     }
 }
 
@@ -170,23 +179,15 @@ fn render_processes(out: &mut String, processes: &[Process]) {
             let first = i == 0;
             let _ = writeln!(
                 out,
-                "{:>7}{marker} {:<10} {:<16} {:<10} {:>3} {:>10} {:>4} {:>4} {:>6} {:>10}  {:<20} {}",
+                "{:>7}{marker} {:<10.10} {:<16.16} {:<10} {:>3} {:>10} {:>4} {:>4} {:>6} {:>10}  {:<20.20} {}",
                 match (first, p.host_pid) {
                     (false, _) => String::new(),
                     // A process outside this container: only its host PID.
                     (true, Some(h)) if h == p.pid && p.name.is_none() => format!("H:{h}"),
                     (true, _) => p.pid.to_string(),
                 },
-                if first {
-                    clip(p.user.as_deref().unwrap_or("n/a"), 10)
-                } else {
-                    String::new()
-                },
-                if first {
-                    clip(p.name.as_deref().unwrap_or("n/a"), 16)
-                } else {
-                    String::new()
-                },
+                safe(if first { p.user.as_deref().unwrap_or("n/a") } else { "" }),
+                safe(if first { p.name.as_deref().unwrap_or("n/a") } else { "" }),
                 if first {
                     format!("{:?}", p.kind).to_lowercase()
                 } else {
@@ -194,7 +195,7 @@ fn render_processes(out: &mut String, processes: &[Process]) {
                 },
                 g.map(|g| g.device.to_string()).unwrap_or_else(|| "-".into()),
                 g.map(|g| bytes(g.vram_bytes)).unwrap_or_else(|| "-".into()),
-                g.map(|g| g.contexts.join("+")).unwrap_or_else(|| "-".into()),
+                safe(&g.map(|g| g.contexts.join("+")).unwrap_or_else(|| "-".into())),
                 // NVML's SM busy, or an Apple GPU's share of GPU time.
                 g.map(|g| {
                     let busy = g.engines.get("sm").or_else(|| g.engines.get("gpu")).copied();
@@ -207,16 +208,12 @@ fn render_processes(out: &mut String, processes: &[Process]) {
                     String::new()
                 },
                 if first { bytes(p.rss_bytes) } else { String::new() },
-                if first {
-                    clip(&p.runtimes.join(","), 20)
-                } else {
-                    String::new()
-                },
-                if first {
+                safe(&if first { p.runtimes.join(",") } else { String::new() }),
+                safe(if first {
                     p.cmdline.as_deref().unwrap_or("n/a")
                 } else {
                     ""
-                },
+                }),
             );
         }
         if let Some(f) = p.footprint_bytes {
@@ -232,7 +229,7 @@ fn render_processes(out: &mut String, processes: &[Process]) {
             render_model(out, m);
         }
         for n in &p.notes {
-            let _ = writeln!(out, "{:>9}note: {n}", "");
+            let _ = writeln!(out, "{:>9}note: {}", "", safe(n));
         }
     }
     let _ = writeln!(
@@ -261,16 +258,22 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
     };
     let _ = writeln!(
         out,
-        "{:>9}model: {file}{what} [{}: {sureness}]",
+        "{:>9}model: {}{} [{}: {sureness}]",
         "",
-        m.evidence.join(", ")
+        safe(file),
+        safe(&what),
+        safe(&m.evidence.join(", "))
     );
     let slots = match (m.slots_busy, m.slots_total) {
         (Some(b), Some(t)) => format!(", slots {b}/{t} busy"),
         (None, Some(t)) => format!(", {t} slots"),
         _ => String::new(),
     };
-    let url = m.server_url.as_deref().map(|u| format!(", {u}")).unwrap_or_default();
+    let url = m
+        .server_url
+        .as_deref()
+        .map(|u| format!(", {}", safe(u)))
+        .unwrap_or_default();
     let context = m.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
     let _ = writeln!(out, "{:>16}context {context}{slots}{url}", "");
     let _ = writeln!(
@@ -298,7 +301,7 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
             bytes(r.weights_bytes),
             bytes(r.kv_bytes),
             bytes(r.compute_bytes),
-            r.source
+            safe(&r.source)
         );
     }
     if let Some(without) = m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window) {
@@ -310,16 +313,6 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
         );
     }
     for n in &m.notes {
-        let _ = writeln!(out, "{:>16}note: {n}", "");
-    }
-}
-
-fn clip(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
-        s.to_string()
-    } else {
-        let mut c: String = s.chars().take(width.saturating_sub(1)).collect();
-        c.push('~');
-        c
+        let _ = writeln!(out, "{:>16}note: {}", "", safe(n));
     }
 }

@@ -1,15 +1,18 @@
 //! Draws one frame from the App (a Snapshot and the view's settings) and
 //! nothing else. Every figure keeps its kind: measured bytes are drawn
 //! solid, what a runtime reported or a file implies is drawn with letters
-//! and italics beside them, and unknown is `n/a`.
+//! and italics beside them, and unknown is `n/a`. Every string from the
+//! snapshot (written by processes, drivers, remote hosts) is drawn through
+//! `safe_text`, and table cells are cut there, on the escaped text.
 
 use super::app::{sum, App, Layout as Placed};
 use super::describe::{self, Part};
 use super::history::{self, sparkline};
 use crate::snapshot::{Device, Process, Snapshot};
 use crate::units::bytes;
+use crate::view::safe_text::{clip, escape};
 use crate::view::{explain, opt, percent};
-use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::layout::{Alignment, Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
@@ -135,7 +138,7 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
     let placed = draw_table(f, app, &rows, selected.map(|(i, _)| i), theme, table_area);
     if detail_h > 0 {
         let (pid, name) = selected
-            .map(|(_, p)| (p.pid, opt(p.name.as_deref()).to_string()))
+            .map(|(_, p)| (p.pid, escape(opt(p.name.as_deref())).into_owned()))
             .unwrap_or_default();
         let block = Block::default()
             .borders(Borders::TOP)
@@ -150,16 +153,17 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
 fn title_line(app: &App, theme: Theme) -> Line<'static> {
     let mut spans = vec![Span::styled("gputaskman", theme.title())];
     if let Some(s) = &app.snapshot {
-        spans.push(Span::raw(format!(
+        spans.push(Span::raw(escape(format!(
             "  {}",
             s.host.hostname.as_deref().unwrap_or("this machine")
-        )));
+        ))));
     }
+    // A remote feed's status quotes what its hosts answered.
     if !app.feed_status.is_empty() {
-        spans.push(Span::raw(format!("  {}", app.feed_status)));
+        spans.push(Span::raw(escape(format!("  {}", app.feed_status))));
     }
     if let Some(s) = &app.snapshot {
-        spans.push(Span::styled(format!("  {}", s.taken_at), theme.dim()));
+        spans.push(Span::styled(escape(format!("  {}", s.taken_at)), theme.dim()));
     }
     if app.paused {
         spans.push(Span::styled("  PAUSED (p resumes)", theme.warn()));
@@ -174,7 +178,10 @@ fn status_line(app: &App, theme: Theme) -> Line<'static> {
     if app.typing_filter {
         return Line::from(vec![
             Span::styled(" / ", theme.key()),
-            Span::raw(format!(" filter: {}▏  Enter keeps it, Esc clears it", app.filter)),
+            Span::raw(escape(format!(
+                " filter: {}▏  Enter keeps it, Esc clears it",
+                app.filter
+            ))),
         ]);
     }
     let sort = format!("sort {}{}", app.sort.label(), arrow(app));
@@ -209,7 +216,7 @@ fn status_line(app: &App, theme: Theme) -> Line<'static> {
             if app.filter.is_empty() {
                 "filter".into()
             } else {
-                format!("filter:{}", app.filter)
+                escape(format!("filter:{}", app.filter)).into_owned()
             },
         ),
         (
@@ -244,7 +251,7 @@ fn table_title(app: &App, shown: usize, theme: Theme) -> Line<'static> {
         text.push_str(&format!(", {hidden} more not on a GPU (a shows all)"));
     }
     if !app.filter.is_empty() {
-        text.push_str(&format!(", filter \"{}\"", app.filter));
+        text.push_str(&format!(", filter \"{}\"", escape(app.filter.as_str())));
     }
     if let Some(g) = app.gpu {
         text.push_str(&format!(", GPU {g} only"));
@@ -274,7 +281,7 @@ fn header_lines(app: &App, snap: &Snapshot, theme: Theme, width: u16, compact: b
             theme.warn()
         };
         out.push(Line::from(Span::styled(
-            format!("  {}: {status}: {}", b.name, b.detail),
+            escape(format!("  {}: {status}: {}", b.name, b.detail)),
             style,
         )));
     }
@@ -290,17 +297,17 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
     let narrow = width < 130;
     let mut first = vec![
         Span::styled(format!("GPU {} ", d.index), theme.bold()),
-        Span::styled(opt(d.name.as_deref()).to_string(), theme.bold()),
+        Span::styled(escape(opt(d.name.as_deref())).into_owned(), theme.bold()),
     ];
     if !narrow {
-        first.push(Span::raw(format!(
+        first.push(Span::raw(escape(format!(
             "  driver {}  CUDA {}",
             opt(d.driver_version.as_deref()),
             opt(d.cuda_version.as_deref())
-        )));
+        ))));
     }
     if let Some(m) = &d.driver_model {
-        first.push(Span::raw(format!("  {m}")));
+        first.push(Span::raw(escape(format!("  {m}"))));
     }
     let power = match (d.power_w, d.power_limit_w) {
         (Some(p), Some(l)) if narrow => format!("{p:.0}/{l:.0} W"),
@@ -388,7 +395,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
     }
     for e in &d.errors {
         out.push(Line::from(Span::styled(
-            format!("  ! {} failed: {}", e.query, e.message),
+            escape(format!("  ! {} failed: {}", e.query, e.message)),
             theme.warn(),
         )));
     }
@@ -474,7 +481,7 @@ impl Bar {
         let mut segments = Vec::new();
         let mut legend = Vec::new();
         for (i, (p, v)) in holders.iter().take(BAR_PROCESSES).enumerate() {
-            let name = opt(p.name.as_deref()).to_string();
+            let name = escape(opt(p.name.as_deref()));
             let mut drawn = 0u64;
             let mut label = format!("{name} {}", bytes(Some(*v)));
             if let Some((parts, how)) = describe::model_split(p, d.index) {
@@ -774,6 +781,18 @@ fn draw_table(
         })
     }))
     .style(theme.header());
+    let widths: Vec<Constraint> = if rows.is_empty() {
+        vec![Constraint::Fill(1)]
+    } else {
+        cols.iter().map(|c| c.width()).collect()
+    };
+    // The columns as the table lays them out (its flex and spacing), so a
+    // cell is cut here, on its escaped text, and never by the table in the
+    // middle of an escape.
+    let cell_widths = Layout::horizontal(widths.clone())
+        .flex(Flex::Start)
+        .spacing(1)
+        .split(Rect { height: 1, ..area });
     let body_rows: Vec<Row> = if rows.is_empty() {
         let msg = if app.filter.is_empty() {
             "No process holds GPU memory or runs an AI or GPU runtime."
@@ -787,8 +806,8 @@ fn draw_table(
             .skip(offset)
             .take(visible)
             .map(|(i, p)| {
-                let cells = cols.iter().map(|c| {
-                    let v = c.value(app, p);
+                let cells = cols.iter().zip(cell_widths.iter()).map(|(c, w)| {
+                    let v = clip(&c.value(app, p), w.width as usize);
                     let style = match c {
                         Col::Model | Col::Inside if p.models_pending && p.models.is_empty() => theme.warn(),
                         Col::Inside if !p.models.is_empty() => theme.not_measured(),
@@ -810,11 +829,6 @@ fn draw_table(
                 }
             })
             .collect()
-    };
-    let widths: Vec<Constraint> = if rows.is_empty() {
-        vec![Constraint::Fill(1)]
-    } else {
-        cols.iter().map(|c| c.width()).collect()
     };
     let table = Table::new(body_rows, widths).header(header).column_spacing(1);
     f.render_widget(table, area);
@@ -843,7 +857,7 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
     if let Some(t) = &p.start_time {
         head.push(format!("started {t}"));
     }
-    out.push(Line::from(head.join(" · ")));
+    out.push(Line::raw(escape(head.join(" · "))));
 
     for g in &p.gpu {
         let pairing = match g.pairing {
@@ -858,7 +872,7 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
         out.push(Line::from(vec![
             Span::raw(format!("GPU {}: ", g.device)),
             Span::styled(format!("VRAM {}", bytes(g.vram_bytes)), theme.bold()),
-            Span::raw(format!(
+            Span::raw(escape(format!(
                 " measured ({}{pairing}) · spill {} · paged {} · contexts {} · {}",
                 g.source,
                 bytes(g.spill_bytes),
@@ -869,7 +883,7 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
                     g.contexts.join("+")
                 },
                 engines.join(" "),
-            )),
+            ))),
         ]));
     }
     if p.gpu.is_empty() {
@@ -897,11 +911,14 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
         out.push(Line::from(Span::styled("model: discovering…", theme.warn())));
     }
     for n in describe::notes(snap, p) {
-        out.push(Line::from(vec![Span::styled("note: ", theme.warn()), Span::raw(n)]));
+        out.push(Line::from(vec![
+            Span::styled("note: ", theme.warn()),
+            Span::raw(escape(n)),
+        ]));
     }
     out.push(Line::from(vec![
         Span::styled("cmd ", theme.dim()),
-        Span::raw(opt(p.cmdline.as_deref()).to_string()),
+        Span::raw(escape(opt(p.cmdline.as_deref())).into_owned()),
     ]));
     out
 }
@@ -921,17 +938,22 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
     what.extend(m.layers.map(|l| format!("{l} layers")));
     out.push(Line::from(vec![
         Span::styled("model ", theme.bold()),
-        Span::styled(describe::model_name(m), theme.bold()),
-        Span::raw(format!(" {}  {}", describe::evidence_marker(m), what.join(", "))),
+        Span::styled(escape(describe::model_name(m)), theme.bold()),
+        Span::raw(escape(format!(
+            " {}  {}",
+            describe::evidence_marker(m),
+            what.join(", ")
+        ))),
     ]));
     // estimate | reported | measured, side by side.
     let row = |label: &str, w: Option<u64>, k: Option<u64>, c: Option<u64>, total: Option<u64>, src: String| {
         format!(
-            "  {label:<10}{:>11}{:>11}{:>11}{:>11}  {src}",
+            "  {label:<10}{:>11}{:>11}{:>11}{:>11}  {}",
             bytes(w),
             bytes(k),
             bytes(c),
-            bytes(total)
+            bytes(total),
+            escape(src)
         )
     };
     out.push(Line::from(Span::styled(
@@ -1026,14 +1048,14 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
     };
     out.push(Line::from(vec![
         Span::styled("  evidence: ", theme.bold()),
-        Span::raw(format!(
+        Span::raw(escape(format!(
             "{}; {verdict}",
             if evidence.is_empty() {
                 "none".into()
             } else {
                 evidence.join(", ")
             }
-        )),
+        ))),
     ]));
     let mut settings = Vec::new();
     let context = m.settings.as_ref().and_then(|s| s.context).or(m.context);
@@ -1067,12 +1089,14 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
     }
     out.push(Line::from(vec![
         Span::styled("  settings: ", theme.bold()),
-        Span::raw(settings.join(" · ")),
+        Span::raw(escape(settings.join(" · "))),
     ]));
     out.push(Line::from(vec![
         Span::styled("  server: ", theme.bold()),
-        Span::raw(opt(m.server_url.as_deref()).to_string()),
-        Span::raw(m.path.as_deref().map(|p| format!("  file {p}")).unwrap_or_default()),
+        Span::raw(escape(opt(m.server_url.as_deref())).into_owned()),
+        Span::raw(escape(
+            m.path.as_deref().map(|p| format!("  file {p}")).unwrap_or_default(),
+        )),
     ]));
     out
 }
