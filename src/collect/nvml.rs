@@ -10,6 +10,8 @@
 //! - memory: nvml-wrapper only calls nvmlDeviceGetMemoryInfo_v2 (driver
 //!   510+); older drivers get the v1 call.
 
+use super::source::{Owner, Report, Round, Source};
+use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
 use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Match, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::error::{nvml_try, NvmlError};
@@ -476,6 +478,94 @@ fn decode_records(bytes: &[u8], n: usize, pid_visible: &dyn Fn(u32) -> bool) -> 
             quirk_stride: false,
         }
     }
+}
+
+impl Sample {
+    /// As a source's reading: the PIDs are the driver's, decided on by the
+    /// collector's PID stage.
+    pub fn into_reading(self) -> Report {
+        Report {
+            devices: self.devices,
+            usage: self
+                .processes
+                .into_iter()
+                .map(|g| (Owner::Local(g.pid), g.usage))
+                .collect(),
+            notes: BTreeMap::new(),
+        }
+    }
+}
+
+/// NVML as the collector reads it: on the [`Watchdog`], since a driver
+/// call can hang.
+pub struct WatchedNvml {
+    watchdog: Result<Watchdog, Backend>,
+    /// In a child PID namespace, NVML's PIDs are the host's (its status line
+    /// says how they are paired).
+    in_child_namespace: bool,
+}
+
+impl WatchedNvml {
+    pub fn open(lib: Option<&Path>, in_child_namespace: bool) -> WatchedNvml {
+        let watchdog = NvmlSource::open(lib).map(|mut source| {
+            Watchdog::start(move |r: Request| source.sample(r.only, &|pid| r.visible.contains(&pid)))
+        });
+        WatchedNvml {
+            watchdog,
+            in_child_namespace,
+        }
+    }
+}
+
+impl Source for WatchedNvml {
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        let watchdog = match &mut self.watchdog {
+            Ok(watchdog) => watchdog,
+            Err(unavailable) => return (unavailable.clone(), Report::default()),
+        };
+        let (status, detail, sample) = match watchdog.sample(round.only, round.visible.clone(), DEADLINE) {
+            Watched::Fresh(sample) => {
+                let mut detail = summary(&sample.devices);
+                if self.in_child_namespace {
+                    detail.push_str("; in a container's PID namespace: NVML's host PIDs are paired with this container's CUDA processes by creation order");
+                }
+                (BackendStatus::Ok, detail, Some(sample))
+            }
+            Watched::Stale(waited, last) => (
+                BackendStatus::Error,
+                format!(
+                    "NVML has not answered for {:.1} s (a driver call hangs); {}",
+                    waited.as_secs_f64(),
+                    if last.is_some() {
+                        "showing its last values, marked stale"
+                    } else {
+                        "no values yet"
+                    }
+                ),
+                last,
+            ),
+            Watched::Failed(e) => (BackendStatus::Error, e, None),
+        };
+        let backend = Backend {
+            name: "nvml".into(),
+            status,
+            detail,
+        };
+        (backend, sample.map(Sample::into_reading).unwrap_or_default())
+    }
+}
+
+/// The status line of a fresh sample.
+fn summary(devices: &[Device]) -> String {
+    let first = devices.first();
+    let version = |v: Option<&String>| v.cloned().unwrap_or_else(|| "n/a".into());
+    format!(
+        "{} device{}, driver {}, CUDA {}",
+        devices.len(),
+        if devices.len() == 1 { "" } else { "s" },
+        version(first.and_then(|d| d.driver_version.as_ref())),
+        version(first.and_then(|d| d.cuda_version.as_ref())),
+    )
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod fdinfo;
 pub mod sysfs;
 
 use super::nvml::{GpuProcess, Sample};
+use super::source::{Report, Round, Source};
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::ErrorKind;
@@ -946,6 +947,30 @@ fn device_label(d: &DrmDevice) -> String {
     )
 }
 
+impl Source for DrmSource {
+    fn prime(&mut self) {
+        DrmSource::prime(self);
+    }
+
+    /// DRM devices come after NVML's and leave NVIDIA cards NVML reads to it.
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        self.set_index_base(round.devices.len() as u32);
+        self.set_covered_pci(round.devices.iter().filter_map(|d| d.pci_bus_id.as_deref()));
+        let (backend, mut reading) = match self.sample(round.only) {
+            Ok(sample) => (self.backend(), sample.into_reading()),
+            Err(e) => (
+                Backend {
+                    name: "drm".into(),
+                    status: BackendStatus::Error,
+                    detail: e,
+                },
+                Report::default(),
+            ),
+        };
+        reading.notes = self.take_process_notes();
+        (backend, reading)
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
