@@ -89,7 +89,7 @@ pub enum Command {
     /// What can be known about GPU memory, and from where, on this platform.
     Explain,
     /// Compare two `--json` snapshots: measured moves, then models (estimated, reported) apart.
-    Diff(crate::record::DiffArgs),
+    Diff(crate::diff_cmd::DiffArgs),
     /// Append one snapshot per interval to a JSON-lines file (zstd when it ends in .zst).
     Record(crate::record::RecordArgs),
     /// Per device and process: min/median/max/last memory and peak time of a recording.

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod collect;
+pub mod diff_cmd;
 pub mod model_cmd;
 pub mod models;
 pub mod oneshot;

@@ -1,7 +1,7 @@
 use clap::Parser;
 use gputaskman::cli::{Cli, Command};
 use gputaskman::view::safe_text::safe;
-use gputaskman::{model_cmd, oneshot, record, serve, view};
+use gputaskman::{diff_cmd, model_cmd, oneshot, record, serve, view};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             &mut stdout,
         ),
         Some(Command::Explain) => oneshot::explain(&mut stdout),
-        Some(Command::Diff(args)) => record::run_diff(args, &mut stdout),
+        Some(Command::Diff(args)) => diff_cmd::run(args, &mut stdout),
         Some(Command::Summary(args)) => record::run_summary(args, &mut stdout),
         Some(Command::Plot(args)) => record::run_plot(args),
         Some(Command::Replay { file }) => {

@@ -2,17 +2,17 @@
 //! max / last of the measured memory, when the peak was, and each model's
 //! context and KV cache (estimated and reported, apart) over time.
 //!
+//! The text is [`crate::view::summary`].
+//!
 //! Processes are followed across snapshots by PID and start time (a reused
 //! PID is another process); devices by UUID, then PCI bus id, then
 //! backend and index. Unknown values are counted, never taken as 0.
 
 use super::index::RecordingIndex;
 use crate::snapshot::{Device, Model};
-use crate::units::{bytes, duration, unix_seconds};
-use crate::view::safe_text::safe;
+use crate::units::unix_seconds;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 /// Statistics of one measured value over the snapshots that list its
 /// owner.
@@ -380,147 +380,4 @@ fn model_point(at: &str, m: &Model) -> ModelPoint {
         estimate_kv_bytes_without_window: m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window),
         reported_kv_bytes: m.reported.as_ref().and_then(|r| r.kv_bytes),
     }
-}
-
-/// `HH:MM:SS` of an RFC 3339 time (the whole string when it is not one).
-fn clock(t: &str) -> &str {
-    t.get(11..19).filter(|_| t.len() >= 19).unwrap_or(t)
-}
-
-fn stats_row(out: &mut String, label: &str, s: &Stats) {
-    let peak = s.peak_at.as_deref().map(clock).unwrap_or("n/a");
-    let unknown = if s.unknown > 0 {
-        format!("  ({} n/a)", s.unknown)
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "      {:<28} {:>11} {:>11} {:>11} {:>11}   {}{unknown}",
-        safe(label),
-        bytes(s.min),
-        bytes(s.median),
-        bytes(s.max),
-        bytes(s.last),
-        safe(peak),
-    );
-}
-
-pub fn render(s: &Summary) -> String {
-    let mut out = String::new();
-    let span = match (&s.first, &s.last) {
-        (Some(a), Some(b)) => {
-            let length = unix_seconds(b)
-                .zip(unix_seconds(a))
-                .map(|(b, a)| duration(b - a))
-                .unwrap_or_else(|| "n/a".into());
-            let every = s.interval_s.map(|i| format!(", every {i:.1}s")).unwrap_or_default();
-            format!(" from {} to {} ({length}{every})", safe(a), safe(b))
-        }
-        _ => String::new(),
-    };
-    let _ = writeln!(out, "{}: {} snapshots{span}", safe(&s.file), s.snapshots);
-    if !s.skipped.is_empty() {
-        let _ = writeln!(out, "skipped:");
-        for why in &s.skipped {
-            let _ = writeln!(out, "  {}", safe(why));
-        }
-    }
-    let header = format!(
-        "      {:<28} {:>11} {:>11} {:>11} {:>11}   {}",
-        "", "min", "median", "max", "last", "peak at"
-    );
-
-    let _ = writeln!(out, "\nDevices (measured)");
-    if s.devices.is_empty() {
-        let _ = writeln!(out, "  none recorded");
-    } else {
-        let _ = writeln!(out, "{header}");
-    }
-    for d in &s.devices {
-        let ident = d
-            .uuid
-            .as_deref()
-            .or(d.pci_bus_id.as_deref())
-            .unwrap_or("no UUID or bus id");
-        let _ = writeln!(
-            out,
-            "  GPU {} {} ({}), total {}, in {} snapshots",
-            d.index,
-            safe(d.name.as_deref().unwrap_or("(unnamed)")),
-            safe(ident),
-            bytes(d.memory_total_bytes),
-            d.samples
-        );
-        stats_row(&mut out, "used", &d.memory_used_bytes);
-        if d.shared_memory_used_bytes.known > 0 {
-            stats_row(&mut out, "shared used", &d.shared_memory_used_bytes);
-        }
-    }
-
-    let _ = writeln!(out, "\nProcesses (measured)");
-    if s.processes.is_empty() {
-        let _ = writeln!(out, "  none recorded");
-    } else {
-        let _ = writeln!(out, "{header}");
-    }
-    for p in &s.processes {
-        let _ = writeln!(
-            out,
-            "  {} {}  seen {} - {} ({} snapshots)",
-            p.pid,
-            safe(p.name.as_deref().unwrap_or("(not in /proc)")),
-            safe(clock(&p.first_seen)),
-            safe(clock(&p.last_seen)),
-            p.samples
-        );
-        for g in &p.gpu {
-            stats_row(&mut out, &format!("vram {}", g.device), &g.vram_bytes);
-            if g.spill_bytes.known > 0 {
-                stats_row(&mut out, &format!("spill {}", g.device), &g.spill_bytes);
-            }
-        }
-        if p.gpu.len() > 1 {
-            stats_row(&mut out, "vram, all devices", &p.vram_bytes);
-        }
-        stats_row(&mut out, "rss", &p.rss_bytes);
-    }
-
-    if !s.models.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nModels over time (estimated from the model file, reported by the runtime: not measured)"
-        );
-        for m in &s.models {
-            let name = m
-                .path
-                .as_deref()
-                .map(|p| p.rsplit('/').next().unwrap_or(p))
-                .or(m.name.as_deref())
-                .unwrap_or("(unnamed model)");
-            let _ = writeln!(
-                out,
-                "  {} {} {}",
-                m.pid,
-                safe(m.process.as_deref().unwrap_or("(not in /proc)")),
-                safe(name)
-            );
-            for p in &m.points {
-                let ctx = p.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
-                let slots = p.slots_total.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
-                let blind = match p.estimate_kv_bytes_without_window {
-                    Some(b) => format!(" (window-blind {})", bytes(Some(b))),
-                    None => String::new(),
-                };
-                let _ = writeln!(
-                    out,
-                    "      {}  context {ctx}, slots {slots}, estimate KV {}{blind}, reported KV {}",
-                    safe(clock(&p.at)),
-                    bytes(p.estimate_kv_bytes),
-                    bytes(p.reported_kv_bytes)
-                );
-            }
-        }
-    }
-    out
 }

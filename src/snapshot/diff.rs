@@ -14,25 +14,17 @@
 //! - devices pair by UUID, then PCI bus id, never by name: two adapters of
 //!   the same model are different devices.
 //!
-//! This file depends on nothing but the snapshot types, serde, std, and
-//! the views' sanitizer for the strings its text quotes (names, paths, file
-//! names: written by others, they reach a terminal only escaped).
+//! The text of a diff is [`crate::view::diff`]; the files are read by
+//! [`super::load`].
 
-use super::{Device, GpuUsage, Model, Process, Snapshot, SCHEMA_VERSION};
-use crate::units::{bytes as bytes_text, duration, signed_bytes, unix_seconds};
-use crate::view::safe_text::safe;
-use anyhow::{anyhow, bail, Context as _};
+use super::{Device, GpuUsage, Model, Process, Snapshot};
+use crate::units::unix_seconds;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::path::Path;
 
 /// Moves smaller than this are left out of the text output (and counted);
 /// `--json` keeps them.
 pub const HIDE_BELOW: u64 = 16 << 20;
-/// A snapshot file larger than this is not a snapshot.
-const MAX_SNAPSHOT_FILE: u64 = 256 << 20;
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 /// How a value moved between the two sides.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -160,7 +152,7 @@ fn pick<T: Copy, D>(
 impl<T, D> Change<T, D> {
     /// A move of at least [`HIDE_BELOW`], a value that became known or
     /// unknown, or a value on one side only: what the text output shows.
-    fn shown_bytes(&self) -> bool
+    pub fn shown_bytes(&self) -> bool
     where
         D: Copy + Into<i128>,
     {
@@ -175,7 +167,7 @@ impl<T, D> Change<T, D> {
     }
 
     /// A move under [`HIDE_BELOW`]: left out of the text output.
-    fn hidden_move(&self) -> bool
+    pub fn hidden_move(&self) -> bool
     where
         D: Copy + Into<i128>,
     {
@@ -327,73 +319,6 @@ pub struct Diff {
     pub processes: Vec<ProcessDiff>,
     pub models: Vec<ModelDiff>,
     pub hidden: Hidden,
-}
-
-/// Reads a `gputaskman --json` snapshot, with an error that names the file
-/// and what is wrong with it.
-pub fn load(path: &Path) -> anyhow::Result<Snapshot> {
-    let name = path.display();
-    let meta = std::fs::metadata(path).with_context(|| format!("{name}: cannot read"))?;
-    if meta.is_dir() {
-        bail!("{name}: a directory, not a snapshot file");
-    }
-    if meta.len() > MAX_SNAPSHOT_FILE {
-        bail!(
-            "{name}: {} bytes, too large for a snapshot (a recording? diff compares two `gputaskman --json` snapshots)",
-            meta.len()
-        );
-    }
-    let data = std::fs::read(path).with_context(|| format!("{name}: cannot read"))?;
-    parse(&data).map_err(|e| anyhow!("{name}: {e}"))
-}
-
-/// [`load`] on bytes already read; the error does not name the file.
-pub fn parse(data: &[u8]) -> anyhow::Result<Snapshot> {
-    if data.starts_with(&ZSTD_MAGIC) {
-        bail!("zstd-compressed data, not a snapshot (a recording? diff compares two `gputaskman --json` snapshots)");
-    }
-    if data.iter().all(|b| b.is_ascii_whitespace()) {
-        bail!("empty, not a snapshot");
-    }
-    let value: serde_json::Value = match serde_json::from_slice(data) {
-        Ok(v) => v,
-        Err(e) => {
-            // One JSON value a line: a recording, not a snapshot.
-            let mut values = serde_json::Deserializer::from_slice(data).into_iter::<serde_json::Value>();
-            let first = values.next();
-            if let Some(Ok(v)) = &first {
-                if v.get("schema_version").is_some() && values.next().is_some_and(|n| n.is_ok()) {
-                    bail!("more than one JSON value (a recording?); diff compares two single `gputaskman --json` snapshots");
-                }
-            }
-            bail!("not JSON ({e}); diff compares two `gputaskman --json` snapshots");
-        }
-    };
-    let Some(object) = value.as_object() else {
-        bail!(
-            "not a gputaskman snapshot: the JSON is {}, not an object",
-            json_kind(&value)
-        );
-    };
-    match object.get("schema_version") {
-        None => bail!("not a gputaskman snapshot: it has no `schema_version` (make one with `gputaskman --json`)"),
-        Some(v) if v.as_u64() != Some(SCHEMA_VERSION as u64) => {
-            bail!("schema_version {v}, but this gputaskman reads schema_version {SCHEMA_VERSION}")
-        }
-        Some(_) => {}
-    }
-    serde_json::from_value(value).map_err(|e| anyhow!("not a gputaskman snapshot: {e}"))
-}
-
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
 }
 
 /// The port of a URL such as `http://127.0.0.1:8080/v1`, with the scheme's
@@ -857,11 +782,11 @@ fn process_counters(p: &ProcessDiff) -> Vec<&Bytes> {
     v
 }
 
-fn process_shown(p: &ProcessDiff) -> bool {
+pub fn process_shown(p: &ProcessDiff) -> bool {
     p.before.is_none() || p.after.is_none() || process_counters(p).iter().any(|c| c.shown_bytes())
 }
 
-fn device_shown(d: &DeviceDiff) -> bool {
+pub fn device_shown(d: &DeviceDiff) -> bool {
     d.before.is_none()
         || d.after.is_none()
         || [
@@ -979,279 +904,6 @@ fn diff_models(process: usize, pb: Option<&Process>, pa: Option<&Process>) -> Ve
             }
         })
         .collect()
-}
-
-// ---------------------------------------------------------------- text
-
-/// How a change reads in text; `unit` is [`bytes_text`] or [`tokens`].
-fn fmt_change(c: &Bytes, unit: fn(Option<u64>) -> String) -> String {
-    let is_bytes = unit(Some(1 << 20)) == bytes_text(Some(1 << 20));
-    let moved = |d: i64| if is_bytes { signed_bytes(d) } else { format!("{d:+}") };
-    match c.state {
-        State::Same => format!("{} (same)", unit(c.after)),
-        State::Grew | State::Shrank => format!(
-            "{} -> {}  {}",
-            unit(c.before),
-            unit(c.after),
-            moved(c.delta.unwrap_or(0))
-        ),
-        State::BecameKnown => format!("n/a -> {}  (became known)", unit(c.after)),
-        State::BecameUnknown => format!("{} -> n/a  (became unknown)", unit(c.before)),
-        State::Unknown => "n/a".into(),
-        State::NotListedBefore => format!("not listed -> {}", unit(c.after)),
-        State::NotListedAfter => format!("{} -> not listed", unit(c.before)),
-    }
-}
-
-fn tokens(v: Option<u64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
-}
-
-fn fmt_percent(c: &Percent) -> String {
-    let p = |v: Option<f64>| v.map(|v| format!("{v:.0}%")).unwrap_or_else(|| "n/a".into());
-    match c.state {
-        State::NotListedBefore => format!("not listed -> {}", p(c.after)),
-        State::NotListedAfter => format!("{} -> not listed", p(c.before)),
-        _ => format!("{} -> {}", p(c.before), p(c.after)),
-    }
-}
-
-fn process_title(r: &ProcessRef) -> String {
-    format!("{} {}", r.pid, safe(r.name.as_deref().unwrap_or("(not in /proc)")))
-}
-
-fn pairing_words(p: &ProcessDiff) -> String {
-    match p.paired_by {
-        Some(Pairing::PidStartTime) => String::new(),
-        Some(Pairing::Pid) => "  [same PID; start time unknown]".into(),
-        Some(Pairing::NamePort) => format!(
-            "  [restarted: same name, listening on port {}]",
-            p.port.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
-        ),
-        Some(Pairing::Name) => "  [another start: paired by name, the only one of that name on each side]".into(),
-        None => String::new(),
-    }
-}
-
-fn process_heading(p: &ProcessDiff) -> String {
-    match (&p.before, &p.after) {
-        (Some(b), Some(a)) if b.pid == a.pid => format!("  ~ {}{}", process_title(a), pairing_words(p)),
-        (Some(b), Some(a)) => format!(
-            "  ~ {} -> {} {}{}",
-            b.pid,
-            a.pid,
-            safe(a.name.as_deref().unwrap_or("(not in /proc)")),
-            pairing_words(p)
-        ),
-        (None, Some(a)) => format!("  + {}  not listed before", process_title(a)),
-        (Some(b), None) => format!("  - {}  not listed after", process_title(b)),
-        (None, None) => String::new(),
-    }
-}
-
-/// The text output: measured moves of 16 MiB or more, what appeared and
-/// went, values that became known or unknown, then the models section.
-pub fn render(d: &Diff) -> String {
-    let mut out = String::new();
-    let elapsed = d
-        .elapsed_s
-        .map(|s| format!(", {} later", duration(s)))
-        .unwrap_or_default();
-    let _ = writeln!(out, "before: {}  ({})", safe(&d.before.file), safe(&d.before.taken_at));
-    let _ = writeln!(
-        out,
-        "after:  {}  ({}{elapsed})",
-        safe(&d.after.file),
-        safe(&d.after.taken_at)
-    );
-
-    let _ = writeln!(out, "\nDevices (measured)");
-    let mut any = false;
-    for dev in d.devices.iter().filter(|x| device_shown(x)) {
-        any = true;
-        let r = dev.after.as_ref().or(dev.before.as_ref()).expect("one side");
-        let ident = r
-            .uuid
-            .as_deref()
-            .or(r.pci_bus_id.as_deref())
-            .unwrap_or("no UUID or bus id");
-        let head = format!(
-            "GPU {} {} ({})",
-            r.index,
-            safe(r.name.as_deref().unwrap_or("(unnamed)")),
-            safe(ident)
-        );
-        match (&dev.before, &dev.after) {
-            (Some(b), Some(a)) if b.index != a.index => {
-                let _ = writeln!(out, "  ~ {head}  [was GPU {} before]", b.index);
-            }
-            (Some(_), Some(_)) => {
-                let _ = writeln!(out, "  ~ {head}");
-            }
-            (None, _) => {
-                let _ = writeln!(out, "  + {head}  not listed before");
-            }
-            (_, None) => {
-                let _ = writeln!(out, "  - {head}  not listed after");
-            }
-        }
-        for (label, c) in [
-            ("used", &dev.memory_used_bytes),
-            ("free", &dev.memory_free_bytes),
-            ("total", &dev.memory_total_bytes),
-            ("reserved", &dev.memory_reserved_bytes),
-            ("shared used", &dev.shared_memory_used_bytes),
-        ] {
-            if c.shown_bytes() || (matches!(c.state, State::NotListedAfter | State::NotListedBefore) && label == "used")
-            {
-                let _ = writeln!(out, "      {label:<12} {}", fmt_change(c, bytes_text));
-            }
-        }
-    }
-    if !any {
-        let _ = writeln!(out, "  no move of {} or more", bytes_text(Some(HIDE_BELOW)));
-    }
-
-    let _ = writeln!(out, "\nProcesses (measured)");
-    let mut any = false;
-    for p in d.processes.iter().filter(|p| process_shown(p)) {
-        any = true;
-        let _ = writeln!(out, "{}", process_heading(p));
-        let one_sided = p.before.is_none() || p.after.is_none();
-        for g in &p.gpu {
-            for (label, c) in [
-                ("vram", &g.vram_bytes),
-                ("spill", &g.spill_bytes),
-                ("paged", &g.paged_bytes),
-            ] {
-                // On one side only: print what is known (vram always).
-                let show = if one_sided {
-                    label == "vram" || c.before.or(c.after).is_some()
-                } else {
-                    c.shown_bytes()
-                };
-                if show {
-                    let _ = writeln!(
-                        out,
-                        "      {:<22} {}",
-                        safe(&format!("{label} {}", short_device(g))),
-                        fmt_change(c, bytes_text)
-                    );
-                }
-            }
-        }
-        if one_sided || p.rss_bytes.shown_bytes() {
-            let _ = writeln!(out, "      {:<22} {}", "rss", fmt_change(&p.rss_bytes, bytes_text));
-        }
-        if p.cpu_percent.state != State::Unknown {
-            let _ = writeln!(out, "      {:<22} {}", "cpu", fmt_percent(&p.cpu_percent));
-        }
-    }
-    if !any {
-        let _ = writeln!(out, "  no move of {} or more", bytes_text(Some(HIDE_BELOW)));
-    }
-    if d.hidden.moves > 0 || d.hidden.processes > 0 || d.hidden.devices > 0 {
-        let _ = writeln!(
-            out,
-            "\n  Hidden: {} move{} under {} ({} paired process{} and {} device{} with nothing larger); --json has them all.",
-            d.hidden.moves,
-            if d.hidden.moves == 1 { "" } else { "s" },
-            bytes_text(Some(HIDE_BELOW)),
-            d.hidden.processes,
-            if d.hidden.processes == 1 { "" } else { "es" },
-            d.hidden.devices,
-            if d.hidden.devices == 1 { "" } else { "s" },
-        );
-    }
-
-    if !d.models.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nModels (estimated from the model file, and reported by the runtime: not measured, never added to the figures above)"
-        );
-        for m in &d.models {
-            let p = &d.processes[m.process];
-            let who = match (m.pid_before, m.pid_after) {
-                (Some(b), Some(a)) if a != b => format!("{b} -> {a}"),
-                (Some(x), _) | (_, Some(x)) => x.to_string(),
-                (None, None) => "?".into(),
-            };
-            let name = m
-                .path
-                .as_deref()
-                .map(|p| p.rsplit('/').next().unwrap_or(p))
-                .or(m.name.as_deref())
-                .unwrap_or("(unnamed model)");
-            let listed = match (m.pid_before, m.pid_after) {
-                (None, Some(_)) => "  not listed before",
-                (Some(_), None) => "  not listed after",
-                _ => "",
-            };
-            let _ = writeln!(out, "  {who} {}{listed}", safe(name));
-            let rows: [Row; 11] = [
-                ("context (tokens)", &m.context, tokens),
-                ("slots", &m.slots_total, tokens),
-                ("estimate KV", &m.estimate.kv_bytes, bytes_text),
-                (
-                    "estimate KV, window-blind",
-                    &m.estimate.kv_bytes_without_window,
-                    bytes_text,
-                ),
-                ("estimate KV per token", &m.estimate.kv_bytes_per_token, bytes_text),
-                (
-                    "estimate recurrent state",
-                    &m.estimate.recurrent_state_bytes,
-                    bytes_text,
-                ),
-                ("estimate weights", &m.estimate.weights_bytes, bytes_text),
-                ("reported KV", &m.reported.kv_bytes, bytes_text),
-                ("reported weights", &m.reported.weights_bytes, bytes_text),
-                ("reported compute", &m.reported.compute_bytes, bytes_text),
-                ("reported total", &m.reported.total_bytes, bytes_text),
-            ];
-            for (label, c, unit) in rows {
-                if c.state != State::Unknown {
-                    let _ = writeln!(out, "      {label:<27} {}", fmt_change(c, unit));
-                }
-            }
-            if p.before.is_some() && p.after.is_some() {
-                // The measured move of the same process, for comparison.
-                let mut measured = vec![format!("rss {}", short_move(&p.rss_bytes))];
-                for g in &p.gpu {
-                    measured.push(format!("vram {} {}", short_device(g), short_move(&g.vram_bytes)));
-                }
-                let _ = writeln!(
-                    out,
-                    "      {:<27} {}",
-                    "measured, same process",
-                    safe(&measured.join(", "))
-                );
-            }
-        }
-    }
-    out
-}
-
-/// A line of the models section: label, change, unit.
-type Row<'a> = (&'a str, &'a Bytes, fn(Option<u64>) -> String);
-
-/// `GPU 1` (the device's index in AFTER, or in BEFORE when only there).
-fn short_device(g: &GpuDiff) -> String {
-    match g.device_after.or(g.device_before) {
-        Some(i) => format!("GPU {i}"),
-        None => g.device.clone(),
-    }
-}
-
-fn short_move(c: &Bytes) -> String {
-    match c.state {
-        State::Grew | State::Shrank | State::Same => signed_bytes(c.delta.unwrap_or(0)),
-        State::BecameKnown => "became known".into(),
-        State::BecameUnknown => "became unknown".into(),
-        State::Unknown => "n/a".into(),
-        State::NotListedBefore => "not listed before".into(),
-        State::NotListedAfter => "not listed after".into(),
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! - only measured bytes are summed (see [`Attribution`]).
 
 pub mod diff;
+pub mod load;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

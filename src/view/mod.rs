@@ -1,8 +1,10 @@
 //! Views render a Snapshot and read nothing else, so recordings play back
 //! through the same code.
 
+pub mod diff;
 pub mod explain;
 pub mod safe_text;
+pub mod summary;
 pub mod text;
 pub mod tui;
 
