@@ -258,22 +258,9 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
         out.push(Process {
             pid,
             host_pid: is_host.then_some(pid),
-            name: None,
-            start_time: None,
-            user: None,
-            cmdline: None,
-            exe: None,
-            kind: ProcessKind::Other,
-            runtimes: Vec::new(),
-            cpu_percent: None,
-            rss_bytes: None,
-            rss_anon_bytes: None,
-            footprint_bytes: None,
             notes: vec![note],
             gpu,
-            models: Vec::new(),
-            models_pending: false,
-            listen_ports: None,
+            ..Process::default()
         });
     }
     out.sort_by(|a, b| vram(b).cmp(&vram(a)).then(a.pid.cmp(&b.pid)));

@@ -386,15 +386,8 @@ pub struct Poller {
 impl Poller {
     /// `token`: sent as `Authorization: Bearer` to every host.
     pub fn new(targets: Vec<Target>, token: Option<&str>) -> Poller {
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            .max_redirects(0)
-            .proxy(None)
-            .http_status_as_error(false)
-            .user_agent("gputaskman")
-            .build();
         Poller {
-            agent: config.into(),
+            agent: crate::models::probe::agent(TIMEOUT),
             authorization: token.map(|t| format!("Bearer {t}")),
             hosts: targets.into_iter().map(HostState::new).collect(),
         }

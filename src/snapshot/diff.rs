@@ -66,19 +66,12 @@ enum Only {
     After,
 }
 
-fn bytes(before: Option<u64>, after: Option<u64>) -> Bytes {
+/// One counter on both sides; `moved` says how two known values compare.
+fn change<T: Copy, D>(before: Option<T>, after: Option<T>, moved: impl FnOnce(T, T) -> (State, D)) -> Change<T, D> {
     let (state, delta) = match (before, after) {
         (Some(b), Some(a)) => {
-            let d = a as i128 - b as i128;
-            let d = d.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
-            (
-                match d.cmp(&0) {
-                    std::cmp::Ordering::Equal => State::Same,
-                    std::cmp::Ordering::Greater => State::Grew,
-                    std::cmp::Ordering::Less => State::Shrank,
-                },
-                Some(d),
-            )
+            let (state, d) = moved(b, a);
+            (state, Some(d))
         }
         (None, Some(_)) => (State::BecameKnown, None),
         (Some(_), None) => (State::BecameUnknown, None),
@@ -92,29 +85,31 @@ fn bytes(before: Option<u64>, after: Option<u64>) -> Bytes {
     }
 }
 
+fn bytes(before: Option<u64>, after: Option<u64>) -> Bytes {
+    change(before, after, |b, a| {
+        let d = a as i128 - b as i128;
+        let d = d.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let state = match d.cmp(&0) {
+            std::cmp::Ordering::Equal => State::Same,
+            std::cmp::Ordering::Greater => State::Grew,
+            std::cmp::Ordering::Less => State::Shrank,
+        };
+        (state, d)
+    })
+}
+
 fn percent(before: Option<f64>, after: Option<f64>) -> Percent {
-    let (state, delta) = match (before, after) {
-        (Some(b), Some(a)) => {
-            let d = a - b;
-            let state = if d > 0.0 {
-                State::Grew
-            } else if d < 0.0 {
-                State::Shrank
-            } else {
-                State::Same
-            };
-            (state, Some(d))
-        }
-        (None, Some(_)) => (State::BecameKnown, None),
-        (Some(_), None) => (State::BecameUnknown, None),
-        (None, None) => (State::Unknown, None),
-    };
-    Change {
-        before,
-        after,
-        delta,
-        state,
-    }
+    change(before, after, |b, a| {
+        let d = a - b;
+        let state = if d > 0.0 {
+            State::Grew
+        } else if d < 0.0 {
+            State::Shrank
+        } else {
+            State::Same
+        };
+        (state, d)
+    })
 }
 
 /// A value listed on one side only: the other side is "not listed".

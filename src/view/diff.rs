@@ -6,6 +6,7 @@
 use crate::snapshot::diff::*;
 use crate::units::{bytes as bytes_text, duration, signed_bytes};
 use crate::view::safe_text::safe;
+use crate::view::{device_ident, model_name};
 use std::fmt::Write as _;
 
 /// How a change reads in text; `unit` is [`bytes_text`] or [`tokens`].
@@ -95,11 +96,7 @@ pub fn render(d: &Diff) -> String {
     for dev in d.devices.iter().filter(|x| device_shown(x)) {
         any = true;
         let r = dev.after.as_ref().or(dev.before.as_ref()).expect("one side");
-        let ident = r
-            .uuid
-            .as_deref()
-            .or(r.pci_bus_id.as_deref())
-            .unwrap_or("no UUID or bus id");
+        let ident = device_ident(r.uuid.as_deref(), r.pci_bus_id.as_deref());
         let head = format!(
             "GPU {} {} ({})",
             r.index,
@@ -201,12 +198,7 @@ pub fn render(d: &Diff) -> String {
                 (Some(x), _) | (_, Some(x)) => x.to_string(),
                 (None, None) => "?".into(),
             };
-            let name = m
-                .path
-                .as_deref()
-                .map(|p| p.rsplit('/').next().unwrap_or(p))
-                .or(m.name.as_deref())
-                .unwrap_or("(unnamed model)");
+            let name = model_name(m.path.as_deref(), m.name.as_deref());
             let listed = match (m.pid_before, m.pid_after) {
                 (None, Some(_)) => "  not listed before",
                 (Some(_), None) => "  not listed after",

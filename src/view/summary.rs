@@ -5,6 +5,7 @@
 use crate::record::summary::*;
 use crate::units::{bytes, duration, unix_seconds};
 use crate::view::safe_text::safe;
+use crate::view::{device_ident, model_name};
 use std::fmt::Write as _;
 
 /// `HH:MM:SS` of an RFC 3339 time (the whole string when it is not one).
@@ -63,11 +64,7 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(out, "{header}");
     }
     for d in &s.devices {
-        let ident = d
-            .uuid
-            .as_deref()
-            .or(d.pci_bus_id.as_deref())
-            .unwrap_or("no UUID or bus id");
+        let ident = device_ident(d.uuid.as_deref(), d.pci_bus_id.as_deref());
         let _ = writeln!(
             out,
             "  GPU {} {} ({}), total {}, in {} snapshots",
@@ -117,12 +114,7 @@ pub fn render(s: &Summary) -> String {
             "\nModels over time (estimated from the model file, reported by the runtime: not measured)"
         );
         for m in &s.models {
-            let name = m
-                .path
-                .as_deref()
-                .map(|p| p.rsplit('/').next().unwrap_or(p))
-                .or(m.name.as_deref())
-                .unwrap_or("(unnamed model)");
+            let name = model_name(m.path.as_deref(), m.name.as_deref());
             let _ = writeln!(
                 out,
                 "  {} {} {}",

@@ -3,7 +3,7 @@
 //! LM Studio names no file on its command line, so this is where its models
 //! are found.
 
-use super::{lenient, lenient_vec, parse_object};
+use super::{lenient, parse_data_list};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -22,13 +22,6 @@ pub struct LmStudioModel {
     pub max_context_length: Option<u64>,
     /// The context it was loaded with (present only when loaded).
     pub loaded_context_length: Option<u64>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct RawModels {
-    #[serde(deserialize_with = "lenient_vec")]
-    data: Vec<RawModel>,
 }
 
 #[derive(Deserialize, Default)]
@@ -54,9 +47,7 @@ struct RawModel {
 
 /// All models, loaded or not; filter on [`LmStudioModel::loaded`].
 pub fn parse_models(body: &[u8]) -> Result<Vec<LmStudioModel>, String> {
-    let raw: RawModels = parse_object(body, "LM Studio /api/v0/models")?;
-    Ok(raw
-        .data
+    Ok(parse_data_list::<RawModel>(body, "LM Studio /api/v0/models")?
         .into_iter()
         .map(|m| LmStudioModel {
             loaded: m.state.as_deref() == Some("loaded"),
