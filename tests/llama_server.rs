@@ -184,3 +184,277 @@ fn raising_the_context_shows_the_sliding_window_gap() {
         "the process grew {rss} bytes"
     );
 }
+
+/// What the server's own log (stderr at -lv 4) says it settled on:
+/// `llama_context: n_ctx = ..` and friends (src/llama-context.cpp) and the
+/// bytes of every `llama_kv_cache: size = N MiB (...)` line
+/// (src/llama-kv-cache.cpp), read here on their own, not by gputaskman's
+/// parser.
+#[derive(Debug)]
+struct LoggedSettings {
+    n_ctx: u64,
+    n_ctx_seq: u64,
+    n_seq_max: u64,
+    kv_unified: bool,
+    /// Each cache's size as printed, in MiB with two decimals.
+    kv_mib: Vec<f64>,
+}
+
+fn logged_settings(log: &Path) -> LoggedSettings {
+    let text = std::fs::read_to_string(log).unwrap();
+    let value = |key: &str| -> String {
+        text.lines()
+            .filter_map(|l| l.split_once("llama_context: ").map(|(_, rest)| rest))
+            .filter_map(|rest| rest.split_once('='))
+            .find(|(k, _)| k.trim() == key)
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no `llama_context: {key} =` in {}", log.display()))
+    };
+    let kv_mib = text
+        .lines()
+        .filter_map(|l| l.split_once("llama_kv_cache: size = "))
+        .map(|(_, rest)| rest.trim_start().split_once(' ').unwrap().0.parse().unwrap())
+        .collect();
+    LoggedSettings {
+        n_ctx: value("n_ctx").parse().unwrap(),
+        n_ctx_seq: value("n_ctx_seq").parse().unwrap(),
+        n_seq_max: value("n_seq_max").parse().unwrap(),
+        kv_unified: value("kv_unified").parse().unwrap(),
+        kv_mib,
+    }
+}
+
+/// The combinations people run, each against a real server: discovery's
+/// estimate equals the KV bytes in the server's own `llama_kv_cache: size`
+/// lines (to the two decimals of MiB it prints them with: exact for f16,
+/// within 0.005 MiB a line for q8_0), and the settings it shows are the
+/// log's `n_ctx`, `n_ctx_seq`, `n_seq_max` and `kv_unified`. A few servers
+/// at a time (each about 400 MiB), one snapshot per batch.
+#[test]
+fn discovery_matches_the_servers_own_log_across_the_settings_people_use() {
+    let Some((python, model)) = environment() else { return };
+    let matrix: &[&[&str]] = &[
+        &["-np", "1", "-c", "4096"],
+        &["-np", "2", "-c", "8192"],
+        &["-np", "4", "-c", "8192"],
+        &["-np", "2", "-c", "8192", "--kv-unified"],
+        &["-np", "4", "-c", "4096", "--kv-unified"],
+        &["-c", "4096"],
+        &[],
+        &["-np", "1"],
+        &["-np", "2"],
+        &["-np", "2", "-c", "4096", "--swa-full"],
+        &["-np", "4", "-c", "4096", "--kv-unified", "--swa-full"],
+        &["-np", "2", "-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0"],
+        &["-np", "1", "-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0", "--no-mmap"],
+        &["-np", "2", "-c", "8192", "--no-mmap"],
+    ];
+    let started = std::time::Instant::now();
+    let mut failures = Vec::new();
+    for batch in matrix.chunks(4) {
+        let servers: Vec<(&[&str], Server)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = batch
+                .iter()
+                .map(|flags| {
+                    let (python, model) = (&python, &model);
+                    scope.spawn(move || (*flags, Server::start(python, model, flags)))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let s = snapshot();
+        for (flags, server) in &servers {
+            let logged = logged_settings(&server.log);
+            let m = model_of(&s, server.pid());
+            let settings = &m["settings"];
+            let shown = (
+                settings["context_total"].as_u64(),
+                settings["context_per_seq"].as_u64(),
+                settings["sequences"].as_u64(),
+                settings["kv_unified"].as_bool(),
+                m["context"].as_u64(),
+                m["slots_total"].as_u64(),
+            );
+            let expected = (
+                Some(logged.n_ctx),
+                Some(logged.n_ctx_seq),
+                Some(logged.n_seq_max),
+                Some(logged.kv_unified),
+                Some(logged.n_ctx),
+                Some(logged.n_seq_max),
+            );
+            let log_mib: f64 = logged.kv_mib.iter().sum();
+            let estimate = m["estimate"]["kv_bytes"].as_u64();
+            let estimate_mib = estimate.map(|b| b as f64 / MIB as f64);
+            let within = estimate_mib.is_some_and(|e| (e - log_mib).abs() <= 0.005 * logged.kv_mib.len() as f64 + 1e-9);
+            eprintln!(
+                "{:<50} log: n_ctx {} n_ctx_seq {} n_seq_max {} kv_unified {} KV {:?} = {log_mib:.2} MiB; estimate {:.4} MiB; settings {settings}",
+                flags.join(" "),
+                logged.n_ctx,
+                logged.n_ctx_seq,
+                logged.n_seq_max,
+                logged.kv_unified,
+                logged.kv_mib,
+                estimate_mib.unwrap_or(f64::NAN),
+            );
+            if shown != expected || !within || m["reported"]["kv_bytes"].as_u64().is_none() {
+                failures.push(format!(
+                    "{}: shown {shown:?}, log {expected:?}; KV estimate {estimate_mib:?} MiB, log {log_mib} MiB",
+                    flags.join(" ")
+                ));
+            }
+            // f16 caches print exactly: the estimate is those bytes.
+            if !flags.contains(&"q8_0") && estimate != Some((log_mib * MIB as f64).round() as u64) {
+                failures.push(format!("{}: {estimate:?} bytes, log {log_mib} MiB", flags.join(" ")));
+            }
+        }
+    }
+    eprintln!(
+        "matrix of {} servers: {:.1} s",
+        matrix.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The issue's server: `-c 8192 -np 2` is two streams of 4096 cells, and
+/// the text view shows 54.00 MiB estimated beside the 54.0 MiB reported.
+#[test]
+fn the_8192_by_2_server_shows_the_kv_llama_cpp_allocates() {
+    let Some((python, model)) = environment() else { return };
+    let server = Server::start(&python, &model, &["-c", "8192", "-np", "2"]);
+    let mut cmd = assert_cmd::Command::cargo_bin("gputaskman").unwrap();
+    let out = cmd
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .arg("--once")
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pid = server.pid().to_string();
+    let block: Vec<&str> = text
+        .lines()
+        .skip_while(|l| {
+            l.split_whitespace()
+                .next()
+                .is_none_or(|w| w.trim_end_matches(['*', '?']) != pid)
+        })
+        .take(12)
+        .collect();
+    let block = block.join("\n");
+    assert!(block.contains("context 8192 (4096 per slot)"), "{block}");
+    let line = |kind: &str| {
+        block
+            .lines()
+            .find(|l| l.trim_start().starts_with(kind))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(line("estimated").contains("54.0 MiB"), "{block}");
+    assert!(line("reported").contains("54.0 MiB"), "{block}");
+}
+
+/// One HTTP/1.1 request to a loopback port; the body of the answer.
+fn http(port: u16, method: &str, path: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut out = Vec::new();
+    if s.write_all(request.as_bytes()).is_ok() {
+        let _ = s.read_to_end(&mut out);
+    }
+    let text = String::from_utf8_lossy(&out);
+    text.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+/// The value of `name`'s one series for process `pid` in Prometheus text.
+fn metric(text: &str, name: &str, pid: u32) -> Option<f64> {
+    let pid = format!("pid=\"{pid}\"");
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{') && l.contains(&pid))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// A server under load (two clients sending completions to its two slots)
+/// shows what it does now: a one-shot `--json` has one sample of the token
+/// counters, so its rates are null (not 0) while requests and busy slots
+/// are there; `serve`, sampling on, exports non-zero tokens per second and
+/// busy slots in /metrics and in its /snapshot JSON.
+#[test]
+fn a_loaded_server_shows_its_requests_busy_slots_and_token_rates() {
+    let Some((python, model)) = environment() else { return };
+    let server = Server::start(&python, &model, &["-c", "4096", "-np", "2"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|i| {
+            let (stop, port) = (stop.clone(), server.port);
+            std::thread::spawn(move || {
+                let body = format!(
+                    r#"{{"prompt":"Client {i} counts slowly from one to one hundred:","n_predict":48,"cache_prompt":false}}"#
+                );
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    http(port, "POST", "/completion", &body);
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let s = snapshot();
+    let m = model_of(&s, server.pid());
+    let activity = &m["activity"];
+    assert_eq!(activity["source"], "api:/slots,/metrics", "{m:#}");
+    assert!(activity["requests_running"].as_u64().is_some(), "{activity:#}");
+    assert_eq!(activity["requests_waiting"], 0, "{activity:#}");
+    assert_eq!(activity["prompt_tokens_per_second"], Value::Null, "one sample: no rate");
+    assert_eq!(
+        activity["generation_tokens_per_second"],
+        Value::Null,
+        "one sample: no rate"
+    );
+    assert_eq!(activity["kv_cache_used_ratio"], Value::Null, "llama.cpp no longer says");
+
+    let port = common::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1").args([
+        "serve",
+        "--interval",
+        "1",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let _serve = common::Daemon::start(cmd, port, std::time::Duration::from_secs(30));
+    let started = std::time::Instant::now();
+    let (mut generation, mut busy, mut prompt) = (0.0f64, 0.0f64, 0.0f64);
+    while started.elapsed() < std::time::Duration::from_secs(60) && (generation <= 0.0 || busy <= 0.0 || prompt <= 0.0)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let text = http(port, "GET", "/metrics", "");
+        let of = |name| metric(&text, name, server.pid()).unwrap_or(0.0);
+        generation = generation.max(of("gputaskman_model_generation_tokens_per_second"));
+        prompt = prompt.max(of("gputaskman_model_prompt_tokens_per_second"));
+        busy = busy.max(of("gputaskman_model_slots_busy"));
+    }
+    eprintln!(
+        "under load, serve's /metrics: generation {generation:.1} tokens/s, prompt {prompt:.1} tokens/s, slots busy {busy} (after {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(generation > 0.0 && prompt > 0.0 && busy > 0.0);
+    let snap: Value = serde_json::from_str(&http(port, "GET", "/snapshot", "")).unwrap();
+    let activity = &model_of(&snap, server.pid())["activity"];
+    assert!(
+        activity["generation_tokens_per_second"].as_f64().is_some(),
+        "{activity:#}"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+}

@@ -1075,8 +1075,8 @@ impl Synth {
                 m.slots_total = Some(4);
                 m.slots_busy = Some(1);
                 m.settings = Some(snapshot::ModelSettings {
-                    context: Some(16384),
-                    slots: Some(4),
+                    context_total: Some(16384),
+                    sequences: Some(4),
                     cache_type_k: "f16".into(),
                     cache_type_v: "f16".into(),
                     n_gpu_layers: Some(99),

@@ -76,6 +76,12 @@ fn ollama_models_come_from_api_ps_with_their_blobs() {
     assert_eq!(m[1]["name"], "qwen3:30b");
     assert_eq!(m[1]["reported"]["device_bytes"], 16_106_127_360u64);
     assert_eq!(m[1]["estimate"], Value::Null);
+    // When Ollama unloads each; it says nothing of requests or rates.
+    assert_eq!(m[0]["activity"]["expires_at"], "2026-11-30T17:35:12.123456789Z");
+    assert_eq!(m[1]["activity"]["expires_at"], "2026-11-30T17:40:00Z");
+    assert_eq!(m[1]["activity"]["source"], "api:/api/ps");
+    assert_eq!(m[1]["activity"]["requests_running"], Value::Null);
+    assert_eq!(m[1]["activity"]["generation_tokens_per_second"], Value::Null);
 }
 
 #[test]
@@ -117,6 +123,13 @@ fn vllm_gives_the_model_and_kv_capacity_from_config_and_metrics() {
     assert_eq!(m[0]["context"], 40960);
     let reported = m[0]["reported"]["source"].as_str().unwrap_or_default();
     assert!(reported.starts_with("api:/metrics ("), "{m:#?}");
+    // What vLLM is doing now, as its recorded /metrics says.
+    let activity = &m[0]["activity"];
+    assert_eq!(activity["requests_running"], 2, "{activity:#}");
+    assert_eq!(activity["requests_waiting"], 1);
+    assert_eq!(activity["kv_cache_used_ratio"], 0.0125);
+    assert_eq!(activity["source"], "api:/metrics");
+    assert_eq!(activity["generation_tokens_per_second"], Value::Null, "one sample");
 }
 
 /// A llama-server whose model file is on its command line, but whose API

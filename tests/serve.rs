@@ -896,3 +896,35 @@ fn a_slow_loris_flood_neither_starves_authenticated_scrapes_nor_grows_threads() 
         200
     );
 }
+
+#[test]
+fn implausible_driver_values_never_become_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let llama = Sleeper::spawn(dir.path(), "llama-server", &[]);
+    let mut s = scenario("NVIDIA H100 80GB HBM3", 1 << 30, llama.pid(), None);
+    let device = &mut s["devices"][0];
+    device["utilization"] = json!({"gpu": 250, "memory": 30});
+    device["temperature_c"] = json!(4294967295u64);
+    device["process_utilization"] = json!([{"pid": llama.pid(), "sm": 4294967295u64, "mem": 3, "enc": 0, "dec": 0}]);
+    let scenario = Scenario::new(&s);
+    let server = serve(scenario.path(), &[]);
+    let body = wait_until("a sample with the memory series", Duration::from_secs(20), || {
+        let body = get(server.port, "/metrics", &[]).body;
+        (!series(&body, "gputaskman_device_memory_used_bytes").is_empty()).then_some(body)
+    });
+    // The help text says 0 to 1: a 2.5 never reaches it, nor 2^32-1 °C.
+    assert_eq!(
+        series(&body, "gputaskman_device_utilization_ratio"),
+        Vec::<&str>::new(),
+        "{body}"
+    );
+    assert_eq!(
+        series(&body, "gputaskman_device_temperature_celsius"),
+        Vec::<&str>::new()
+    );
+    assert_eq!(
+        series(&body, "gputaskman_process_gpu_utilization_ratio"),
+        Vec::<&str>::new()
+    );
+    assert_eq!(value(&body, "gputaskman_device_memory_activity_ratio", &[]), Some(0.3));
+}

@@ -16,7 +16,9 @@ pub mod runtimes;
 pub mod sockets;
 
 use crate::procs::ProcInfo;
-use crate::snapshot::{Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer};
+use crate::snapshot::{
+    Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer, SettingSource, SettingSources,
+};
 use cmdline::LaunchSettings;
 use gguf::regular_file;
 use probe::Prober;
@@ -33,6 +35,11 @@ use std::time::{Duration, Instant, SystemTime};
 /// A process's API is asked at most this often; between probes the last
 /// answer is reused.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+/// Between full probes, what changes from second to second (llama.cpp's
+/// `/slots` and `/metrics`: busy slots, requests, token counters) is asked
+/// again at most this often, so the live view shows what the server does
+/// now and token rates have two samples to come from.
+pub const LIVE_INTERVAL: Duration = Duration::from_secs(2);
 /// The most of a log file that is read, from its end.
 const LOG_TAIL: u64 = 8 << 20;
 /// Ports of one process that are probed at most.
@@ -102,6 +109,8 @@ struct ApiModel {
     weights_bytes: Option<u64>,
     kv_bytes_per_token: Option<u64>,
     reported: Option<ModelReported>,
+    /// What the runtime says the model is doing (Ollama: when it unloads).
+    activity: Option<crate::snapshot::ModelActivity>,
 }
 
 /// What a process's runtime API said, kept for [`PROBE_INTERVAL`].
@@ -113,8 +122,69 @@ struct ApiAnswer {
     listen_ports: Option<Vec<u16>>,
     /// llama.cpp's server state, which also drives the settings.
     server: Option<ServerState>,
+    /// The address that answered, for the live refreshes.
+    addr: Option<SocketAddr>,
+    /// When the live part (llama.cpp's `/slots`, `/metrics`) was read.
+    live_at: Option<Instant>,
+    /// Token rates from the last two counter samples.
+    rates: TokenRates,
     models: Vec<ApiModel>,
     notes: Vec<String>,
+}
+
+/// A sample of a runtime's token counters: (when, prompt, generated).
+type Counters = (Instant, Option<u64>, Option<u64>);
+
+/// Tokens per second between two counter samples; null without two
+/// samples, over no time, or when a counter went backwards (a restart).
+#[derive(Debug, Clone, Default)]
+struct TokenRates {
+    last: Option<Counters>,
+    prompt: Option<f64>,
+    generation: Option<f64>,
+}
+
+impl TokenRates {
+    fn sample(&mut self, now: Counters) {
+        let rate = |before: Option<u64>, after: Option<u64>, seconds: f64| {
+            let delta = after?.checked_sub(before?)?;
+            (seconds > 0.0).then(|| delta as f64 / seconds)
+        };
+        match self.last {
+            Some((at, prompt, generated)) => {
+                let seconds = now.0.saturating_duration_since(at).as_secs_f64();
+                self.prompt = rate(prompt, now.1, seconds);
+                self.generation = rate(generated, now.2, seconds);
+            }
+            None => (self.prompt, self.generation) = (None, None),
+        }
+        self.last = Some(now);
+    }
+}
+
+impl ApiAnswer {
+    /// Takes the server's token counters as a sample (now) for the rates.
+    fn sample_counters(&mut self) {
+        let Some(state) = &self.server else { return };
+        let now = Instant::now();
+        self.rates
+            .sample((now, state.prompt_tokens_total, state.tokens_predicted_total));
+        self.live_at = Some(now);
+    }
+
+    /// What the runtime is doing now, for a model it serves.
+    fn activity(&self) -> Option<crate::snapshot::ModelActivity> {
+        let state = self.server.as_ref()?;
+        Some(crate::snapshot::ModelActivity {
+            requests_running: state.requests_processing,
+            requests_waiting: state.requests_deferred,
+            prompt_tokens_per_second: self.rates.prompt,
+            generation_tokens_per_second: self.rates.generation,
+            kv_cache_used_ratio: state.kv_cache_usage_ratio,
+            expires_at: None,
+            source: "api:/slots,/metrics".into(),
+        })
+    }
 }
 
 /// A process: its PID and start time (a reused PID is another process).
@@ -426,6 +496,7 @@ impl Discovery {
                     ..ModelEstimate::default()
                 }),
                 reported: api.reported.clone(),
+                activity: api.activity.clone(),
                 ..Model::default()
             });
         }
@@ -479,18 +550,34 @@ impl Discovery {
     }
 
     /// The runtime API's answer for this process, probed at most every
-    /// [`PROBE_INTERVAL`].
+    /// [`PROBE_INTERVAL`], its live part at most every [`LIVE_INTERVAL`].
+    /// The token counters' last sample is carried from answer to answer.
     fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
         let key = (info.pid, info.start_time.clone());
-        if let Some((at, answer)) = self.answers.lock().unwrap().get(&key) {
-            if at.elapsed() < PROBE_INTERVAL {
-                return answer.clone();
+        let cached = self.answers.lock().unwrap().get(&key).cloned();
+        let key_for_api = launch.api_key.as_deref();
+        let (at, answer) = match cached {
+            Some((at, mut answer)) if at.elapsed() < PROBE_INTERVAL => {
+                if answer.live_at.is_some_and(|t| t.elapsed() < LIVE_INTERVAL) {
+                    return answer;
+                }
+                if let (Some(addr), Some(state)) = (answer.addr, answer.server.as_mut()) {
+                    state.clear_live();
+                    self.probe_llamacpp_live(addr, key_for_api, state);
+                    answer.sample_counters();
+                }
+                (at, answer)
             }
-        }
-        let answer = self.probe(info, launch, listening);
+            previous => {
+                let mut answer = self.probe(info, launch, listening);
+                answer.rates = previous.map(|(_, a)| a.rates).unwrap_or_default();
+                answer.sample_counters();
+                (Instant::now(), answer)
+            }
+        };
         let mut answers = self.answers.lock().unwrap();
         answers.retain(|_, (at, _)| at.elapsed() < PROBE_INTERVAL * 4);
-        answers.insert(key, (Instant::now(), answer.clone()));
+        answers.insert(key, (at, answer.clone()));
         answer
     }
 
@@ -535,6 +622,7 @@ impl Discovery {
             match result {
                 Ok(()) => {
                     answer.server_url = Some(format!("http://{addr}"));
+                    answer.addr = Some(addr);
                     return answer;
                 }
                 Err(e) => answer.notes.push(format!("no {} API at {addr}: {e}", api.name())),
@@ -549,13 +637,6 @@ impl Discovery {
         use runtimes::llamacpp;
         let mut state = ServerState::default();
         state.merge_props(&llamacpp::parse_props(&self.prober.get(addr, "/props", key)?)?);
-        if let Ok(slots) = self
-            .prober
-            .get(addr, "/slots", key)
-            .and_then(|b| llamacpp::parse_slots(&b))
-        {
-            state.merge_slots(&slots);
-        }
         if let Ok(models) = self
             .prober
             .get(addr, "/v1/models", key)
@@ -563,11 +644,25 @@ impl Discovery {
         {
             state.merge_v1_models(&models);
         }
+        self.probe_llamacpp_live(addr, key, &mut state);
+        Ok(state)
+    }
+
+    /// llama.cpp's live endpoints: `/slots` (busy slots) and `/metrics`
+    /// (requests, token counters; with `--metrics`).
+    fn probe_llamacpp_live(&self, addr: SocketAddr, key: Option<&str>, state: &mut ServerState) {
+        use runtimes::llamacpp;
+        if let Ok(slots) = self
+            .prober
+            .get(addr, "/slots", key)
+            .and_then(|b| llamacpp::parse_slots(&b))
+        {
+            state.merge_slots(&slots);
+        }
         let metrics = self.prober.get(addr, "/metrics", key);
         if let Ok(metrics) = metrics.and_then(|b| llamacpp::parse_metrics(&String::from_utf8_lossy(&b))) {
             state.merge_metrics(&metrics);
         }
-        Ok(state)
     }
 
     /// Ollama's `ollama serve`: /api/ps lists what is loaded and how much of
@@ -587,6 +682,11 @@ impl Discovery {
                     device_bytes: m.size_vram,
                     source: "api:/api/ps".into(),
                     ..ModelReported::default()
+                }),
+                activity: Some(crate::snapshot::ModelActivity {
+                    expires_at: m.expires_at.clone(),
+                    source: "api:/api/ps".into(),
+                    ..Default::default()
                 }),
             })
             .collect())
@@ -644,6 +744,13 @@ impl Discovery {
                         source: format!("api:/metrics ({tokens} KV tokens reserved)"),
                         ..ModelReported::default()
                     }),
+                    activity: metrics.as_ref().map(|m| crate::snapshot::ModelActivity {
+                        requests_running: m.requests_running,
+                        requests_waiting: m.requests_waiting,
+                        kv_cache_used_ratio: m.kv_cache_usage,
+                        source: "api:/metrics".into(),
+                        ..Default::default()
+                    }),
                 }
             })
             .collect())
@@ -696,16 +803,22 @@ impl Discovery {
     ) -> Model {
         let (path, evidence) = (found.path.as_path(), found.evidence.as_slice());
         let server = answer.server.as_ref();
-        let mut settings = resolve_settings(launch, server, log.map(|(_, r)| r));
-        settings.context = settings.context.or(api.and_then(|a| a.context));
+        let mut notes = Vec::new();
+        let mut settings = resolve_settings(launch, server, log.map(|(_, r)| r), &mut notes);
+        if settings.context_total.is_none() {
+            settings.context_total = api.and_then(|a| a.context);
+            settings.sources.context_total = settings.context_total.map(|_| SettingSource::Api);
+        }
         let mut model = Model {
             path: Some(path.display().to_string()),
             evidence: evidence.iter().map(|e| e.as_str().to_string()).collect(),
             confirmed: evidence.len() >= 2 && evidence.iter().any(|e| matches!(e, Evidence::Api | Evidence::Mapped)),
-            context: settings.context,
-            slots_total: settings.slots,
+            context: settings.context_total,
+            slots_total: settings.sequences,
+            notes,
             slots_busy: server.and_then(|s| s.slots_busy),
             server_url: answer.server_url.clone(),
+            activity: answer.activity().or_else(|| api.and_then(|a| a.activity.clone())),
             ..Model::default()
         };
         let header = self.header(path, round);
@@ -729,6 +842,7 @@ impl Discovery {
                             ..kv_settings
                         };
                         model.context = Some(u64::from(e.kv.context));
+                        settings.fill_from_estimate(&e.kv);
                         model.estimate = Some(ModelEstimate {
                             weights_bytes: e.weights_bytes,
                             kv_bytes: Some(e.kv.bytes),
@@ -856,34 +970,94 @@ fn log_names(report: &logs::LogReport, path: &Path) -> bool {
     }
 }
 
-/// The settings that drive the estimate, each from the most direct source:
-/// the API (what the server runs now), then the log of its load, then the
-/// command line, then llama-server's defaults.
+/// A setting with where it was read.
+type Sourced<T> = Option<(T, SettingSource)>;
+
+/// The first known of `candidates`, strongest source first.
+fn first<T, const N: usize>(candidates: [(Option<T>, SettingSource); N]) -> Sourced<T> {
+    candidates
+        .into_iter()
+        .find_map(|(value, source)| value.map(|v| (v, source)))
+}
+
+/// llama-server's `-np auto` (the default since PR #16736, November 2025):
+/// 4 slots sharing one unified KV cache (tools/server/server.cpp, "n_parallel
+/// is set to auto, using n_parallel = 4 and kv_unified = true").
+const AUTO_SLOTS: u32 = 4;
+
+/// The settings llama.cpp runs the model with, each from the most direct
+/// source: the API (what the server runs now), then the log of its load
+/// (`llama_context: n_ctx`, `n_ctx_seq`, `n_seq_max`, `kv_unified`), then
+/// the command line, then llama.cpp's defaults, which `notes` names with the
+/// version they hold from. The total and per-sequence contexts follow from
+/// each other as src/llama-context.cpp derives them: unified, one stream of
+/// `n_ctx` cells (`n_ctx_seq = n_ctx`); otherwise `n_ctx = n_ctx_seq ×
+/// n_seq_max`. A derived figure carries the weakest source it came from.
+/// What only the model file can settle (`-c` absent or 0: the training
+/// context; llama.cpp's padding of `-c`) is filled from the estimate.
 fn resolve_settings(
     launch: &LaunchSettings,
     server: Option<&ServerState>,
     log: Option<&logs::LogReport>,
+    notes: &mut Vec<String>,
 ) -> ModelSettings {
-    let slots = server
-        .and_then(|s| s.total_slots)
-        .or(log.and_then(|l| l.n_seq_max))
-        .or(launch.parallel);
-    // llama-server's `-np auto` (the default) means 4 slots sharing one
-    // unified cache (tools/server/server.cpp); an explicit -np does not.
-    let unified = server
-        .and_then(|s| s.kv_unified())
-        .or(log.and_then(|l| l.kv_unified))
-        .or(launch.kv_unified)
-        .or((launch.parallel.is_none() && server.is_some()).then_some(true))
-        .unwrap_or(false);
-    let context = server
-        .and_then(|s| s.total_context(unified))
-        .or(log.and_then(|l| l.n_ctx))
-        .or(launch.ctx.filter(|c| *c > 0));
+    use SettingSource::{Api, Argv, Default, Log};
+    // llama-server's -np -1 is auto, as leaving it out.
+    let np_given = launch.parallel.filter(|n| *n > 0);
+    // Whether auto applies: the process answered as a llama-server and was
+    // not given -np. A bare library user (llama-cli, bindings) gets 1.
+    let auto = np_given.is_none() && server.is_some();
+    let sequences = first([
+        (server.and_then(|s| s.total_slots), Api),
+        (log.and_then(|l| l.n_seq_max), Log),
+        (np_given, Argv),
+    ])
+    .or_else(|| {
+        notes.push(match auto {
+            true => format!("slots assumed: {AUTO_SLOTS}, llama-server's -np auto (since llama.cpp PR #16736, November 2025; 1 before)"),
+            false => "sequences assumed: 1, llama.cpp's n_seq_max default (src/llama-context.cpp)".into(),
+        });
+        Some((if auto { AUTO_SLOTS } else { 1 }, Default))
+    });
+    // No endpoint says it (see src/models/runtimes/llamacpp.rs).
+    let several = sequences.is_some_and(|(n, _)| n > 1);
+    let kv_unified = first([(log.and_then(|l| l.kv_unified), Log), (launch.kv_unified, Argv)]).or_else(|| {
+        // With one sequence both layouts are the same cache.
+        several.then(|| notes.push(match auto {
+            true => "kv unified assumed: llama-server's default without -np (since llama.cpp PR #16736, November 2025)".into(),
+            false => "kv unified assumed off: one KV stream per sequence, llama.cpp's default since PR #14363 (July 2025); builds before it shared one stream".into(),
+        }));
+        Some((auto, Default))
+    });
+    let mut per_seq = first([
+        (server.and_then(|s| s.n_ctx_per_slot), Api),
+        (log.and_then(|l| l.n_ctx_seq), Log),
+    ]);
+    let mut total = first([
+        (server.and_then(ServerState::reported_total), Api),
+        (log.and_then(|l| l.n_ctx), Log),
+    ]);
+    if let (Some((unified, u_src)), Some((seqs, s_src))) = (kv_unified, sequences) {
+        let streams = if unified { 1 } else { u64::from(seqs.max(1)) };
+        if let (None, Some((per, p_src))) = (total, per_seq) {
+            total = per.checked_mul(streams).map(|t| (t, p_src.max(u_src).max(s_src)));
+        }
+        if let (None, Some((all, t_src))) = (per_seq, total) {
+            per_seq = Some((all / streams, t_src.max(u_src).max(s_src)));
+        }
+    }
+    let total = total.or(launch.ctx.filter(|c| *c > 0).map(|c| (c, Argv)));
     ModelSettings {
-        context,
-        slots,
-        kv_unified: unified,
+        context_total: total.map(|(v, _)| v),
+        context_per_seq: per_seq.map(|(v, _)| v),
+        sequences: sequences.map(|(v, _)| v),
+        kv_unified: kv_unified.map(|(v, _)| v),
+        sources: SettingSources {
+            context_total: total.map(|(_, s)| s),
+            context_per_seq: per_seq.map(|(_, s)| s),
+            sequences: sequences.map(|(_, s)| s),
+            kv_unified: kv_unified.map(|(_, s)| s),
+        },
         cache_type_k: launch.cache_type_k.clone().unwrap_or_else(|| "f16".into()),
         cache_type_v: launch.cache_type_v.clone().unwrap_or_else(|| "f16".into()),
         n_gpu_layers: launch.n_gpu_layers,
@@ -894,12 +1068,28 @@ fn resolve_settings(
 }
 
 impl ModelSettings {
+    /// What llama.cpp makes of settings the server did not report: `-c` 0
+    /// or absent is the training context, `-c` is padded to 256 and split
+    /// over the sequences (src/llama-context.cpp), as the estimate did.
+    fn fill_from_estimate(&mut self, kv: &gguf::KvEstimate) {
+        let total_source = match self.sources.context_total {
+            None | Some(SettingSource::Argv) => self.sources.context_total.or(Some(SettingSource::Default)),
+            _ => return,
+        };
+        self.context_total = Some(u64::from(kv.context));
+        self.sources.context_total = total_source;
+        if self.context_per_seq.is_none() {
+            self.context_per_seq = Some(u64::from(kv.context_per_seq));
+            self.sources.context_per_seq = total_source.max(self.sources.kv_unified).max(self.sources.sequences);
+        }
+    }
+
     fn to_kv(&self) -> gguf::KvSettings {
         let defaults = gguf::KvSettings::default();
         gguf::KvSettings {
-            ctx: self.context.and_then(|c| u32::try_from(c).ok()),
-            n_seq: self.slots.unwrap_or(1).max(1),
-            kv_unified: self.kv_unified,
+            ctx: self.context_total.and_then(|c| u32::try_from(c).ok()),
+            n_seq: self.sequences.unwrap_or(1).max(1),
+            kv_unified: self.kv_unified.unwrap_or(false),
             type_k: self.cache_type_k.parse().unwrap_or(defaults.type_k),
             type_v: self.cache_type_v.parse().unwrap_or(defaults.type_v),
             n_ubatch: self.ubatch.unwrap_or(defaults.n_ubatch),
@@ -1248,5 +1438,122 @@ mod tests {
             assert_eq!(logs::parse_log(&read_tail(&path, LOG_TAIL).unwrap()), whole, "{line}");
         }
         assert!(checked > 5_000, "{checked}");
+    }
+
+    /// Only the command line is known (no API answered, no log): `-c 8192
+    /// -np 2` is two streams of 4096, unified off by llama.cpp's default
+    /// for an explicit -np, and the JSON says which figure came from where.
+    #[test]
+    fn settings_from_the_command_line_alone_say_what_was_assumed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(SHAPE, dir.path().join("m.gguf")).unwrap();
+        let server = Subject::new(dir.path(), &["llama-server", "-m", "m.gguf", "-c", "8000", "-np", "2"]);
+        let found = discovery().discover(&[&server.info]);
+        let model = &found[&server.info.pid].models[0];
+        let s = model.settings.clone().unwrap();
+        // -c 8000 is padded to 8192 (src/llama-context.cpp), as llama.cpp does.
+        assert_eq!(
+            (s.context_total, s.context_per_seq, s.sequences, s.kv_unified),
+            (Some(8192), Some(4096), Some(2), Some(false))
+        );
+        use SettingSource::{Argv, Default};
+        assert_eq!(
+            s.sources,
+            SettingSources {
+                context_total: Some(Argv),
+                context_per_seq: Some(Default),
+                sequences: Some(Argv),
+                kv_unified: Some(Default),
+            }
+        );
+        assert_eq!(model.context, Some(8192));
+        assert_eq!(model.slots_total, Some(2));
+        assert!(
+            model
+                .notes
+                .iter()
+                .any(|n| n.contains("kv unified assumed off") && n.contains("PR #14363")),
+            "{:?}",
+            model.notes
+        );
+        // Qwen3-0.6B's shape: 28 layers x 8 KV heads x 128 x f16 x (K + V)
+        // = 112 KiB a cell, 8192 cells.
+        assert_eq!(model.estimate.as_ref().unwrap().kv_bytes, Some(8192 * 28 * 4096));
+    }
+
+    /// The API answered but no log was found: `/props` gives one slot's
+    /// context and the slots; the total follows from the layout llama.cpp
+    /// defaults to (an explicit -np: separate streams; no -np: one unified
+    /// cache), and carries the weakest source it came from.
+    #[test]
+    fn settings_from_the_api_without_a_log_derive_the_total() {
+        let launch =
+            |argv: &[&str]| cmdline::parse_launch(&argv.iter().map(|a| a.to_string()).collect::<Vec<_>>(), &[]);
+        let state = |per_slot, slots| ServerState {
+            n_ctx_per_slot: Some(per_slot),
+            n_ctx_meta: Some(per_slot),
+            total_slots: Some(slots),
+            ..ServerState::default()
+        };
+        let mut notes = Vec::new();
+        let split = resolve_settings(
+            &launch(&["llama-server", "-c", "8192", "-np", "2"]),
+            Some(&state(4096, 2)),
+            None,
+            &mut notes,
+        );
+        assert_eq!(
+            (
+                split.context_total,
+                split.context_per_seq,
+                split.sequences,
+                split.kv_unified
+            ),
+            (Some(8192), Some(4096), Some(2), Some(false))
+        );
+        assert_eq!(split.sources.context_total, Some(SettingSource::Default));
+        assert_eq!(split.sources.context_per_seq, Some(SettingSource::Api));
+        let auto = resolve_settings(
+            &launch(&["llama-server", "-c", "4096"]),
+            Some(&state(4096, 4)),
+            None,
+            &mut notes,
+        );
+        assert_eq!(
+            (
+                auto.context_total,
+                auto.context_per_seq,
+                auto.sequences,
+                auto.kv_unified
+            ),
+            (Some(4096), Some(4096), Some(4), Some(true))
+        );
+        assert!(notes.iter().any(|n| n.contains("PR #16736")), "{notes:?}");
+        // The log, where there is one, settles what the API cannot say.
+        let log = logs::parse_log("llama_context: n_ctx = 8192\nllama_context: kv_unified = true\n");
+        let said = resolve_settings(
+            &launch(&["llama-server", "-np", "2"]),
+            Some(&state(8192, 2)),
+            Some(&log),
+            &mut notes,
+        );
+        assert_eq!((said.context_total, said.kv_unified), (Some(8192), Some(true)));
+        assert_eq!(said.sources.kv_unified, Some(SettingSource::Log));
+    }
+
+    /// Rates need two samples: the first says null, not 0; a counter that
+    /// went backwards (the server restarted its counting) says null too.
+    #[test]
+    fn token_rates_come_from_two_samples_of_the_counters() {
+        let t0 = Instant::now();
+        let mut rates = TokenRates::default();
+        rates.sample((t0, Some(100), Some(40)));
+        assert_eq!((rates.prompt, rates.generation), (None, None));
+        rates.sample((t0 + Duration::from_secs(2), Some(300), Some(100)));
+        assert_eq!((rates.prompt, rates.generation), (Some(100.0), Some(30.0)));
+        rates.sample((t0 + Duration::from_secs(4), Some(300), Some(5)));
+        assert_eq!((rates.prompt, rates.generation), (Some(0.0), None));
+        rates.sample((t0 + Duration::from_secs(4), Some(400), None));
+        assert_eq!((rates.prompt, rates.generation), (None, None), "no time, no counter");
     }
 }

@@ -86,10 +86,15 @@ families! {
     PROCESS_GPU_UTILIZATION = "gputaskman_process_gpu_utilization_ratio", "Measured: share of the last sample period the process kept a GPU engine busy (0 to 1).";
     MODEL_INFO = "gputaskman_model_info", "A model a process runs, with its kind and whether two sources confirm it (always 1).";
     MODEL_PARAMETERS = "gputaskman_model_parameters", "From the model file: number of parameters.";
-    MODEL_CONTEXT = "gputaskman_model_context_tokens", "The context the runtime runs the model with, in tokens (all slots).";
+    MODEL_CONTEXT = "gputaskman_model_context_tokens", "The context the runtime runs the model with, in tokens: llama.cpp's n_ctx, all slots together.";
     MODEL_CONTEXT_TRAIN = "gputaskman_model_context_train_tokens", "From the model file: the context it was trained with, in tokens.";
     MODEL_SLOTS = "gputaskman_model_slots", "Reported: parallel slots the runtime serves the model with.";
     MODEL_SLOTS_BUSY = "gputaskman_model_slots_busy", "Reported: slots processing a request now.";
+    MODEL_REQUESTS_RUNNING = "gputaskman_model_requests_running", "Reported: requests the runtime is processing now.";
+    MODEL_REQUESTS_WAITING = "gputaskman_model_requests_waiting", "Reported: requests waiting for a slot.";
+    MODEL_PROMPT_TPS = "gputaskman_model_prompt_tokens_per_second", "From the runtime's reported counter: prompt tokens processed per second between the last two samples (absent until there are two).";
+    MODEL_GENERATION_TPS = "gputaskman_model_generation_tokens_per_second", "From the runtime's reported counter: tokens generated per second between the last two samples (absent until there are two).";
+    MODEL_KV_USED = "gputaskman_model_kv_cache_used_ratio", "Reported: share of the KV cache in use (0 to 1), where the runtime says it.";
     MODEL_EST_WEIGHTS = "gputaskman_model_estimated_weights_bytes", "Estimated from the model file: the weights. Never part of measured totals.";
     MODEL_EST_KV = "gputaskman_model_estimated_kv_bytes", "Estimated from the model file and launch settings: the KV cache, as llama.cpp allocates it. Never part of measured totals.";
     MODEL_EST_KV_PER_TOKEN = "gputaskman_model_estimated_kv_per_token_bytes", "Estimated: KV cache cost of one more token of context in the full-attention layers.";
@@ -463,6 +468,13 @@ fn model(out: &mut Out, process: &Labels, m: &Model) {
     out.opt_u64(F::MODEL_CONTEXT_TRAIN, ls, m.context_train);
     out.opt_u64(F::MODEL_SLOTS, ls, m.slots_total.map(u64::from));
     out.opt_u64(F::MODEL_SLOTS_BUSY, ls, m.slots_busy.map(u64::from));
+    if let Some(a) = &m.activity {
+        out.opt_u64(F::MODEL_REQUESTS_RUNNING, ls, a.requests_running);
+        out.opt_u64(F::MODEL_REQUESTS_WAITING, ls, a.requests_waiting);
+        out.opt_f64(F::MODEL_PROMPT_TPS, ls, a.prompt_tokens_per_second);
+        out.opt_f64(F::MODEL_GENERATION_TPS, ls, a.generation_tokens_per_second);
+        out.opt_f64(F::MODEL_KV_USED, ls, a.kv_cache_used_ratio);
+    }
     if let Some(e) = &m.estimate {
         out.opt_u64(F::MODEL_EST_WEIGHTS, ls, e.weights_bytes);
         out.opt_u64(F::MODEL_EST_KV, ls, e.kv_bytes);

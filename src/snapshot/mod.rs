@@ -270,25 +270,92 @@ pub struct Model {
     pub settings: Option<ModelSettings>,
     pub estimate: Option<ModelEstimate>,
     pub reported: Option<ModelReported>,
+    /// What the runtime is doing now, as its API says; null when no API
+    /// answered.
+    #[serde(default)]
+    pub activity: Option<ModelActivity>,
     /// Why something is missing or surprising.
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// What a runtime's API says a model is doing now: *reported* figures and
+/// rates of reported counters, each null where the runtime does not say.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct ModelActivity {
+    /// Requests being processed (llama.cpp `requests_processing`, vLLM
+    /// `num_requests_running`).
+    pub requests_running: Option<u64>,
+    /// Requests waiting for a slot (llama.cpp `requests_deferred`, vLLM
+    /// `num_requests_waiting`).
+    pub requests_waiting: Option<u64>,
+    /// Prompt tokens processed per second between the last two samples of
+    /// the runtime's counter: null until two samples exist (a one-shot
+    /// `--json` or `--once` has one).
+    pub prompt_tokens_per_second: Option<f64>,
+    /// Generated tokens per second, likewise.
+    pub generation_tokens_per_second: Option<f64>,
+    /// Share of the KV cache in use, 0 to 1, where the runtime says it
+    /// (vLLM `kv_cache_usage_perc`; llama.cpp before May 2025).
+    pub kv_cache_used_ratio: Option<f64>,
+    /// When the runtime will unload the model (Ollama `expires_at`).
+    pub expires_at: Option<String>,
+    /// The endpoints it was read from, e.g. `api:/slots,/metrics`.
+    pub source: String,
 }
 
 /// Launch settings that drive a model's memory, from the runtime's API, its
 /// log, or its command line (in that order of trust).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct ModelSettings {
-    /// Total context in tokens (all slots), before llama.cpp's padding.
-    pub context: Option<u64>,
-    pub slots: Option<u32>,
-    pub kv_unified: bool,
+    /// `n_ctx`: the KV cache's context in tokens, all sequences together
+    /// (llama.cpp pads and rounds it: src/llama-context.cpp). Older
+    /// recordings called it `context` and `sequences` `slots`.
+    #[serde(default, alias = "context")]
+    pub context_total: Option<u64>,
+    /// `n_ctx_seq`: the context of one sequence (slot), what llama-server's
+    /// `/props` and `/slots` report per slot.
+    #[serde(default)]
+    pub context_per_seq: Option<u64>,
+    /// `n_seq_max`: sequences (llama-server slots) the cache serves.
+    #[serde(default, alias = "slots")]
+    pub sequences: Option<u32>,
+    /// One KV stream shared by all sequences (true) or one per sequence.
+    #[serde(default)]
+    pub kv_unified: Option<bool>,
+    /// Where each of the four figures above came from.
+    #[serde(default)]
+    pub sources: SettingSources,
     pub cache_type_k: String,
     pub cache_type_v: String,
     pub n_gpu_layers: Option<i64>,
     pub swa_full: bool,
     pub flash_attn: Option<String>,
     pub ubatch: Option<u32>,
+}
+
+/// Where a setting was read: the runtime's API (what it runs now), the log
+/// of its load, its command line, or the runtime's default for what none of
+/// them says (a note on the model names the default and its version).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum SettingSource {
+    Api,
+    Log,
+    Argv,
+    Default,
+}
+
+/// The source of each of [`ModelSettings`]'s context figures; null where
+/// the figure is unknown.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(default)]
+pub struct SettingSources {
+    pub context_total: Option<SettingSource>,
+    pub context_per_seq: Option<SettingSource>,
+    pub sequences: Option<SettingSource>,
+    pub kv_unified: Option<SettingSource>,
 }
 
 /// Computed from the model file and the launch settings: never summed.

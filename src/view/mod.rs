@@ -27,3 +27,39 @@ pub fn percent(p: Option<u32>) -> String {
 pub fn opt(s: Option<&str>) -> &str {
     s.unwrap_or("n/a")
 }
+
+/// ` (N per slot)` when a model's sequences each hold less than the whole
+/// context (llama.cpp without a unified cache: `-c 8192 -np 2` is two
+/// streams of 4096); empty otherwise.
+pub fn per_slot(m: &crate::snapshot::Model) -> String {
+    let settings = m.settings.as_ref();
+    match (
+        settings.and_then(|s| s.context_per_seq),
+        settings.and_then(|s| s.context_total),
+    ) {
+        (Some(per), Some(total)) if per < total => format!(" ({per} per slot)"),
+        _ => String::new(),
+    }
+}
+
+/// What a runtime says a model is doing now, `n/a` where it does not say:
+/// `requests 2 running, 0 waiting · tokens/s prompt 150.2, generation 31.0`.
+pub fn activity(a: &crate::snapshot::ModelActivity) -> String {
+    let count = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into());
+    let rate = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
+    let mut parts = vec![
+        format!(
+            "requests {} running, {} waiting",
+            count(a.requests_running),
+            count(a.requests_waiting)
+        ),
+        format!(
+            "tokens/s prompt {}, generation {}",
+            rate(a.prompt_tokens_per_second),
+            rate(a.generation_tokens_per_second)
+        ),
+    ];
+    parts.extend(a.kv_cache_used_ratio.map(|r| format!("KV {:.0}% used", r * 100.0)));
+    parts.extend(a.expires_at.as_ref().map(|t| format!("unloads {t}")));
+    parts.join(" · ")
+}

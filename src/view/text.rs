@@ -275,7 +275,10 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
         .map(|u| format!(", {}", safe(u)))
         .unwrap_or_default();
     let context = m.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
-    let _ = writeln!(out, "{:>16}context {context}{slots}{url}", "");
+    let _ = writeln!(out, "{:>16}context {context}{}{slots}{url}", "", super::per_slot(m));
+    if let Some(a) = &m.activity {
+        let _ = writeln!(out, "{:>16}now: {}", "", super::activity(a));
+    }
     let _ = writeln!(
         out,
         "{:>16}{:<10} {:>10} {:>10} {:>10}",

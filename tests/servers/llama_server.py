@@ -4,6 +4,10 @@ xllamacpp is a prebuilt llama.cpp whose Server class serves the same HTTP
 API as llama-server (/health, /props, /slots, /v1/models, /metrics) from
 inside this Python process. It serves on a loopback port until its stdin
 closes or it is killed, and prints "ready" once it answers.
+
+A flag left out means what it means to llama-server (common/arg.cpp): no
+-c is 0 (the model's training context), no -np is -1 (auto: 4 slots
+sharing one unified KV cache, tools/server/server.cpp).
 """
 
 import argparse
@@ -16,9 +20,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--port", type=int, required=True)
-    ap.add_argument("-c", "--ctx-size", type=int, default=4096)
-    ap.add_argument("-np", "--parallel", type=int, default=4)
-    ap.add_argument("--kv-unified", action="store_true")
+    ap.add_argument("-c", "--ctx-size", type=int, default=0)
+    ap.add_argument("-np", "--parallel", type=int, default=-1)
+    ap.add_argument("-kvu", "--kv-unified", action="store_true")
+    ap.add_argument("--swa-full", action="store_true")
+    ap.add_argument("-ctk", "--cache-type-k")
+    ap.add_argument("-ctv", "--cache-type-v")
     ap.add_argument("--no-mmap", action="store_true")
     ap.add_argument("--api-key")
     ap.add_argument("-lv", "--verbosity", type=int, default=4)
@@ -29,6 +36,11 @@ def main() -> None:
     p.n_ctx = args.ctx_size
     p.n_parallel = args.parallel
     p.kv_unified = args.kv_unified
+    p.swa_full = args.swa_full
+    if args.cache_type_k:
+        p.cache_type_k = x.ggml_type["GGML_TYPE_" + args.cache_type_k.upper()]
+    if args.cache_type_v:
+        p.cache_type_v = x.ggml_type["GGML_TYPE_" + args.cache_type_v.upper()]
     p.port = args.port
     p.endpoint_props = True
     p.endpoint_slots = True

@@ -28,6 +28,13 @@ const MIN_TENSOR_INFO_BYTES: u64 = 8 + 4 + 4 + 8;
 const MAX_DIMS: u32 = 4;
 /// GGUF's default alignment of the data section (gguf.h GGUF_DEFAULT_ALIGNMENT).
 const DEFAULT_ALIGNMENT: u32 = 32;
+/// The most memory one header's kept metadata and tensor infos may take.
+/// Each value is bounded by the `MAX_KEPT_*` limits, but a file may hold
+/// any number of them (a sparse file of kept strings, or of 4096-element
+/// u8 arrays that cost 32x in memory what they cost on disk). Real headers
+/// keep a few MiB: ~1,000-2,000 tensor infos and small metadata, the
+/// vocabularies being walked, not kept.
+pub const MAX_KEPT_TOTAL: u64 = 64 << 20;
 
 /// The header of one GGUF file: everything before the tensor data.
 #[derive(Clone, Debug)]
@@ -113,6 +120,7 @@ pub fn read_header<R: Read + Seek>(reader: R) -> Result<Header, Error> {
             )
         })?;
         let value = read_value(&mut src, ty, &key)?;
+        src.keep(key_at, kept_size(&value) + key.len() as u64)?;
         if !metadata.insert(key.clone(), value) {
             return Err(Error::at(key_at, ErrorKind::DuplicateKey(key)));
         }
@@ -132,6 +140,9 @@ pub fn read_header<R: Read + Seek>(reader: R) -> Result<Header, Error> {
     for _ in 0..n_tensors {
         let at = src.pos;
         let info = read_tensor_info(&mut src)?;
+        // The info, its name kept twice (here and in `names`) and its dims.
+        let cost = std::mem::size_of::<TensorInfo>() as u64 + 2 * info.name.len() as u64 + 8 * info.dims.len() as u64;
+        src.keep(at, cost)?;
         if !names.insert(info.name.clone()) {
             return Err(Error::at(at, ErrorKind::DuplicateTensor(info.name)));
         }
@@ -329,6 +340,17 @@ fn read_value<R: Read + Seek>(src: &mut Source<R>, ty: ValueType, key: &str) -> 
     })
 }
 
+/// What a kept value costs in memory, roughly: its enum slot and the bytes
+/// it owns.
+fn kept_size(value: &Value) -> u64 {
+    let slot = std::mem::size_of::<Value>() as u64;
+    match value {
+        Value::String(s) => slot + s.len() as u64,
+        Value::Array(Array { values: Some(v), .. }) => slot + v.iter().map(kept_size).sum::<u64>(),
+        _ => slot,
+    }
+}
+
 fn read_array<R: Read + Seek>(src: &mut Source<R>, key: &str) -> Result<Array, Error> {
     let type_at = src.pos;
     let type_id = src.u32("array element type")?;
@@ -398,9 +420,27 @@ struct Source<R> {
     pos: u64,
     len: u64,
     big_endian: bool,
+    /// Memory kept so far (see [`MAX_KEPT_TOTAL`]).
+    kept: u64,
 }
 
 impl<R> Source<R> {
+    /// Books `bytes` more of kept memory for what was read at `at`.
+    fn keep(&mut self, at: u64, bytes: u64) -> Result<(), Error> {
+        self.kept = self.kept.saturating_add(bytes);
+        if self.kept > MAX_KEPT_TOTAL {
+            return Err(Error::at(
+                at,
+                ErrorKind::OverLimit {
+                    what: "metadata and tensor infos kept in memory",
+                    len: self.kept,
+                    limit: MAX_KEPT_TOTAL,
+                },
+            ));
+        }
+        Ok(())
+    }
+
     fn left(&self) -> u64 {
         self.len.saturating_sub(self.pos)
     }
@@ -430,6 +470,7 @@ impl<R: Read + Seek> Source<R> {
             pos: 0,
             len,
             big_endian: false,
+            kept: 0,
         })
     }
 

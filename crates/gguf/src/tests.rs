@@ -1366,3 +1366,25 @@ fn reads_files_written_by_the_python_writer() {
     assert_eq!((split.parts().len(), split.tensors().len()), (2, 2));
     assert_eq!(split.metadata().get_u32("qwen3.block_count"), Some(28));
 }
+
+#[test]
+fn a_header_that_keeps_more_than_the_budget_in_memory_is_refused() {
+    // 600 arrays of 4096 u8: 2.4 MB on disk, but ~80 MB as kept values.
+    let mut b = Builder::default().str("general.architecture", "llama");
+    for i in 0..600 {
+        b = b.kv(&format!("bomb.{i}"), arr(ValueType::U8, vec![Value::U8(7); 4096]));
+    }
+    let bytes = b.to_bytes();
+    assert!(bytes.len() < 3 << 20, "{}", bytes.len());
+    let err = read_header(Cursor::new(bytes)).unwrap_err().to_string();
+    assert!(
+        err.contains("metadata and tensor infos kept in memory") && err.contains("67108864"),
+        "{err}"
+    );
+    // A real header's worth of kept metadata and tensors is far below it.
+    let mut b = qwen3_0_6b();
+    for i in 0..2000 {
+        b = b.tensor(&format!("blk.{i}.attn_q.weight"), &[32], 0);
+    }
+    assert!(read_header(Cursor::new(b.to_bytes())).is_ok());
+}

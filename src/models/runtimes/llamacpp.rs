@@ -2,15 +2,15 @@
 //! tools/server/server-context.cpp): `/props`, `/slots`, `/v1/models`,
 //! `/metrics` (with `--metrics`).
 //!
-//! Context, as the recorded reference server shows it (`-c 4096`, default
-//! `-np` auto = 4 slots sharing one unified cache): `/props`
-//! `default_generation_settings.n_ctx` and each `/slots[].n_ctx` are the
-//! context of ONE slot (4096), and `/v1/models` `meta.n_ctx` is the whole
-//! context (4096). With a unified cache the slots share the cells, so the
-//! total is the per-slot figure, not per-slot × slots; without one (`-np 2`
-//! given explicitly) each slot gets `n_ctx / slots` (2048 in the recorded
-//! `slots_busy.json`) and the total is per-slot × slots. See
-//! [`ServerState::total_context`].
+//! Context, as real servers report it (xllamacpp 2026.10 and the recorded
+//! reference server): `/props` `default_generation_settings.n_ctx`, each
+//! `/slots[].n_ctx` and `/v1/models` `meta.n_ctx` are all the context of ONE
+//! slot, llama.cpp's `n_ctx_seq` (tools/server/server-context.cpp takes it
+//! from `llama_n_ctx_seq`): 4096 for `-c 8192 -np 2`, whose cache holds 8192
+//! cells in two streams. Builds of 2024 put the whole `llama_n_ctx` in
+//! `meta.n_ctx`, so a `meta.n_ctx` above one slot's is the total
+//! ([`ServerState::reported_total`]). No endpoint says whether the cache is
+//! unified; the log does (`llama_context: kv_unified = false`).
 
 use super::{as_count, convert, lenient, lenient_vec, parse_array, parse_object, parse_prometheus};
 use serde::{Deserialize, Serialize};
@@ -114,7 +114,8 @@ pub struct V1Model {
     /// Router mode (`--models-dir`) lists models that are not loaded:
     /// `loaded`, `unloaded`, `loading`. Absent for a single-model server.
     pub status: Option<String>,
-    /// The whole context (`meta.n_ctx`).
+    /// `meta.n_ctx`: one slot's context in current builds, the whole
+    /// context in 2024's.
     pub n_ctx: Option<u64>,
     pub n_ctx_train: Option<u64>,
     pub n_params: Option<u64>,
@@ -202,6 +203,11 @@ pub struct Metrics {
     /// `llamacpp:kv_cache_usage_ratio`, 0..1; removed from llama.cpp in
     /// May 2025, so usually absent.
     pub kv_cache_usage_ratio: Option<f64>,
+    /// `llamacpp:prompt_tokens_total`: prompt tokens processed (a counter;
+    /// tools/server/server-context.cpp).
+    pub prompt_tokens_total: Option<u64>,
+    /// `llamacpp:tokens_predicted_total`: tokens generated (a counter).
+    pub tokens_predicted_total: Option<u64>,
 }
 
 /// `GET /metrics`, Prometheus text.
@@ -212,6 +218,8 @@ pub fn parse_metrics(text: &str) -> Result<Metrics, String> {
             "llamacpp:requests_processing" => metrics.requests_processing = as_count(sample.value),
             "llamacpp:requests_deferred" => metrics.requests_deferred = as_count(sample.value),
             "llamacpp:n_tokens_max" => metrics.n_tokens_max = as_count(sample.value),
+            "llamacpp:prompt_tokens_total" => metrics.prompt_tokens_total = as_count(sample.value),
+            "llamacpp:tokens_predicted_total" => metrics.tokens_predicted_total = as_count(sample.value),
             "llamacpp:kv_cache_usage_ratio" => {
                 metrics.kv_cache_usage_ratio = Some(sample.value).filter(|r| (0.0..=1.0).contains(r))
             }
@@ -230,8 +238,8 @@ pub struct ServerState {
     pub model_ftype: Option<String>,
     /// Context of one slot (`/props`, else `/slots`).
     pub n_ctx_per_slot: Option<u64>,
-    /// Whole context (`/v1/models` `meta.n_ctx`).
-    pub n_ctx_total: Option<u64>,
+    /// `/v1/models` `meta.n_ctx`: see [`ServerState::reported_total`].
+    pub n_ctx_meta: Option<u64>,
     pub total_slots: Option<u32>,
     /// Slots processing now (`/slots`).
     pub slots_busy: Option<u32>,
@@ -243,6 +251,8 @@ pub struct ServerState {
     pub requests_deferred: Option<u64>,
     pub n_tokens_max: Option<u64>,
     pub kv_cache_usage_ratio: Option<f64>,
+    pub prompt_tokens_total: Option<u64>,
+    pub tokens_predicted_total: Option<u64>,
     /// Figures the server reported that were not believed, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -312,7 +322,7 @@ impl ServerState {
         };
         fill(&mut self.model_path, &model.id, true);
         fill(&mut self.model_ftype, &model.ftype, true);
-        fill(&mut self.n_ctx_total, &model.n_ctx, false);
+        fill(&mut self.n_ctx_meta, &model.n_ctx, false);
         fill(&mut self.n_ctx_train, &model.n_ctx_train, false);
         fill(&mut self.n_params, &model.n_params, false);
         fill(&mut self.size_bytes, &model.size_bytes, false);
@@ -323,39 +333,29 @@ impl ServerState {
         fill(&mut self.requests_deferred, &metrics.requests_deferred, false);
         fill(&mut self.n_tokens_max, &metrics.n_tokens_max, false);
         fill(&mut self.kv_cache_usage_ratio, &metrics.kv_cache_usage_ratio, false);
+        fill(&mut self.prompt_tokens_total, &metrics.prompt_tokens_total, false);
+        fill(&mut self.tokens_predicted_total, &metrics.tokens_predicted_total, false);
     }
 
-    /// Whether the slots share one unified cache, as the reported figures
-    /// show it: the whole context equals one slot's (unified) or all slots'
-    /// together (separate streams). Unknown with one slot, where both agree.
-    pub fn kv_unified(&self) -> Option<bool> {
-        let (total, per_slot, slots) = (self.n_ctx_total?, self.n_ctx_per_slot?, self.total_slots?);
-        if slots < 2 {
-            return None;
-        }
-        if total == per_slot {
-            Some(true)
-        } else if per_slot.checked_mul(u64::from(slots)) == Some(total) {
-            Some(false)
-        } else {
-            None
-        }
+    /// Forgets what `/slots` and `/metrics` said, before they are asked
+    /// again: an endpoint that stops answering leaves unknown, not stale.
+    pub fn clear_live(&mut self) {
+        self.slots_busy = None;
+        self.requests_processing = None;
+        self.requests_deferred = None;
+        self.n_tokens_max = None;
+        self.kv_cache_usage_ratio = None;
+        self.prompt_tokens_total = None;
+        self.tokens_predicted_total = None;
     }
 
-    /// The whole context in tokens: `/v1/models` `meta.n_ctx` when the server
-    /// reported it; else from the slots, given whether the cache is unified
-    /// (the launch flags, the log's `kv_unified`, or llama-server's default
-    /// for `-np auto`): a unified cache is shared, so the total is one slot's
-    /// context; separate streams give each slot its own.
-    pub fn total_context(&self, kv_unified: bool) -> Option<u64> {
-        if self.n_ctx_total.is_some() {
-            return self.n_ctx_total;
-        }
-        let per_slot = self.n_ctx_per_slot?;
-        if kv_unified {
-            return Some(per_slot);
-        }
-        per_slot.checked_mul(u64::from(self.total_slots?))
+    /// The whole context, when the API says it: a `meta.n_ctx` larger than
+    /// one slot's is 2024's `llama_n_ctx`; today's builds report one slot's
+    /// there, and the total follows from the slots and the cache layout
+    /// (see `resolve_settings` in src/models/mod.rs).
+    pub fn reported_total(&self) -> Option<u64> {
+        let (meta, per_slot) = (self.n_ctx_meta?, self.n_ctx_per_slot?);
+        (meta > per_slot).then_some(meta)
     }
 }
 
@@ -449,6 +449,8 @@ mod tests {
                 requests_deferred: Some(0),
                 n_tokens_max: Some(0),
                 kv_cache_usage_ratio: None,
+                prompt_tokens_total: Some(0),
+                tokens_predicted_total: Some(0),
             }
         );
         let after = parse_metrics(include_str!("../../../tests/data/llama-server/metrics_after.txt"));
@@ -457,6 +459,10 @@ mod tests {
         let busy = busy.unwrap();
         assert_eq!(busy.requests_processing, Some(1));
         assert_eq!(busy.n_tokens_max, Some(15));
+        assert_eq!(
+            (busy.prompt_tokens_total, busy.tokens_predicted_total),
+            (Some(5), Some(0))
+        );
         let old = parse_metrics("llamacpp:kv_cache_usage_ratio 0.25\nllamacpp:kv_cache_tokens 1024\n");
         assert_eq!(old.unwrap().kv_cache_usage_ratio, Some(0.25));
     }
@@ -477,28 +483,23 @@ mod tests {
         assert_eq!(state.size_bytes, Some(246_587_904));
         assert_eq!(state.n_ctx_train, Some(32768));
         assert_eq!(state.n_tokens_max, Some(52));
-        // -c 4096, 4 slots, unified: 4096 in all, not 4 × 4096.
-        assert_eq!(state.kv_unified(), Some(true));
-        assert_eq!(state.total_context(false), Some(4096), "the reported total wins");
-        let no_meta = ServerState {
-            n_ctx_total: None,
+        // Today's builds report one slot's context as meta.n_ctx too: it
+        // says nothing about the total.
+        assert_eq!(state.n_ctx_meta, Some(4096));
+        assert_eq!(state.reported_total(), None);
+        // A 2024 build's meta.n_ctx is the whole llama_n_ctx.
+        let old = ServerState {
+            n_ctx_meta: Some(4 * 4096),
             ..state.clone()
         };
-        assert_eq!(no_meta.kv_unified(), None);
-        assert_eq!(no_meta.total_context(true), Some(4096));
-        assert_eq!(no_meta.total_context(false), Some(4 * 4096));
+        assert_eq!(old.reported_total(), Some(4 * 4096));
 
-        // -np 2 with separate streams: 2 × 2048.
+        // -np 2 with separate streams: 2048 a slot.
         let mut split = ServerState::default();
         split.merge_slots(&parse_slots(reference("slots_busy")).unwrap());
         assert_eq!(split.total_slots, Some(2));
         assert_eq!(split.slots_busy, Some(1));
-        assert_eq!(split.total_context(false), Some(4096));
-        let split_with_meta = ServerState {
-            n_ctx_total: Some(4096),
-            ..split
-        };
-        assert_eq!(split_with_meta.kv_unified(), Some(false));
+        assert_eq!(split.n_ctx_per_slot, Some(2048));
     }
 
     #[test]
@@ -549,7 +550,7 @@ mod tests {
         let mut state = ServerState::default();
         state.merge_v1_models(&router);
         assert_eq!(state.model_path.as_deref(), Some("b"));
-        assert_eq!(state.n_ctx_total, Some(8192));
+        assert_eq!(state.n_ctx_meta, Some(8192));
     }
 
     #[test]
@@ -588,13 +589,11 @@ mod tests {
         let huge = parse_metrics("llamacpp:n_tokens_max 1e300\nllamacpp:kv_cache_usage_ratio 7\n").unwrap();
         assert_eq!(huge, Metrics::default());
         let mut state = ServerState {
-            total_slots: Some(u32::MAX),
+            n_ctx_meta: Some(7),
             n_ctx_per_slot: Some(u64::MAX),
             ..Default::default()
         };
-        assert_eq!(state.total_context(false), None, "overflow is unknown");
-        state.n_ctx_total = Some(7);
-        assert_eq!(state.kv_unified(), None, "figures that fit neither layout");
+        assert_eq!(state.reported_total(), None, "a total smaller than a slot's is none");
         state.merge_slots(&[]);
         assert_eq!(state.slots_busy, None);
     }

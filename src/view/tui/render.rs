@@ -1058,10 +1058,11 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
         ))),
     ]));
     let mut settings = Vec::new();
-    let context = m.settings.as_ref().and_then(|s| s.context).or(m.context);
+    let context = m.settings.as_ref().and_then(|s| s.context_total).or(m.context);
     settings.push(format!(
-        "context {}{}",
+        "context {}{}{}",
         context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into()),
+        crate::view::per_slot(m),
         m.context_train.map(|c| format!(" (trained {c})")).unwrap_or_default()
     ));
     settings.push(match (m.slots_busy, m.slots_total) {
@@ -1071,7 +1072,7 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
     });
     if let Some(s) = &m.settings {
         settings.push(format!("cache K {} V {}", s.cache_type_k, s.cache_type_v));
-        if s.kv_unified {
+        if s.kv_unified == Some(true) {
             settings.push("kv unified".into());
         }
         if let Some(n) = s.n_gpu_layers {
@@ -1091,6 +1092,12 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
         Span::styled("  settings: ", theme.bold()),
         Span::raw(escape(settings.join(" · "))),
     ]));
+    if let Some(a) = &m.activity {
+        out.push(Line::from(vec![
+            Span::styled("  now: ", theme.bold()),
+            Span::raw(crate::view::activity(a)),
+        ]));
+    }
     out.push(Line::from(vec![
         Span::styled("  server: ", theme.bold()),
         Span::raw(escape(opt(m.server_url.as_deref())).into_owned()),

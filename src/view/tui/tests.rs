@@ -189,6 +189,10 @@ fn the_model_detail_shows_estimate_reported_and_measured_side_by_side() {
     assert!(s.contains("confirmed: two sources, one of them api or mapped"), "{s}");
     assert!(s.contains("settings: context 4096 (trained 40960) · slots 1/4 busy · cache K f16 V f16 · kv unified · GPU layers 99 · flash attn auto · ubatch 256"), "{s}");
     assert!(
+        s.contains("now: requests 1 running, 0 waiting · tokens/s prompt 412.5, generation 31.2"),
+        "{s}"
+    );
+    assert!(
         s.contains("server: http://127.0.0.1:8080  file /models/Qwen3-0.6B-Q8_0.gguf"),
         "{s}"
     );
