@@ -35,7 +35,7 @@ pub(crate) fn parse_object<T: DeserializeOwned>(body: &[u8], what: &str) -> Resu
 }
 
 /// `{"data": [...]}`: the list of models an OpenAI-style API (vLLM, LM
-/// Studio) answers with, entries of another type skipped.
+/// Studio, llama-server) answers with, entries of another type skipped.
 #[derive(Deserialize, Default)]
 #[serde(default, bound = "T: DeserializeOwned + Default")]
 struct DataList<T> {
