@@ -198,46 +198,7 @@ fn read_device(
         errors: &mut errors,
         lost: false,
     };
-    device.name = r.get("name", handle.name());
-    device.uuid = r.get("uuid", handle.uuid());
-    device.pci_bus_id = r.get("pci info", handle.pci_info()).map(|p| p.bus_id);
-    if let Some((total, used, free, reserved)) = r.get("memory", memory(nvml, handle)) {
-        device.memory_total_bytes = Some(total);
-        device.memory_used_bytes = Some(used);
-        device.memory_free_bytes = Some(free);
-        device.memory_reserved_bytes = reserved;
-    }
-    if let Some(u) = r.get("utilization", handle.utilization_rates()) {
-        device.gpu_util_percent = Some(u.gpu);
-        device.memory_activity_percent = Some(u.memory);
-    }
-    device.temperature_c = r.get("temperature", handle.temperature(TemperatureSensor::Gpu));
-    device.power_w = r.get("power usage", handle.power_usage()).map(milliwatts);
-    device.power_limit_w = r.get("power limit", handle.enforced_power_limit()).map(milliwatts);
-    device.fan_percent = r.get("fan speed", handle.fan_speed(0));
-    device.driver_model = r.get("driver model", driver_model(nvml, handle));
-    let clocks = Clocks {
-        graphics_mhz: r.get("graphics clock", handle.clock_info(Clock::Graphics)),
-        sm_mhz: r.get("sm clock", handle.clock_info(Clock::SM)),
-        memory_mhz: r.get("memory clock", handle.clock_info(Clock::Memory)),
-        graphics_max_mhz: r.get("max graphics clock", handle.max_clock_info(Clock::Graphics)),
-        memory_max_mhz: r.get("max memory clock", handle.max_clock_info(Clock::Memory)),
-    };
-    device.clocks = (clocks != Clocks::default()).then_some(clocks);
-    let pcie = Pcie {
-        link_gen: r.get("pcie link generation", handle.current_pcie_link_gen()),
-        link_width: r.get("pcie link width", handle.current_pcie_link_width()),
-        max_link_gen: r.get("max pcie link generation", handle.max_pcie_link_gen()),
-        max_link_width: r.get("max pcie link width", handle.max_pcie_link_width()),
-        // NVML reports KB/s.
-        tx_bytes_per_s: r
-            .get("pcie tx", handle.pcie_throughput(PcieUtilCounter::Send))
-            .map(|k| k as u64 * 1024),
-        rx_bytes_per_s: r
-            .get("pcie rx", handle.pcie_throughput(PcieUtilCounter::Receive))
-            .map(|k| k as u64 * 1024),
-    };
-    device.pcie = (pcie != Pcie::default()).then_some(pcie);
+    read_properties(&mut r, nvml, handle, device);
 
     let mut complete = true;
     let mut by_pid: BTreeMap<u32, GpuUsage> = BTreeMap::new();
@@ -333,6 +294,51 @@ fn read_device(
         .collect();
     device.errors = errors;
     (processes, newest)
+}
+
+/// The device's own figures: identity, memory, utilization, power,
+/// clocks and PCIe, each failure noted in `r`.
+fn read_properties(r: &mut Reader<'_>, nvml: &Nvml, handle: &NvmlDevice, device: &mut Device) {
+    device.name = r.get("name", handle.name());
+    device.uuid = r.get("uuid", handle.uuid());
+    device.pci_bus_id = r.get("pci info", handle.pci_info()).map(|p| p.bus_id);
+    if let Some((total, used, free, reserved)) = r.get("memory", memory(nvml, handle)) {
+        device.memory_total_bytes = Some(total);
+        device.memory_used_bytes = Some(used);
+        device.memory_free_bytes = Some(free);
+        device.memory_reserved_bytes = reserved;
+    }
+    if let Some(u) = r.get("utilization", handle.utilization_rates()) {
+        device.gpu_util_percent = Some(u.gpu);
+        device.memory_activity_percent = Some(u.memory);
+    }
+    device.temperature_c = r.get("temperature", handle.temperature(TemperatureSensor::Gpu));
+    device.power_w = r.get("power usage", handle.power_usage()).map(milliwatts);
+    device.power_limit_w = r.get("power limit", handle.enforced_power_limit()).map(milliwatts);
+    device.fan_percent = r.get("fan speed", handle.fan_speed(0));
+    device.driver_model = r.get("driver model", driver_model(nvml, handle));
+    let clocks = Clocks {
+        graphics_mhz: r.get("graphics clock", handle.clock_info(Clock::Graphics)),
+        sm_mhz: r.get("sm clock", handle.clock_info(Clock::SM)),
+        memory_mhz: r.get("memory clock", handle.clock_info(Clock::Memory)),
+        graphics_max_mhz: r.get("max graphics clock", handle.max_clock_info(Clock::Graphics)),
+        memory_max_mhz: r.get("max memory clock", handle.max_clock_info(Clock::Memory)),
+    };
+    device.clocks = (clocks != Clocks::default()).then_some(clocks);
+    let pcie = Pcie {
+        link_gen: r.get("pcie link generation", handle.current_pcie_link_gen()),
+        link_width: r.get("pcie link width", handle.current_pcie_link_width()),
+        max_link_gen: r.get("max pcie link generation", handle.max_pcie_link_gen()),
+        max_link_width: r.get("max pcie link width", handle.max_pcie_link_width()),
+        // NVML reports KB/s.
+        tx_bytes_per_s: r
+            .get("pcie tx", handle.pcie_throughput(PcieUtilCounter::Send))
+            .map(|k| k as u64 * 1024),
+        rx_bytes_per_s: r
+            .get("pcie rx", handle.pcie_throughput(PcieUtilCounter::Receive))
+            .map(|k| k as u64 * 1024),
+    };
+    device.pcie = (pcie != Pcie::default()).then_some(pcie);
 }
 
 fn milliwatts(mw: u32) -> f64 {

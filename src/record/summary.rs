@@ -9,7 +9,7 @@
 //! backend and index. Unknown values are counted, never taken as 0.
 
 use super::index::RecordingIndex;
-use crate::snapshot::{Device, Model};
+use crate::snapshot::{Device, Model, Process};
 use crate::units::unix_seconds;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -198,7 +198,7 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
     let mut procs: Vec<(ProcessKey, ProcAcc)> = Vec::new();
     let mut proc_index: HashMap<ProcessKey, usize> = HashMap::new();
     let mut models: Vec<ModelTimeline> = Vec::new();
-    let mut model_index: HashMap<(ProcessKey, Option<String>, Option<String>), usize> = HashMap::new();
+    let mut model_index: HashMap<ModelKey, usize> = HashMap::new();
 
     let failed = rec.for_each(|_, s| {
         let at = times.len();
@@ -271,73 +271,11 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
             if p.models_pending {
                 continue;
             }
-            for m in &p.models {
-                let mkey = (key.clone(), m.path.clone(), m.name.clone());
-                let i = *model_index.entry(mkey).or_insert_with(|| {
-                    models.push(ModelTimeline {
-                        pid: p.pid,
-                        start_time: p.start_time.clone(),
-                        process: p.name.clone(),
-                        name: m.name.clone(),
-                        path: m.path.clone(),
-                        points: Vec::new(),
-                    });
-                    models.len() - 1
-                });
-                let point = model_point(&s.taken_at, m);
-                let points = &mut models[i].points;
-                let changed = points.last().is_none_or(|last| {
-                    (
-                        last.context,
-                        last.slots_total,
-                        last.estimate_kv_bytes,
-                        last.estimate_kv_bytes_without_window,
-                        last.reported_kv_bytes,
-                    ) != (
-                        point.context,
-                        point.slots_total,
-                        point.estimate_kv_bytes,
-                        point.estimate_kv_bytes_without_window,
-                        point.reported_kv_bytes,
-                    )
-                });
-                if changed {
-                    points.push(point);
-                }
-            }
+            follow_models(&mut models, &mut model_index, &key, p, &s.taken_at);
         }
     });
 
-    let mut processes: Vec<ProcessSummary> = procs
-        .into_iter()
-        .map(|((pid, start_time), acc)| ProcessSummary {
-            pid,
-            start_time,
-            name: acc.name,
-            first_seen: times[acc.first].clone(),
-            last_seen: times[acc.last].clone(),
-            samples: acc.samples,
-            vram_bytes: acc.vram.stats(&times),
-            spill_bytes: acc.spill.stats(&times),
-            rss_bytes: acc.rss.stats(&times),
-            gpu: acc
-                .gpu
-                .iter()
-                .map(|(_, label, vram, spill)| ProcessDeviceSummary {
-                    device: label.clone(),
-                    vram_bytes: vram.stats(&times),
-                    spill_bytes: spill.stats(&times),
-                })
-                .collect(),
-        })
-        .collect();
-    processes.sort_by(|a, b| {
-        b.vram_bytes
-            .max
-            .cmp(&a.vram_bytes.max)
-            .then(b.rss_bytes.max.cmp(&a.rss_bytes.max))
-            .then(a.pid.cmp(&b.pid))
-    });
+    let processes = process_summaries(procs, &times);
 
     let mut gaps: Vec<f64> = times
         .windows(2)
@@ -369,6 +307,90 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
         processes,
         models,
     }
+}
+
+/// A model of a process across snapshots: the process, the model's path
+/// and name.
+type ModelKey = (ProcessKey, Option<String>, Option<String>);
+
+/// Adds a point to the timeline of each of `p`'s models where any of its
+/// figures changed.
+fn follow_models(
+    models: &mut Vec<ModelTimeline>,
+    model_index: &mut HashMap<ModelKey, usize>,
+    key: &ProcessKey,
+    p: &Process,
+    taken_at: &str,
+) {
+    for m in &p.models {
+        let mkey = (key.clone(), m.path.clone(), m.name.clone());
+        let i = *model_index.entry(mkey).or_insert_with(|| {
+            models.push(ModelTimeline {
+                pid: p.pid,
+                start_time: p.start_time.clone(),
+                process: p.name.clone(),
+                name: m.name.clone(),
+                path: m.path.clone(),
+                points: Vec::new(),
+            });
+            models.len() - 1
+        });
+        let point = model_point(taken_at, m);
+        let points = &mut models[i].points;
+        let changed = points.last().is_none_or(|last| {
+            (
+                last.context,
+                last.slots_total,
+                last.estimate_kv_bytes,
+                last.estimate_kv_bytes_without_window,
+                last.reported_kv_bytes,
+            ) != (
+                point.context,
+                point.slots_total,
+                point.estimate_kv_bytes,
+                point.estimate_kv_bytes_without_window,
+                point.reported_kv_bytes,
+            )
+        });
+        if changed {
+            points.push(point);
+        }
+    }
+}
+
+/// The processes' statistics, the largest VRAM first.
+fn process_summaries(procs: Vec<(ProcessKey, ProcAcc)>, times: &[String]) -> Vec<ProcessSummary> {
+    let mut processes: Vec<ProcessSummary> = procs
+        .into_iter()
+        .map(|((pid, start_time), acc)| ProcessSummary {
+            pid,
+            start_time,
+            name: acc.name,
+            first_seen: times[acc.first].clone(),
+            last_seen: times[acc.last].clone(),
+            samples: acc.samples,
+            vram_bytes: acc.vram.stats(times),
+            spill_bytes: acc.spill.stats(times),
+            rss_bytes: acc.rss.stats(times),
+            gpu: acc
+                .gpu
+                .iter()
+                .map(|(_, label, vram, spill)| ProcessDeviceSummary {
+                    device: label.clone(),
+                    vram_bytes: vram.stats(times),
+                    spill_bytes: spill.stats(times),
+                })
+                .collect(),
+        })
+        .collect();
+    processes.sort_by(|a, b| {
+        b.vram_bytes
+            .max
+            .cmp(&a.vram_bytes.max)
+            .then(b.rss_bytes.max.cmp(&a.rss_bytes.max))
+            .then(a.pid.cmp(&b.pid))
+    });
+    processes
 }
 
 fn model_point(at: &str, m: &Model) -> ModelPoint {

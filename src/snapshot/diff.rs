@@ -367,7 +367,10 @@ fn normalize_bus_id(id: &str) -> String {
 
 /// Pairs devices: by UUID, then by PCI bus id (unless both UUIDs are known
 /// and differ), never by name or index.
-fn pair_devices(before: &[Device], after: &[Device]) -> Vec<(Option<usize>, Option<usize>, Option<&'static str>)> {
+/// A device on each side (by position), and what paired them.
+type DevicePair = (Option<usize>, Option<usize>, Option<&'static str>);
+
+fn pair_devices(before: &[Device], after: &[Device]) -> Vec<DevicePair> {
     let mut taken_after = vec![false; after.len()];
     let mut pairs: Vec<(Option<usize>, Option<usize>, Option<&'static str>)> = Vec::new();
     let mut open_before = Vec::new();
@@ -578,34 +581,8 @@ fn device_label(d: &Device) -> String {
 /// Compares two snapshots. `before_file` and `after_file` only label the
 /// sides.
 pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: &str) -> Diff {
-    // Devices.
     let device_pairs = pair_devices(&before.devices, &after.devices);
-    let mut devices = Vec::new();
-    // (backend, index) on each side -> index into device_pairs.
-    let mut dev_b: HashMap<(&str, u32), usize> = HashMap::new();
-    let mut dev_a: HashMap<(&str, u32), usize> = HashMap::new();
-    for (k, &(i, j, how)) in device_pairs.iter().enumerate() {
-        let db = i.map(|i| &before.devices[i]);
-        let da = j.map(|j| &after.devices[j]);
-        if let Some(d) = db {
-            dev_b.insert((d.backend.as_str(), d.index), k);
-        }
-        if let Some(d) = da {
-            dev_a.insert((d.backend.as_str(), d.index), k);
-        }
-        let listed = (db.is_some(), da.is_some());
-        let field = |f: fn(&Device) -> Option<u64>| pick(db.and_then(f), da.and_then(f), bytes, listed);
-        devices.push(DeviceDiff {
-            before: db.map(device_ref),
-            after: da.map(device_ref),
-            paired_by: how,
-            memory_total_bytes: field(|d| d.memory_total_bytes),
-            memory_used_bytes: field(|d| d.memory_used_bytes),
-            memory_free_bytes: field(|d| d.memory_free_bytes),
-            memory_reserved_bytes: field(|d| d.memory_reserved_bytes),
-            shared_memory_used_bytes: field(|d| d.shared_memory_used_bytes),
-        });
-    }
+    let (devices, dev_b, dev_a) = diff_devices(before, after, &device_pairs);
     let label_of = |k: Option<usize>, side_b: Option<&GpuUsage>, side_a: Option<&GpuUsage>| -> String {
         if let Some(k) = k {
             let (i, j, _) = device_pairs[k];
@@ -694,7 +671,72 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
         models.extend(diff_models(index, pb, pa));
     }
 
-    // The biggest measured moves first; then what appeared or went.
+    let processes = biggest_first(processes, &mut models);
+
+    let hidden = count_hidden(&devices, &processes);
+
+    Diff {
+        before: SideInfo {
+            file: before_file.to_string(),
+            taken_at: before.taken_at.clone(),
+        },
+        after: SideInfo {
+            file: after_file.to_string(),
+            taken_at: after.taken_at.clone(),
+        },
+        elapsed_s: unix_seconds(&after.taken_at)
+            .zip(unix_seconds(&before.taken_at))
+            .map(|(a, b)| a - b),
+        hide_below_bytes: HIDE_BELOW,
+        devices,
+        processes,
+        models,
+        hidden,
+    }
+}
+
+/// Device index on each side, by (backend, index), to its pair.
+type DeviceIndex<'a> = HashMap<(&'a str, u32), usize>;
+
+/// The measured memory of each device pair, and where each side's devices
+/// sit in `device_pairs`.
+fn diff_devices<'a>(
+    before: &'a Snapshot,
+    after: &'a Snapshot,
+    device_pairs: &[DevicePair],
+) -> (Vec<DeviceDiff>, DeviceIndex<'a>, DeviceIndex<'a>) {
+    let mut devices = Vec::new();
+    // (backend, index) on each side -> index into device_pairs.
+    let mut dev_b = DeviceIndex::new();
+    let mut dev_a = DeviceIndex::new();
+    for (k, &(i, j, how)) in device_pairs.iter().enumerate() {
+        let db = i.map(|i| &before.devices[i]);
+        let da = j.map(|j| &after.devices[j]);
+        if let Some(d) = db {
+            dev_b.insert((d.backend.as_str(), d.index), k);
+        }
+        if let Some(d) = da {
+            dev_a.insert((d.backend.as_str(), d.index), k);
+        }
+        let listed = (db.is_some(), da.is_some());
+        let field = |f: fn(&Device) -> Option<u64>| pick(db.and_then(f), da.and_then(f), bytes, listed);
+        devices.push(DeviceDiff {
+            before: db.map(device_ref),
+            after: da.map(device_ref),
+            paired_by: how,
+            memory_total_bytes: field(|d| d.memory_total_bytes),
+            memory_used_bytes: field(|d| d.memory_used_bytes),
+            memory_free_bytes: field(|d| d.memory_free_bytes),
+            memory_reserved_bytes: field(|d| d.memory_reserved_bytes),
+            shared_memory_used_bytes: field(|d| d.shared_memory_used_bytes),
+        });
+    }
+    (devices, dev_b, dev_a)
+}
+
+/// The biggest measured moves first; then what appeared or went. Models
+/// follow their processes to the new places.
+fn biggest_first(processes: Vec<ProcessDiff>, models: &mut [ModelDiff]) -> Vec<ProcessDiff> {
     let weight = |p: &ProcessDiff| -> u64 {
         let mut w = p.rss_bytes.delta.map(|d| d.unsigned_abs()).unwrap_or(0) / 4;
         for g in &p.gpu {
@@ -723,13 +765,18 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
     }
     let mut slots: Vec<Option<ProcessDiff>> = processes.into_iter().map(Some).collect();
     let processes: Vec<ProcessDiff> = order.iter().map(|&k| slots[k].take().expect("each once")).collect();
-    for m in &mut models {
+    for m in models.iter_mut() {
         m.process = new_index[m.process];
     }
     models.sort_by_key(|m| m.process);
+    processes
+}
 
+/// The moves under [`HIDE_BELOW`], and the devices and processes with
+/// nothing shown, that the text leaves out.
+fn count_hidden(devices: &[DeviceDiff], processes: &[ProcessDiff]) -> Hidden {
     let mut hidden = Hidden::default();
-    for d in &devices {
+    for d in devices {
         let fields = [
             &d.memory_total_bytes,
             &d.memory_used_bytes,
@@ -742,31 +789,13 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
             hidden.devices += 1;
         }
     }
-    for p in &processes {
+    for p in processes {
         hidden.moves += process_counters(p).iter().filter(|c| c.hidden_move()).count();
         if !process_shown(p) {
             hidden.processes += 1;
         }
     }
-
-    Diff {
-        before: SideInfo {
-            file: before_file.to_string(),
-            taken_at: before.taken_at.clone(),
-        },
-        after: SideInfo {
-            file: after_file.to_string(),
-            taken_at: after.taken_at.clone(),
-        },
-        elapsed_s: unix_seconds(&after.taken_at)
-            .zip(unix_seconds(&before.taken_at))
-            .map(|(a, b)| a - b),
-        hide_below_bytes: HIDE_BELOW,
-        devices,
-        processes,
-        models,
-        hidden,
-    }
+    hidden
 }
 
 fn process_counters(p: &ProcessDiff) -> Vec<&Bytes> {

@@ -91,6 +91,14 @@ pub fn render(d: &Diff) -> String {
         safe(&d.after.taken_at)
     );
 
+    write_devices(&mut out, d);
+    write_processes(&mut out, d);
+    write_models(&mut out, d);
+    out
+}
+
+/// Devices (measured): those with a move shown, or listed on one side.
+fn write_devices(out: &mut String, d: &Diff) {
     let _ = writeln!(out, "\nDevices (measured)");
     let mut any = false;
     for dev in d.devices.iter().filter(|x| device_shown(x)) {
@@ -133,7 +141,10 @@ pub fn render(d: &Diff) -> String {
     if !any {
         let _ = writeln!(out, "  no move of {} or more", bytes_text(Some(HIDE_BELOW)));
     }
+}
 
+/// Processes (measured), then how much was left out.
+fn write_processes(out: &mut String, d: &Diff) {
     let _ = writeln!(out, "\nProcesses (measured)");
     let mut any = false;
     for p in d.processes.iter().filter(|p| process_shown(p)) {
@@ -185,7 +196,10 @@ pub fn render(d: &Diff) -> String {
             if d.hidden.devices == 1 { "" } else { "s" },
         );
     }
+}
 
+/// Models: estimated and reported, apart from the measured figures.
+fn write_models(out: &mut String, d: &Diff) {
     if !d.models.is_empty() {
         let _ = writeln!(
             out,
@@ -246,7 +260,6 @@ pub fn render(d: &Diff) -> String {
             }
         }
     }
-    out
 }
 
 /// A line of the models section: label, change, unit.
