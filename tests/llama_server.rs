@@ -383,6 +383,75 @@ fn metric(text: &str, name: &str, pid: u32) -> Option<f64> {
         .find_map(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// Two clients sending completions to `port` until the value is dropped.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    clients: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(port: u16) -> Load {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clients = (0..2)
+            .map(|i| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let body = format!(
+                        r#"{{"prompt":"Client {i} counts slowly from one to one hundred:","n_predict":48,"cache_prompt":false}}"#
+                    );
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        http(port, "POST", "/completion", &body);
+                    }
+                })
+            })
+            .collect();
+        Load { stop, clients }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for c in self.clients.drain(..) {
+            let _ = c.join();
+        }
+    }
+}
+
+/// The live view of a server under load: its row says how many slots are
+/// busy and how many tokens a second it generates.
+#[test]
+fn the_live_view_shows_a_loaded_server_busy_with_its_token_rate() {
+    let Some((python, model)) = environment() else { return };
+    let Some(tmux) = common::tmux::tmux_path() else { return };
+    let server = Server::start(&python, &model, &["-c", "4096", "-np", "2"]);
+    let _load = Load::start(server.port);
+    let t = common::tmux::Tmux::new(tmux, "loaded");
+    t.start_sized(
+        &format!("GPUTASKMAN_NVML_LIB=/nonexistent {}", env!("CARGO_BIN_EXE_gputaskman")),
+        240,
+        45,
+    );
+    let pid = server.pid().to_string();
+    // The rate needs two readings of the server's counters (2 s apart).
+    let screen = t.wait_for(
+        "the server's row with a token rate",
+        std::time::Duration::from_secs(60),
+        |s| {
+            s.lines()
+                .any(|l| l.trim_start().starts_with(&pid) && tokens_per_second(l).is_some_and(|r| r > 0.0))
+        },
+    );
+    let row = screen.lines().find(|l| l.trim_start().starts_with(&pid)).unwrap();
+    assert!(row.contains("/2 busy, "), "{row}");
+}
+
+/// The `N tok/s` figure of a live view row.
+fn tokens_per_second(row: &str) -> Option<f64> {
+    let before = &row[..row.find(" tok/s")?];
+    before.rsplit(' ').next()?.parse().ok()
+}
+
 /// A server under load (two clients sending completions to its two slots)
 /// shows what it does now: a one-shot `--json` has one sample of the token
 /// counters, so its rates are null (not 0) while requests and busy slots
@@ -392,20 +461,7 @@ fn metric(text: &str, name: &str, pid: u32) -> Option<f64> {
 fn a_loaded_server_shows_its_requests_busy_slots_and_token_rates() {
     let Some((python, model)) = environment() else { return };
     let server = Server::start(&python, &model, &["-c", "4096", "-np", "2"]);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let clients: Vec<_> = (0..2)
-        .map(|i| {
-            let (stop, port) = (stop.clone(), server.port);
-            std::thread::spawn(move || {
-                let body = format!(
-                    r#"{{"prompt":"Client {i} counts slowly from one to one hundred:","n_predict":48,"cache_prompt":false}}"#
-                );
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    http(port, "POST", "/completion", &body);
-                }
-            })
-        })
-        .collect();
+    let load = Load::start(server.port);
     std::thread::sleep(std::time::Duration::from_secs(2));
     let s = snapshot();
     let m = model_of(&s, server.pid());
@@ -453,8 +509,5 @@ fn a_loaded_server_shows_its_requests_busy_slots_and_token_rates() {
         activity["generation_tokens_per_second"].as_f64().is_some(),
         "{activity:#}"
     );
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    for c in clients {
-        c.join().unwrap();
-    }
+    drop(load);
 }

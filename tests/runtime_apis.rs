@@ -36,14 +36,12 @@ fn models(s: &Value, pid: u32) -> Vec<Value> {
 #[test]
 fn ollama_models_come_from_api_ps_with_their_blobs() {
     let Some(python) = test_python() else { return };
+    let _one = OLLAMA.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     // OLLAMA_MODELS with the first model's blob: a real GGUF file.
+    // (/api/ps's digest is the manifest's; the manifest names the blob.)
     let models_dir = dir.path().join("ollama-models");
-    std::fs::create_dir_all(models_dir.join("blobs")).unwrap();
-    let blob = models_dir
-        .join("blobs")
-        .join("sha256-46e0c10c039e019119339687c3c1757cc81b9da49709a3b3924863ba87ca666e");
-    std::fs::copy(data("gguf/qwen3-0.6b-shape.gguf"), &blob).unwrap();
+    let (blob, _) = ollama_store(&models_dir);
     let server = fake_api(
         &python,
         dir.path(),
@@ -57,7 +55,11 @@ fn ollama_models_come_from_api_ps_with_their_blobs() {
     assert_eq!(p["kind"], "ai");
     assert_eq!(p["runtimes"], serde_json::json!(["ollama"]));
     let m = models(&s, server.pid());
-    assert_eq!(m.len(), 2, "{m:#?}");
+    assert_eq!(
+        m.iter().filter(|m| m["evidence"] == serde_json::json!(["api"])).count(),
+        2,
+        "{m:#?}"
+    );
     // The first: its blob is here, so the file's header is read too.
     assert_eq!(m[0]["path"], blob.display().to_string());
     assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
@@ -84,6 +86,140 @@ fn ollama_models_come_from_api_ps_with_their_blobs() {
     assert_eq!(m[1]["activity"]["generation_tokens_per_second"], Value::Null);
 }
 
+/// The Ollama tests one at a time: every `ollama serve` on the machine reads
+/// the models folder of the snapshot's OLLAMA_MODELS, so two at once would
+/// serve the same blobs.
+static OLLAMA: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An Ollama models folder: `manifests/<registry>/<namespace>/<model>/<tag>`
+/// naming each model's blob by digest (server/images.go, GetManifest and
+/// GetBlobsPath), some blobs present, some not, and hostile entries.
+fn ollama_store(root: &Path) -> (PathBuf, PathBuf) {
+    let blob = |hex: char| {
+        root.join("blobs")
+            .join(format!("sha256-{}", hex.to_string().repeat(64)))
+    };
+    std::fs::create_dir_all(root.join("blobs")).unwrap();
+    let (llama, gemma) = (blob('a'), blob('b'));
+    std::fs::copy(data("gguf/qwen3-0.6b-shape.gguf"), &llama).unwrap();
+    std::fs::copy(data("gguf/gemma3-4b-shape.gguf"), &gemma).unwrap();
+    let manifest = |rel: &str, model_digest: &str| {
+        let path = root.join("manifests").join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let body = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+            "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "digest": format!("sha256:{}", "c".repeat(64)), "size": 485},
+            "layers": [
+                {"mediaType": "application/vnd.ollama.image.template", "digest": format!("sha256:{}", "d".repeat(64)), "size": 1429},
+                {"mediaType": "application/vnd.ollama.image.model", "digest": model_digest, "size": 4_920_734_272u64}
+            ]
+        });
+        std::fs::write(path, body.to_string()).unwrap();
+    };
+    manifest(
+        "registry.ollama.ai/library/llama3.1/8b",
+        &format!("sha256:{}", "a".repeat(64)),
+    );
+    manifest(
+        "registry.ollama.ai/library/gemma3/4b",
+        &format!("sha256:{}", "b".repeat(64)),
+    );
+    // Pulled from Hugging Face; its blob is gone.
+    manifest("hf.co/unsloth/Qwen3-GGUF/Q4_K_M", &format!("sha256:{}", "e".repeat(64)));
+    // Hostile: a digest that walks out of blobs/, garbage, a FIFO.
+    manifest(
+        "registry.ollama.ai/library/evil/latest",
+        "sha256:../../../../etc/passwd",
+    );
+    std::fs::write(
+        root.join("manifests/registry.ollama.ai/library/gemma3/garbage"),
+        b"\x00{not json",
+    )
+    .unwrap();
+    let fifo = root.join("manifests/registry.ollama.ai/library/gemma3/fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    (llama, gemma)
+}
+
+#[test]
+fn ollama_lists_installed_models_and_pairs_its_runner_by_blob() {
+    let Some(python) = test_python() else { return };
+    let _one = OLLAMA.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("ollama-models");
+    let (llama, gemma) = ollama_store(&store);
+    let serve = fake_api(
+        &python,
+        dir.path(),
+        "ollama",
+        "serve",
+        &[("/api/ps", "ollama/ps.json")],
+        &["serve"],
+    );
+    // `ollama runner --model BLOB` (llm/server.go), as Ollama starts it.
+    let runner_dir = dir.path().join("runner");
+    std::fs::create_dir(&runner_dir).unwrap();
+    let llama_arg = llama.display().to_string();
+    let runner = common::Sleeper::spawn(
+        &runner_dir,
+        "ollama",
+        &["runner", "--model", &llama_arg, "--ctx-size", "8192", "--port", "40123"],
+    );
+    let s = common::snapshot_without_gpu(&[("OLLAMA_MODELS", &store)]);
+
+    // The runner's model: its blob on the command line and in /api/ps.
+    let r = models(&s, runner.pid());
+    assert_eq!(r.len(), 1, "{r:#?}");
+    assert_eq!(r[0]["path"], llama_arg);
+    assert_eq!(r[0]["evidence"], serde_json::json!(["api", "cmdline"]));
+    assert_eq!(r[0]["confirmed"], true, "api and cmdline");
+    assert_eq!(r[0]["name"], "llama3.1:8b");
+    assert_eq!(r[0]["architecture"], "qwen3");
+    assert_eq!(r[0]["reported"]["total_bytes"], 6_654_289_920u64);
+    assert_eq!(r[0]["reported"]["device_bytes"], 6_654_289_920u64);
+    assert_eq!(r[0]["reported"]["source"], "api:/api/ps");
+    assert_eq!(r[0]["activity"]["expires_at"], "2026-11-30T17:35:12.123456789Z");
+    assert_eq!(r[0]["server_url"], format!("http://127.0.0.1:{}", serve.port));
+    let notes = process(&s, runner.pid())["notes"].to_string();
+    assert!(!notes.contains("no Ollama API"), "a runner has no /api/ps: {notes}");
+
+    // The server: what /api/ps says is loaded, then what is installed.
+    let m = models(&s, serve.pid());
+    let names: Vec<&str> = m.iter().map(|m| m["name"].as_str().unwrap_or("?")).collect();
+    assert_eq!(
+        names,
+        [
+            "llama3.1:8b",
+            "qwen3:30b",
+            "evil:latest",
+            "gemma3:4b",
+            "hf.co/unsloth/Qwen3-GGUF:Q4_K_M"
+        ],
+        "{m:#?}"
+    );
+    assert_eq!(m[0]["path"], llama_arg, "the blob its manifest names");
+    assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
+    assert_eq!(m[1]["path"], Value::Null, "no manifest for it here");
+    for installed in &m[2..] {
+        assert_eq!(installed["evidence"], serde_json::json!(["installed"]), "{installed:#}");
+        assert_eq!(installed["confirmed"], false, "installed proves nothing");
+        assert_eq!(installed["reported"], Value::Null);
+        assert_eq!(
+            installed["estimate"],
+            Value::Null,
+            "not loaded: no settings to estimate with"
+        );
+        assert_eq!(installed["activity"], Value::Null);
+    }
+    assert_eq!(m[2]["path"], Value::Null, "a digest outside blobs/ is no path");
+    assert_eq!(m[3]["path"], gemma.display().to_string());
+    assert_eq!(m[3]["architecture"], "gemma3", "read from the blob's header");
+    assert!(m[3]["params"].as_u64().unwrap() > 0, "{:#}", m[3]);
+    assert_eq!(m[4]["path"], Value::Null, "its blob is gone");
+}
+
 #[test]
 fn lm_studio_lists_only_its_loaded_model() {
     let Some(python) = test_python() else { return };
@@ -102,6 +238,34 @@ fn lm_studio_lists_only_its_loaded_model() {
     assert_eq!(m[0]["name"], "meta-llama-3.1-8b-instruct");
     assert_eq!(m[0]["context"], 8192);
     assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
+}
+
+#[test]
+fn lm_studio_current_api_is_asked_first() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Both answers served: the current one (LM Studio 0.4+) is the one read.
+    let server = fake_api(
+        &python,
+        dir.path(),
+        "lms",
+        "serve",
+        &[
+            ("/api/v1/models", "lmstudio/models_v1.json"),
+            ("/api/v0/models", "lmstudio/models.json"),
+        ],
+        &[],
+    );
+    let s = common::snapshot_without_gpu(&[]);
+    let m = models(&s, server.pid());
+    let names: Vec<&str> = m.iter().filter_map(|m| m["name"].as_str()).collect();
+    assert_eq!(names, ["openai/gpt-oss-20b", "openai/gpt-oss-20b:2"], "{m:#?}");
+    assert_eq!(m[0]["context"], 16384);
+    assert_eq!(m[1]["context"], 4096);
+    assert_eq!(m[0]["evidence"], serde_json::json!(["api"]));
+    assert_eq!(m[0]["architecture"], "gpt-oss");
+    assert_eq!(m[0]["file_type"], "MXFP4");
+    assert_eq!(m[0]["confirmed"], false);
 }
 
 #[test]

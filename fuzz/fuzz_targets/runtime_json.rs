@@ -17,22 +17,22 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(props) = llamacpp::parse_props(body) {
                 let mut s = llamacpp::ServerState::default();
                 s.merge_props(&props);
-                let unified = s.kv_unified();
-                let _ = s.total_context(unified.unwrap_or(false));
+                let _ = s.reported_total();
             }
         }
         1 => {
             if let Ok(slots) = llamacpp::parse_slots(body) {
                 let mut s = llamacpp::ServerState::default();
                 s.merge_slots(&slots);
-                let _ = s.total_context(true);
-                let _ = s.total_context(false);
+                let _ = s.reported_total();
+                s.clear_live();
             }
         }
         2 => {
             if let Ok(models) = llamacpp::parse_v1_models(body) {
                 let mut s = llamacpp::ServerState::default();
                 s.merge_v1_models(&models);
+                let _ = s.reported_total();
             }
         }
         3 => {

@@ -56,12 +56,20 @@ const MAX_CONFIG_JSON: u64 = 1 << 20;
 /// Entries each discovery cache holds at most, however many model files
 /// processes name over time.
 const MAX_CACHED: usize = 512;
+/// Ollama manifests read at most per probe of `ollama serve` (a folder of
+/// pulled models holds tens), and the most of each that is read (real
+/// ones are under 2 KiB).
+const MAX_MANIFESTS: usize = 256;
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// Entries of one folder of Ollama's manifests tree looked at at most.
+const MAX_DIR_ENTRIES: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Evidence {
     Api,
     Mapped,
     Cmdline,
+    Installed,
 }
 
 impl Evidence {
@@ -70,6 +78,7 @@ impl Evidence {
             Evidence::Api => "api",
             Evidence::Mapped => "mapped",
             Evidence::Cmdline => "cmdline",
+            Evidence::Installed => "installed",
         }
     }
 }
@@ -104,6 +113,9 @@ struct ApiModel {
     /// The file, when the API names one (Ollama: when its blob is here).
     path: Option<PathBuf>,
     name: Option<String>,
+    /// What the API says of a model it names without a file (LM Studio).
+    architecture: Option<String>,
+    file_type: Option<String>,
     context: Option<u64>,
     /// Estimated from the model folder's safetensors headers (vLLM).
     weights_bytes: Option<u64>,
@@ -129,7 +141,17 @@ struct ApiAnswer {
     /// Token rates from the last two counter samples.
     rates: TokenRates,
     models: Vec<ApiModel>,
+    /// Ollama: the models in its models folder.
+    installed: Vec<Installed>,
     notes: Vec<String>,
+}
+
+/// A model in Ollama's models folder: its name (from the manifest's path)
+/// and its blob, when that is a regular file here.
+#[derive(Debug, Clone)]
+struct Installed {
+    name: String,
+    blob: Option<PathBuf>,
 }
 
 /// A sample of a runtime's token counters: (when, prompt, generated).
@@ -332,6 +354,15 @@ impl Discovery {
         }
         let round = self.round.fetch_add(1, Ordering::AcqRel) + 1;
         let deadline = Instant::now() + DEADLINE;
+        // Ollama's processes: a runner names its model, `ollama serve` none.
+        let ollama_runner: HashMap<u32, bool> = infos
+            .iter()
+            .filter(|i| i.runtimes.iter().any(|r| r == "ollama"))
+            .map(|i| {
+                let launch = cmdline::parse_launch(&i.argv, &self.extra_model_flags);
+                (i.pid, !launch.model_paths.is_empty())
+            })
+            .collect();
         let listening = Arc::new(sockets::listening(&self.root));
         let (tx, rx) = mpsc::channel();
         let mut out = HashMap::new();
@@ -374,6 +405,7 @@ impl Discovery {
         for pid in waiting {
             out.insert(pid, Discovered::unfinished(false));
         }
+        pair_ollama_runners(infos, &ollama_runner, &mut out);
         // try_lock: a cache a stuck thread holds is swept next round.
         if let Ok(mut headers) = self.headers.try_lock() {
             headers.sweep(round);
@@ -487,6 +519,8 @@ impl Discovery {
         for api in answer.models.iter().filter(|m| m.path.is_none()) {
             models.push(Model {
                 name: api.name.clone(),
+                architecture: api.architecture.clone(),
+                file_type: api.file_type.clone(),
                 evidence: vec![Evidence::Api.as_str().into()],
                 context: api.context,
                 server_url: answer.server_url.clone(),
@@ -500,6 +534,20 @@ impl Discovery {
                 ..Model::default()
             });
         }
+        // What Ollama has pulled but not loaded: named, never confirmed.
+        let loaded = |i: &Installed| {
+            answer.models.iter().any(|m| m.name.as_deref() == Some(i.name.as_str()))
+                || models
+                    .iter()
+                    .any(|m| i.blob.is_some() && m.path == i.blob.as_ref().map(|b| b.display().to_string()))
+        };
+        let installed: Vec<Model> = answer
+            .installed
+            .iter()
+            .filter(|i| !loaded(i))
+            .map(|i| self.installed_model(i, round))
+            .collect();
+        models.extend(installed);
         Discovered {
             models,
             notes,
@@ -597,6 +645,15 @@ impl Discovery {
         addrs.sort_by_key(|a| (launch.port != Some(a.port()), a.port()));
         addrs.dedup_by_key(|a| a.port());
         let api = Api::for_runtimes(&info.runtimes);
+        if matches!(api, Api::Ollama) {
+            // `ollama runner --model BLOB` serves Ollama alone (/completion),
+            // never /api/ps: its model is paired with `ollama serve`'s list
+            // by `pair_ollama_runners`. `ollama serve` names no model.
+            if !launch.model_paths.is_empty() {
+                return answer;
+            }
+            answer.installed = ollama_installed();
+        }
         let key = launch.api_key.as_deref();
         for listen in addrs.into_iter().take(MAX_PORTS) {
             let Some(addr) = probe::loopback_for(listen) else {
@@ -615,7 +672,9 @@ impl Discovery {
                     }];
                     answer.server = Some(state);
                 }),
-                Api::Ollama => self.probe_ollama(addr).map(|models| answer.models = models),
+                Api::Ollama => self
+                    .probe_ollama(addr, &answer.installed)
+                    .map(|models| answer.models = models),
                 Api::LmStudio => self.probe_lmstudio(addr).map(|models| answer.models = models),
                 Api::Vllm => self.probe_vllm(addr, key).map(|models| answer.models = models),
             };
@@ -666,14 +725,20 @@ impl Discovery {
     }
 
     /// Ollama's `ollama serve`: /api/ps lists what is loaded and how much of
-    /// each sits in VRAM. Its blobs are named by digest.
-    fn probe_ollama(&self, addr: SocketAddr) -> Result<Vec<ApiModel>, String> {
+    /// each sits in VRAM. Each is paired with its blob through the manifest
+    /// of its name (/api/ps's digest is the manifest's).
+    fn probe_ollama(&self, addr: SocketAddr, installed: &[Installed]) -> Result<Vec<ApiModel>, String> {
         let models = runtimes::ollama::parse_ps(&self.prober.get(addr, "/api/ps", None)?)?;
         Ok(models
             .into_iter()
             .map(|m| ApiModel {
-                path: m.digest.as_deref().and_then(ollama_blob),
+                path: installed
+                    .iter()
+                    .find(|i| m.name.as_deref().or(m.model.as_deref()) == Some(i.name.as_str()))
+                    .and_then(|i| i.blob.clone()),
                 name: m.name.clone().or(m.model.clone()),
+                architecture: m.family.clone(),
+                file_type: m.quantization_level.clone(),
                 context: m.context_length,
                 weights_bytes: None,
                 kv_bytes_per_token: None,
@@ -692,14 +757,27 @@ impl Discovery {
             .collect())
     }
 
-    /// LM Studio: /api/v0/models, of which the loaded ones.
+    /// LM Studio: its current REST API (`/api/v1/models`, LM Studio 0.4+),
+    /// else the older `/api/v0/models`; of either, the loaded models.
     fn probe_lmstudio(&self, addr: SocketAddr) -> Result<Vec<ApiModel>, String> {
-        let models = runtimes::lmstudio::parse_models(&self.prober.get(addr, "/api/v0/models", None)?)?;
+        use runtimes::lmstudio;
+        let models = self
+            .prober
+            .get(addr, "/api/v1/models", None)
+            .and_then(|b| lmstudio::parse_v1_models(&b))
+            .or_else(|current| {
+                self.prober
+                    .get(addr, "/api/v0/models", None)
+                    .and_then(|b| lmstudio::parse_models(&b))
+                    .map_err(|older| format!("{current}; {older}"))
+            })?;
         Ok(models
             .into_iter()
             .filter(|m| m.loaded)
             .map(|m| ApiModel {
                 name: m.id,
+                architecture: m.arch,
+                file_type: m.quantization,
                 context: m.loaded_context_length,
                 ..ApiModel::default()
             })
@@ -736,6 +814,8 @@ impl Discovery {
                 ApiModel {
                     path: None,
                     name: m.id,
+                    architecture: None,
+                    file_type: None,
                     context: m.max_model_len,
                     weights_bytes: folder.as_deref().and_then(safetensors_weights),
                     kv_bytes_per_token: per_token,
@@ -792,6 +872,22 @@ impl Discovery {
         None
     }
 
+    /// A model in Ollama's folder: its header, when its blob is here; no
+    /// settings, so no estimate.
+    fn installed_model(&self, installed: &Installed, round: u64) -> Model {
+        let mut model = Model::default();
+        if let Some(blob) = &installed.blob {
+            match self.header(blob, round).as_ref() {
+                Ok(m) => describe_header(&mut model, m),
+                Err(e) => model.notes.push(format!("model header not readable: {e}")),
+            }
+            model.path = Some(blob.display().to_string());
+        }
+        model.name = Some(installed.name.clone());
+        model.evidence = vec![Evidence::Installed.as_str().into()];
+        model
+    }
+
     fn describe(
         &self,
         found: &Found,
@@ -812,7 +908,7 @@ impl Discovery {
         let mut model = Model {
             path: Some(path.display().to_string()),
             evidence: evidence.iter().map(|e| e.as_str().to_string()).collect(),
-            confirmed: evidence.len() >= 2 && evidence.iter().any(|e| matches!(e, Evidence::Api | Evidence::Mapped)),
+            confirmed: is_confirmed(&evidence.iter().map(|e| e.as_str().to_string()).collect::<Vec<_>>()),
             context: settings.context_total,
             slots_total: settings.sequences,
             notes,
@@ -824,14 +920,12 @@ impl Discovery {
         let header = self.header(path, round);
         match header.as_ref() {
             Ok(m) => {
-                let info = m.info();
-                model.name = info.name.clone();
-                model.architecture = info.architecture.clone();
-                model.kind = Some(info.kind.as_str().to_string());
-                model.params = info.params;
-                model.file_type = info.file_type.as_ref().map(|f| f.to_string());
-                model.layers = info.layers;
-                model.context_train = info.context_train.map(u64::from);
+                describe_header(&mut model, m);
+                // What the runtime calls it (Ollama's tag, llama.cpp's
+                // alias) is the name its users know.
+                if let Some(name) = api.and_then(|a| a.name.clone()) {
+                    model.name = Some(name);
+                }
                 let kv_settings = settings.to_kv();
                 match gguf::estimate(m, &kv_settings) {
                     Ok(e) => {
@@ -921,11 +1015,9 @@ impl Api {
     }
 }
 
-/// Ollama's blob for a digest (`sha256:abc…` is `blobs/sha256-abc…`) in the
-/// model folders Ollama uses: OLLAMA_MODELS, the user's, the service's.
-fn ollama_blob(digest: &str) -> Option<PathBuf> {
-    let hex = digest.trim_start_matches("sha256:").trim_start_matches("sha256-");
-    let name = format!("sha256-{hex}");
+/// Ollama's models folders: OLLAMA_MODELS, the user's, the service's
+/// (envconfig.Models; the Linux install script's `ollama` user home).
+fn ollama_roots() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = std::env::var_os("OLLAMA_MODELS")
         .map(PathBuf::from)
         .into_iter()
@@ -934,9 +1026,106 @@ fn ollama_blob(digest: &str) -> Option<PathBuf> {
     roots.push(PathBuf::from("/usr/share/ollama/.ollama/models"));
     roots.push(PathBuf::from("/var/lib/ollama/models"));
     roots
-        .into_iter()
-        .map(|r| r.join("blobs").join(&name))
-        .find(|p| p.is_file())
+}
+
+/// The models in the first of Ollama's folders that has manifests, by
+/// name: at most [`MAX_MANIFESTS`], each read capped, from a tree exactly
+/// `manifests/<host>/<namespace>/<model>/<tag>` deep (types/model/name.go,
+/// `Filepath`), at most [`MAX_DIR_ENTRIES`] entries a folder. A manifest
+/// that is not a regular file or not JSON is skipped.
+fn ollama_installed() -> Vec<Installed> {
+    let Some(root) = ollama_roots().into_iter().find(|r| r.join("manifests").is_dir()) else {
+        return Vec::new();
+    };
+    let children = |dir: &Path| -> Vec<(String, PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, PathBuf)> = entries
+            .take(MAX_DIR_ENTRIES)
+            .flatten()
+            .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+            .collect();
+        out.sort();
+        out
+    };
+    let mut found = Vec::new();
+    let mut read = 0;
+    for (host, host_dir) in children(&root.join("manifests")) {
+        for (namespace, ns_dir) in children(&host_dir) {
+            for (model, model_dir) in children(&ns_dir) {
+                for (tag, manifest) in children(&model_dir) {
+                    if read >= MAX_MANIFESTS {
+                        return found;
+                    }
+                    read += 1;
+                    let Ok(body) = regular_file::read_capped(&manifest, MAX_MANIFEST_BYTES) else {
+                        continue;
+                    };
+                    let Ok(blob) = runtimes::ollama::parse_manifest(&body) else {
+                        continue;
+                    };
+                    found.push(Installed {
+                        name: runtimes::ollama::manifest_name(&host, &namespace, &model, &tag),
+                        blob: blob.map(|b| root.join("blobs").join(b)).filter(|p| p.is_file()),
+                    });
+                }
+            }
+        }
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// Ollama's runners (`ollama runner --model BLOB`) are asked nothing:
+/// their model takes what `ollama serve`'s /api/ps says of the same blob,
+/// with `api` evidence.
+fn pair_ollama_runners(infos: &[&ProcInfo], launches: &HashMap<u32, bool>, out: &mut HashMap<u32, Discovered>) {
+    let is_runner = |pid: u32| launches.get(&pid).copied();
+    let served: Vec<Model> = infos
+        .iter()
+        .filter(|i| is_runner(i.pid) == Some(false))
+        .filter_map(|i| out.get(&i.pid))
+        .flat_map(|d| d.models.iter())
+        .filter(|m| m.path.is_some() && m.evidence.iter().any(|e| e == Evidence::Api.as_str()))
+        .cloned()
+        .collect();
+    for info in infos.iter().filter(|i| is_runner(i.pid) == Some(true)) {
+        let Some(d) = out.get_mut(&info.pid) else { continue };
+        for m in &mut d.models {
+            let Some(s) = served.iter().find(|s| s.path.is_some() && s.path == m.path) else {
+                continue;
+            };
+            if !m.evidence.iter().any(|e| e == Evidence::Api.as_str()) {
+                m.evidence.insert(0, Evidence::Api.as_str().into());
+            }
+            m.confirmed = is_confirmed(&m.evidence);
+            m.name = s.name.clone().or(m.name.take());
+            m.server_url = s.server_url.clone();
+            m.reported = m.reported.take().or(s.reported.clone());
+            m.activity = m.activity.take().or(s.activity.clone());
+        }
+    }
+}
+
+/// Two sources, one of them `api` or `mapped` (the module's rule);
+/// `installed` is no source.
+fn is_confirmed(evidence: &[String]) -> bool {
+    let strong = [Evidence::Api.as_str(), Evidence::Mapped.as_str()];
+    let sources = evidence.iter().filter(|e| *e != Evidence::Installed.as_str()).count();
+    sources >= 2 && evidence.iter().any(|e| strong.contains(&e.as_str()))
+}
+
+/// What a model file's header says of it.
+fn describe_header(model: &mut Model, m: &gguf::Model) {
+    let info = m.info();
+    model.name = info.name.clone();
+    model.architecture = info.architecture.clone();
+    model.kind = Some(info.kind.as_str().to_string());
+    model.params = info.params;
+    model.file_type = info.file_type.as_ref().map(|f| f.to_string());
+    model.layers = info.layers;
+    model.context_train = info.context_train.map(u64::from);
 }
 
 /// The bytes of every tensor in a Hugging Face folder's `.safetensors`

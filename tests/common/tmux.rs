@@ -53,6 +53,11 @@ impl Tmux {
 
     /// Starts `command` (a shell line) in a detached session of our size.
     pub fn start(&self, command: &str) {
+        self.start_sized(command, WIDTH, HEIGHT);
+    }
+
+    /// Starts `command` in a detached session of `width` x `height`.
+    pub fn start_sized(&self, command: &str, width: u32, height: u32) {
         self.run(&[
             "-f",
             "/dev/null",
@@ -61,9 +66,9 @@ impl Tmux {
             "-s",
             "view",
             "-x",
-            &WIDTH.to_string(),
+            &width.to_string(),
             "-y",
-            &HEIGHT.to_string(),
+            &height.to_string(),
             command,
         ]);
     }

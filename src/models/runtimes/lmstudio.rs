@@ -1,10 +1,18 @@
-//! LM Studio's REST API `GET /api/v0/models`: every model it knows, with
-//! `state` telling the loaded ones (LM Studio docs, "LM Studio REST API").
-//! LM Studio names no file on its command line, so this is where its models
-//! are found.
+//! LM Studio's REST API: every model it knows, and which are loaded. LM
+//! Studio names no file on its command line, so this is where its models are
+//! found. Two versions:
+//! - `GET /api/v1/models` (LM Studio 0.4+, docs "LM Studio REST API: List
+//!   your models", lmstudio.ai/docs/developer/rest/list): `models[]` by
+//!   `key`, each with `loaded_instances[]` (`id`, `config.context_length`);
+//! - `GET /api/v0/models` (0.3.x, the beta REST API): `data[]` by `id`, with
+//!   `state` `loaded` and `loaded_context_length`.
 
 use super::{lenient, parse_data_list};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Loaded instances read per model (LM Studio loads a few at most).
+const MAX_INSTANCES: usize = 64;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LmStudioModel {
@@ -63,6 +71,102 @@ pub fn parse_models(body: &[u8]) -> Result<Vec<LmStudioModel>, String> {
         .collect())
 }
 
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawV1Models {
+    /// Absent in anything but this API's answer (an older LM Studio's
+    /// `{"error": "Unexpected endpoint or method."}`).
+    models: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawV1Model {
+    #[serde(deserialize_with = "lenient")]
+    key: Option<String>,
+    #[serde(rename = "type", deserialize_with = "lenient")]
+    kind: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    architecture: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    format: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    quantization: Option<RawQuantization>,
+    #[serde(deserialize_with = "lenient")]
+    max_context_length: Option<u64>,
+    #[serde(deserialize_with = "lenient_vec")]
+    loaded_instances: Vec<RawInstance>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawQuantization {
+    #[serde(deserialize_with = "lenient")]
+    name: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawInstance {
+    #[serde(deserialize_with = "lenient")]
+    id: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    config: Option<RawInstanceConfig>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawInstanceConfig {
+    #[serde(deserialize_with = "lenient")]
+    context_length: Option<u64>,
+}
+
+/// `GET /api/v1/models`: one entry per loaded instance (`loaded`, named by
+/// the instance's id), then one per model not loaded. An answer without a
+/// `models` field is an error, so the caller can ask the older API.
+pub fn parse_v1_models(body: &[u8]) -> Result<Vec<LmStudioModel>, String> {
+    const WHAT: &str = "LM Studio /api/v1/models";
+    let raw: RawV1Models = parse_object(body, WHAT)?;
+    let Some(models) = raw.models else {
+        return Err(match super::api_error_message(body) {
+            Some(message) => format!("{WHAT}: the server answered an error: {message}"),
+            None => format!("{WHAT}: no models list"),
+        });
+    };
+    let models: Vec<RawV1Model> = match models {
+        Value::Array(items) => items.into_iter().filter_map(super::convert).collect(),
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    for m in models {
+        let model = LmStudioModel {
+            id: m.key,
+            kind: m.kind,
+            arch: m.architecture,
+            compatibility_type: m.format,
+            quantization: m.quantization.and_then(|q| q.name),
+            state: None,
+            loaded: false,
+            max_context_length: m.max_context_length,
+            loaded_context_length: None,
+        };
+        if m.loaded_instances.is_empty() {
+            out.push(model);
+            continue;
+        }
+        for instance in m.loaded_instances.into_iter().take(MAX_INSTANCES) {
+            out.push(LmStudioModel {
+                id: instance.id,
+                state: Some("loaded".into()),
+                loaded: true,
+                loaded_context_length: instance.config.and_then(|c| c.context_length),
+                ..model.clone()
+            });
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +194,72 @@ mod tests {
         assert_eq!(models[0].compatibility_type.as_deref(), Some("mlx"));
         assert_eq!(models[2].kind.as_deref(), Some("embeddings"));
         assert_eq!(models[2].loaded_context_length, None);
+    }
+
+    #[test]
+    fn current_api_lists_each_loaded_instance() {
+        // tests/data/lmstudio/models_v1.json follows LM Studio's docs for
+        // `GET /api/v1/models` (LM Studio 0.4+).
+        let models = parse_v1_models(include_bytes!("../../../tests/data/lmstudio/models_v1.json")).unwrap();
+        let loaded: Vec<_> = models.iter().filter(|m| m.loaded).collect();
+        assert_eq!(
+            loaded,
+            [
+                &LmStudioModel {
+                    id: Some("openai/gpt-oss-20b".into()),
+                    kind: Some("llm".into()),
+                    arch: Some("gpt-oss".into()),
+                    compatibility_type: Some("gguf".into()),
+                    quantization: Some("MXFP4".into()),
+                    state: Some("loaded".into()),
+                    loaded: true,
+                    max_context_length: Some(131_072),
+                    loaded_context_length: Some(16_384),
+                },
+                &LmStudioModel {
+                    id: Some("openai/gpt-oss-20b:2".into()),
+                    kind: Some("llm".into()),
+                    arch: Some("gpt-oss".into()),
+                    compatibility_type: Some("gguf".into()),
+                    quantization: Some("MXFP4".into()),
+                    state: Some("loaded".into()),
+                    loaded: true,
+                    max_context_length: Some(131_072),
+                    loaded_context_length: Some(4096),
+                }
+            ]
+        );
+        assert_eq!(models.len(), 4, "two instances and two models not loaded");
+        assert_eq!(models[2].id.as_deref(), Some("qwen2-vl-7b-instruct"));
+        assert_eq!(models[2].compatibility_type.as_deref(), Some("mlx"));
+        assert_eq!(models[2].loaded_context_length, None);
+        assert_eq!(models[3].kind.as_deref(), Some("embedding"));
+        assert_eq!(models[3].arch, None, "absent for embedding models");
+    }
+
+    #[test]
+    fn current_api_garbage_and_wrong_types() {
+        for body in [&b""[..], b"[]", b"true", b"{\"models\":[", b"\xfe\xff"] {
+            assert!(parse_v1_models(body).is_err(), "{body:?}");
+        }
+        let err = parse_v1_models(br#"{"error":{"message":"Unexpected endpoint or method."}}"#);
+        assert!(err.is_err(), "an error answer is not an empty list");
+        assert_eq!(parse_v1_models(br#"{"models":"none"}"#).unwrap(), vec![]);
+        let odd = parse_v1_models(
+            br#"{"models":[{"key":[],"quantization":"x","loaded_instances":[7,{"id":1,"config":[]}]},"x"]}"#,
+        )
+        .unwrap();
+        let instance = LmStudioModel {
+            state: Some("loaded".into()),
+            loaded: true,
+            ..LmStudioModel::default()
+        };
+        assert_eq!(odd, [instance]);
+        let many = format!(
+            r#"{{"models":[{{"key":"k","loaded_instances":[{}]}}]}}"#,
+            vec![r#"{"id":"i"}"#; 5000].join(",")
+        );
+        assert_eq!(parse_v1_models(many.as_bytes()).unwrap().len(), MAX_INSTANCES);
     }
 
     #[test]

@@ -72,7 +72,7 @@ fn parse_top_level<T: DeserializeOwned>(body: &[u8], what: &str, open: u8, shape
 
 /// `{"error": {"code": 501, "message": "..."}}` (llama-server) or
 /// `{"error": "..."}` (Ollama).
-fn api_error_message(body: &[u8]) -> Option<String> {
+pub(crate) fn api_error_message(body: &[u8]) -> Option<String> {
     let value: Value = serde_json::from_slice(body).ok()?;
     let error = value.get("error")?;
     let message = error.get("message").unwrap_or(error);

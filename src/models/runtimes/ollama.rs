@@ -1,5 +1,11 @@
 //! Ollama's `GET /api/ps`: the models loaded now, with how much of each sits
 //! in VRAM (docs/api.md "List Running Models"; `context_length` since 2025).
+//! Also Ollama's models folder: `manifests/<host>/<namespace>/<model>/<tag>`
+//! JSON files whose layer of media type `application/vnd.ollama.image.model`
+//! names the GGUF blob by digest (server/images.go: GetManifest,
+//! GetBlobsPath). /api/ps's `digest` is the sha256 of the manifest file
+//! itself (GetManifest hashes the bytes it decodes), not of the blob: a
+//! loaded model is paired with its blob by name, through its manifest.
 
 use super::{lenient, lenient_vec, parse_object};
 use serde::{Deserialize, Serialize};
@@ -90,6 +96,58 @@ pub fn parse_ps(body: &[u8]) -> Result<Vec<OllamaModel>, String> {
         .collect())
 }
 
+/// The media type of the layer that is the model's weights
+/// (server/images.go, `MediaTypeModel`).
+const MODEL_LAYER: &str = "application/vnd.ollama.image.model";
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawManifest {
+    #[serde(deserialize_with = "lenient_vec")]
+    layers: Vec<RawLayer>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawLayer {
+    #[serde(rename = "mediaType", deserialize_with = "lenient")]
+    media_type: Option<String>,
+    #[serde(deserialize_with = "lenient")]
+    digest: Option<String>,
+}
+
+/// A manifest's model layer: the file name of its blob (`sha256-<hex>`),
+/// None when it has no model layer or its digest is not a sha256 digest
+/// (GetBlobsPath accepts only `^sha256[:-][0-9a-fA-F]{64}$`, so a digest
+/// can never name a path outside `blobs/`).
+pub fn parse_manifest(body: &[u8]) -> Result<Option<String>, String> {
+    let raw: RawManifest = parse_object(body, "Ollama manifest")?;
+    Ok(raw
+        .layers
+        .into_iter()
+        .find(|l| l.media_type.as_deref() == Some(MODEL_LAYER))
+        .and_then(|l| l.digest)
+        .and_then(|d| blob_file_name(&d)))
+}
+
+fn blob_file_name(digest: &str) -> Option<String> {
+    let hex = digest
+        .strip_prefix("sha256:")
+        .or_else(|| digest.strip_prefix("sha256-"))?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| format!("sha256-{hex}"))
+}
+
+/// The name Ollama shows for the manifest at `host/namespace/model/tag`:
+/// the default host and namespace left out (types/model/name.go,
+/// `DisplayShortest`: `registry.ollama.ai`, `library`).
+pub fn manifest_name(host: &str, namespace: &str, model: &str, tag: &str) -> String {
+    match (host, namespace) {
+        ("registry.ollama.ai", "library") => format!("{model}:{tag}"),
+        ("registry.ollama.ai", _) => format!("{namespace}/{model}:{tag}"),
+        _ => format!("{host}/{namespace}/{model}:{tag}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +174,41 @@ mod tests {
             }
         );
         assert_eq!(models[1].family.as_deref(), Some("qwen3moe"));
+    }
+
+    #[test]
+    fn manifests_name_their_model_blob() {
+        let model = format!("sha256:{}", "A1".repeat(32));
+        let body = format!(
+            r#"{{"schemaVersion":2,"layers":[{{"mediaType":"application/vnd.ollama.image.template","digest":"sha256:{t}"}},{{"mediaType":"application/vnd.ollama.image.model","digest":"{model}","size":1}}]}}"#,
+            t = "0".repeat(64)
+        );
+        assert_eq!(
+            parse_manifest(body.as_bytes()).unwrap(),
+            Some(format!("sha256-{}", "A1".repeat(32)))
+        );
+        for digest in [
+            "sha256:../../../../etc/passwd",
+            "sha256:",
+            "md5:0123",
+            &format!("sha256:{}", "g".repeat(64)),
+            &format!("sha256:{}/x", "a".repeat(63)),
+        ] {
+            let body =
+                format!(r#"{{"layers":[{{"mediaType":"application/vnd.ollama.image.model","digest":"{digest}"}}]}}"#);
+            assert_eq!(parse_manifest(body.as_bytes()).unwrap(), None, "{digest}");
+        }
+        assert_eq!(parse_manifest(br#"{"layers":[7,{"mediaType":1}]}"#).unwrap(), None);
+        assert!(parse_manifest(b"\x00{").is_err());
+        assert_eq!(
+            manifest_name("registry.ollama.ai", "library", "llama3.1", "8b"),
+            "llama3.1:8b"
+        );
+        assert_eq!(manifest_name("registry.ollama.ai", "me", "m", "latest"), "me/m:latest");
+        assert_eq!(
+            manifest_name("hf.co", "unsloth", "Qwen3-GGUF", "Q4_K_M"),
+            "hf.co/unsloth/Qwen3-GGUF:Q4_K_M"
+        );
     }
 
     #[test]

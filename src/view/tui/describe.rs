@@ -197,6 +197,23 @@ pub fn model_split(p: &Process, device: u32) -> Option<(Vec<(Part, u64)>, &'stat
 }
 
 /// The "what is inside" column.
+/// What a model is doing now, for its table row, where its runtime says:
+/// ` · now 2/4 busy, 31 tok/s` (slots busy of all, generated tokens a
+/// second); nothing when it says neither. The detail pane has all of it.
+fn now(m: &Model) -> String {
+    let mut parts = Vec::new();
+    if let (Some(busy), Some(total)) = (m.slots_busy, m.slots_total) {
+        parts.push(format!("{busy}/{total} busy"));
+    }
+    if let Some(rate) = m.activity.as_ref().and_then(|a| a.generation_tokens_per_second) {
+        parts.push(format!("{rate:.0} tok/s"));
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" · now {}", parts.join(", ")),
+    }
+}
+
 pub fn inside(p: &Process) -> String {
     let is = |r: &str| p.runtimes.iter().any(|x| x == r);
     if let Some(m) = p.models.first() {
@@ -206,10 +223,11 @@ pub fn inside(p: &Process) -> String {
             .and_then(|r| r.kv_bytes)
             .map(|k| (k, "reported"))
             .or_else(|| m.estimate.as_ref().and_then(|e| e.kv_bytes).map(|k| (k, "est.")));
-        return match kv {
+        let memory = match kv {
             Some((k, how)) => format!("weights + KV cache (KV {} {how})", bytes(Some(k))),
             None => "weights + KV cache".into(),
         };
+        return memory + &now(m);
     }
     if p.models_pending {
         return "discovering…".into();

@@ -154,6 +154,21 @@ fn the_desktop_at_a_glance() {
 }
 
 #[test]
+fn a_model_row_says_what_the_runtime_is_doing_now_where_it_fits() {
+    let mut app = app_with(desktop());
+    // Wide enough: busy slots and generated tokens a second in the row.
+    let wide = screen(&mut app, 230, 50);
+    let llama = row(&wide, "4242*");
+    assert!(
+        llama.contains("weights + KV cache (KV 448.0 MiB reported) · now 1/4 busy, 31 tok/s"),
+        "{llama}"
+    );
+    // Narrower, it is cut from the right and marked, the memory kept whole.
+    let narrow = screen(&mut app, 180, 50);
+    assert!(row(&narrow, "4242*").ends_with("(KV 448.0 MiB reported) ~"), "{narrow}");
+}
+
+#[test]
 fn the_model_detail_shows_estimate_reported_and_measured_side_by_side() {
     let mut app = app_with(desktop());
     app.selected_pid = Some(4242);
