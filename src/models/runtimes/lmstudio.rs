@@ -7,7 +7,7 @@
 //! - `GET /api/v0/models` (0.3.x, the beta REST API): `data[]` by `id`, with
 //!   `state` `loaded` and `loaded_context_length`.
 
-use super::{lenient, parse_data_list};
+use super::{lenient, lenient_vec, parse_data_list, parse_object};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
