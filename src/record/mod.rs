@@ -1,6 +1,7 @@
-//! Recordings: `record` of snapshots over time, and the commands that read recordings back (`summary`, `plot`,
-//! `replay`), all through [`open_recording`]: an index of the lines, each
-//! snapshot parsed when it is asked for.
+//! Recordings: `record` of snapshots over time, and the commands that
+//! read recordings back (`summary`, `plot`, `replay`), all through
+//! [`open_recording`]: an index of the lines, each snapshot parsed when it
+//! is asked for.
 //!
 //! A recording is JSON lines: one `Snapshot` (the `--json` schema, on one
 //! line) per sample, plain or zstd (`.zst`, [`codec`]). See [`write`] for
