@@ -1,6 +1,7 @@
 //! Command-line arguments. The spellings are an interface scripts depend on
 //! (shared/DESIGN.md): add, never rename.
 
+use crate::collect::Options;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -113,7 +114,7 @@ pub enum Command {
     /// What can be known about GPU memory, and from where, on this platform.
     Explain,
     /// Compare two `--json` snapshots: measured moves, then models (estimated, reported) apart.
-    Diff(crate::record::DiffArgs),
+    Diff(crate::diff_cmd::DiffArgs),
     /// Append one snapshot per interval to a JSON-lines file (zstd when it ends in .zst).
     Record(crate::record::RecordArgs),
     /// Per device and process: min/median/max/last memory and peak time of a recording.
@@ -149,4 +150,30 @@ pub enum ConfigAction {
         #[arg(long)]
         force: bool,
     },
+}
+
+impl Cli {
+    /// The collector's settings from the command line.
+    /// `background_discovery`: samples never wait for runtime APIs (the live
+    /// view, `record`, `serve`).
+    pub fn collector_options(&self, background_discovery: bool) -> Options {
+        Options {
+            nvml_lib: self.nvml_lib.clone(),
+            gpu: self.gpu,
+            proc_root: self.proc_root.clone(),
+            background_discovery,
+            discovery: !self.no_discovery,
+            no_host: self.no_host,
+        }
+    }
+
+    /// The live view's start from the flags (and the config file they took in).
+    pub fn look(&self) -> crate::view::tui::Look {
+        crate::view::tui::Look {
+            sort: self.sort,
+            light: self.light,
+            no_color: self.no_color,
+            ascii: self.ascii,
+        }
+    }
 }

@@ -84,6 +84,24 @@ pub struct GpuFree {
     pub total_bytes: u64,
 }
 
+/// The device with the most free memory (or the one `--gpu` names), for the
+/// fit line. NVML only: nothing else is read.
+pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<u32>) -> Option<GpuFree> {
+    let mut nvml = crate::collect::nvml::NvmlSource::open(nvml_lib).ok()?;
+    let sample = nvml.sample(only, &|_| true).ok()?;
+    sample
+        .devices
+        .into_iter()
+        .filter_map(|d| {
+            Some(GpuFree {
+                name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),
+                free_bytes: d.memory_free_bytes?,
+                total_bytes: d.memory_total_bytes?,
+            })
+        })
+        .max_by_key(|g| g.free_bytes)
+}
+
 /// Rewrites llama.cpp's single-dash multi-letter options (`-np 4`, `-ctk
 /// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
 /// parses. Other arguments pass unchanged.

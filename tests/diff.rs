@@ -4,12 +4,9 @@
 //! adapters of the same name, small moves hidden from text only, and wrong
 //! files refused with the file named.
 
-#[allow(dead_code)]
-#[path = "../src/snapshot/mod.rs"]
-mod snapshot;
 mod snapshot_builder;
-mod view;
 
+use gputaskman::snapshot;
 use serde_json::Value;
 use snapshot_builder::{device, diff_json, diff_text, gpu, process, server_model, snapshot, write, GIB, MIB};
 use std::path::Path;

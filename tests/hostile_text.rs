@@ -8,12 +8,9 @@
 //! escaped by JSON's rules.
 
 mod common;
-#[allow(dead_code)]
-#[path = "../src/snapshot/mod.rs"]
-mod snapshot;
 mod snapshot_builder;
-mod view;
 
+use gputaskman::snapshot;
 use serde_json::Value;
 use snapshot_builder::{device, gpu, process, snapshot, MIB};
 use std::io::{Read, Write};

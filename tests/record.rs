@@ -1,36 +1,23 @@
 //! `gputaskman record`, the recording reader, `summary` and `plot`.
 //!
-//! The writer and reader are compiled into this test crate from src/ (by
-//! `#[path]`), so truncation is tested at every byte; the commands are run
+//! The writer and reader are called through the library, so truncation is
+//! tested at every byte; the commands are run
 //! as the real binary. The end-to-end test records a real llama.cpp server
 //! (xllamacpp + Gemma 3 270M; needs GPUTASKMAN_TEST_PYTHON and
 //! GPUTASKMAN_GEMMA_GGUF, which scripts/test.sh sets) while its context is
 //! changed. `synthesize_an_hour_of_200_processes` is the benchmark behind
 //! scripts/bench_record.sh (ignored in normal runs).
 
-#[allow(dead_code)]
-#[path = "../src/record/codec.rs"]
-mod codec;
 mod common;
-#[allow(dead_code)]
-#[path = "../src/record/index.rs"]
-mod index;
-#[allow(dead_code)]
-#[path = "../src/snapshot/mod.rs"]
-mod snapshot;
 mod snapshot_builder;
-mod view;
-#[allow(dead_code)]
-#[path = "../src/record/write.rs"]
-mod write;
 
-use index::open_recording;
+use gputaskman::record::open_recording;
+use gputaskman::record::write::RecordWriter;
+use gputaskman::snapshot::{self, Snapshot};
 use serde_json::Value;
-use snapshot::Snapshot;
 use snapshot_builder::{bin, device, gpu, process, server_model, snapshot, GIB, MIB};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use write::RecordWriter;
 
 const OLD: &str = "2026-01-01T09:00:00.000Z";
 
@@ -314,7 +301,7 @@ fn record_writes_one_snapshot_per_interval_plain_and_zst() {
         let times: Vec<f64> = rec
             .snapshots
             .iter()
-            .map(|s| snapshot::diff::unix_seconds(&s.taken_at).unwrap())
+            .map(|s| gputaskman::units::unix_seconds(&s.taken_at).unwrap())
             .collect();
         for w in times.windows(2) {
             let gap = w[1] - w[0];

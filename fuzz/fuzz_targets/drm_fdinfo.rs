@@ -2,7 +2,7 @@
 //! record, never a panic.
 #![no_main]
 
-use gputaskman_fuzz::fdinfo::{parse, MAX_LINES, MAX_NAMES};
+use gputaskman::collect::drm::fdinfo::{parse, MAX_LINES, MAX_NAMES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,8 +4,8 @@
 //! percentages stay within 0..=100.
 #![no_main]
 
-use gputaskman_fuzz::snapshot::Device;
-use gputaskman_fuzz::sysfs::{self, DrmDevice};
+use gputaskman::snapshot::Device;
+use gputaskman::collect::drm::sysfs::{self, DrmDevice};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use std::sync::OnceLock;

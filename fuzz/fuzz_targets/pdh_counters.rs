@@ -5,7 +5,7 @@
 //! a reading's figures never wrap.
 #![no_main]
 
-use gputaskman_fuzz::wddm::{parse_instance, parse_line, parse_path, Reading};
+use gputaskman::collect::wddm::{parse_instance, parse_line, parse_path, Reading};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,6 +19,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for memory in reading.memory.values() {
-        let _ = gputaskman_fuzz::wddm::split(memory);
+        let _ = gputaskman::collect::wddm::split(memory);
     }
 });

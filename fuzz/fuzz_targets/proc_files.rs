@@ -4,8 +4,8 @@
 //! an error, never a panic.
 #![no_main]
 
-use gputaskman_fuzz::procs::linux::{mapped_paths, parse_stat};
-use gputaskman_fuzz::sockets;
+use gputaskman::procs::linux::{mapped_paths, parse_stat};
+use gputaskman::models::sockets;
 use libfuzzer_sys::fuzz_target;
 use procfs::FromRead;
 

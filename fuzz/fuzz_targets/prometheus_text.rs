@@ -3,7 +3,7 @@
 //! metric name and came from one line.
 #![no_main]
 
-use gputaskman_fuzz::runtimes::{llamacpp, parse_prometheus, vllm};
+use gputaskman::models::runtimes::{llamacpp, parse_prometheus, vllm};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

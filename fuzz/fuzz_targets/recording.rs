@@ -4,7 +4,7 @@
 //! index never claims more snapshots than the file has lines.
 #![no_main]
 
-use gputaskman_fuzz::index::{open_recording, parse_line};
+use gputaskman::record::index::{open_recording, parse_line};
 use libfuzzer_sys::fuzz_target;
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -5,7 +5,7 @@
 //! parse gives can be merged and asked for totals without overflow.
 #![no_main]
 
-use gputaskman_fuzz::runtimes::{llamacpp, lmstudio, ollama, vllm};
+use gputaskman::models::runtimes::{llamacpp, lmstudio, ollama, vllm};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,7 +4,7 @@
 //! overflow.
 #![no_main]
 
-use gputaskman_fuzz::logs::{parse_log, BufferKind};
+use gputaskman::models::logs::{parse_log, BufferKind};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,7 +4,7 @@
 //! whole escape.
 #![no_main]
 
-use gputaskman_fuzz::safe_text::{clip, escape, safe, width};
+use gputaskman::view::safe_text::{clip, escape, safe, width};
 use libfuzzer_sys::fuzz_target;
 
 /// What a terminal obeys, spelled apart from the sanitizer's own list:

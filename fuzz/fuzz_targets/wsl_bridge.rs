@@ -3,7 +3,7 @@
 //! panic; the parser's error list stays bounded however many bad lines come.
 #![no_main]
 
-use gputaskman_fuzz::wsl::{Event, Parser};
+use gputaskman::collect::wsl::{Event, Parser};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

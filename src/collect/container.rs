@@ -11,7 +11,10 @@
 //! withheld (shown as a host process) until NVML drops it, so a new process
 //! never inherits the old one's memory.
 
-use std::collections::{BTreeMap, BTreeSet};
+use super::source::Owner;
+use crate::procs::ProcInfo;
+use crate::snapshot::{GpuUsage, Match};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 
 /// PROC_PID_INIT_INO in the kernel's include/linux/proc_ns.h: the inode of
@@ -105,6 +108,106 @@ impl HostPidPairing {
         }
         out
     }
+}
+
+/// The collector's PID stage: whose the PIDs the sources report as
+/// [`Owner::Local`] are, in this PID namespace.
+pub enum PidView {
+    /// Ours: no namespace in between.
+    Own,
+    /// In a child PID namespace NVML's PIDs are the host's: they are paired
+    /// with ours by creation order.
+    Container(HostPidPairing),
+    /// Under WSL, NVML's PIDs that are not ours are Windows PIDs.
+    WslGuest,
+}
+
+impl PidView {
+    pub fn new(in_child_namespace: bool, wsl: bool) -> PidView {
+        match (in_child_namespace, wsl) {
+            (true, _) => PidView::Container(HostPidPairing::default()),
+            (false, true) => PidView::WslGuest,
+            (false, false) => PidView::Own,
+        }
+    }
+
+    /// The PIDs a source's can be checked against: none in a child
+    /// namespace, where no driver's PID is ours.
+    pub fn visible(&self, scanned: &[ProcInfo]) -> HashSet<u32> {
+        match self {
+            PidView::Container(_) => HashSet::new(),
+            PidView::Own | PidView::WslGuest => scanned.iter().map(|p| p.pid).collect(),
+        }
+    }
+
+    /// Gives each local entry its owner here: a container process, paired
+    /// exactly or by a guess, a host (or Windows) process, or ours.
+    pub fn owners(
+        &mut self,
+        scanned: &[ProcInfo],
+        visible: &HashSet<u32>,
+        usage: Vec<(Owner, GpuUsage)>,
+    ) -> Vec<(Owner, GpuUsage)> {
+        match self {
+            PidView::Own => usage,
+            PidView::WslGuest => usage
+                .into_iter()
+                .map(|(owner, u)| match owner {
+                    Owner::Local(pid) if !visible.contains(&pid) => (Owner::Host(pid), u),
+                    _ => (owner, u),
+                })
+                .collect(),
+            PidView::Container(pairing) => pair_host_pids(pairing, scanned, usage),
+        }
+    }
+}
+
+fn pair_host_pids(
+    pairing: &mut HostPidPairing,
+    scanned: &[ProcInfo],
+    usage: Vec<(Owner, GpuUsage)>,
+) -> Vec<(Owner, GpuUsage)> {
+    let candidates: Vec<Candidate> = scanned
+        .iter()
+        .filter(|i| i.runtimes.iter().any(|r| r == "cuda"))
+        .map(|i| Candidate {
+            started: i.start_ticks,
+            pid: i.pid,
+        })
+        .collect();
+    let mut host_pids: Vec<u32> = usage
+        .iter()
+        .filter_map(|(owner, _)| match owner {
+            Owner::Local(pid) => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    host_pids.sort_unstable();
+    host_pids.dedup();
+    let pairs = pairing.pair(&host_pids, &candidates);
+    usage
+        .into_iter()
+        .map(|(owner, mut usage)| {
+            let Owner::Local(host_pid) = owner else {
+                return (owner, usage);
+            };
+            let owner = match pairs.get(&host_pid) {
+                Some(Pair::Exact(pid)) => {
+                    usage.pairing = Some(Match::Exact);
+                    Owner::Paired { pid: *pid, host_pid }
+                }
+                Some(Pair::Guess(pid)) => {
+                    usage.pairing = Some(Match::Guess);
+                    Owner::Paired { pid: *pid, host_pid }
+                }
+                Some(Pair::Host) | None => {
+                    usage.pairing = None;
+                    Owner::Host(host_pid)
+                }
+            };
+            (owner, usage)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! - memory: nvml-wrapper only calls nvmlDeviceGetMemoryInfo_v2 (driver
 //!   510+); older drivers get the v1 call.
 
+use super::source::{Owner, Report, Round, Source};
+use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
 use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Match, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::error::{nvml_try, NvmlError};
@@ -202,46 +204,7 @@ fn read_device(
         errors: &mut errors,
         lost: false,
     };
-    device.name = r.get("name", handle.name());
-    device.uuid = r.get("uuid", handle.uuid());
-    device.pci_bus_id = r.get("pci info", handle.pci_info()).map(|p| p.bus_id);
-    if let Some((total, used, free, reserved)) = r.get("memory", memory(nvml, handle)) {
-        device.memory_total_bytes = Some(total);
-        device.memory_used_bytes = Some(used);
-        device.memory_free_bytes = Some(free);
-        device.memory_reserved_bytes = reserved;
-    }
-    if let Some(u) = r.get("utilization", handle.utilization_rates()) {
-        device.gpu_util_percent = Some(u.gpu);
-        device.memory_activity_percent = Some(u.memory);
-    }
-    device.temperature_c = r.get("temperature", handle.temperature(TemperatureSensor::Gpu));
-    device.power_w = r.get("power usage", handle.power_usage()).map(milliwatts);
-    device.power_limit_w = r.get("power limit", handle.enforced_power_limit()).map(milliwatts);
-    device.fan_percent = r.get("fan speed", handle.fan_speed(0));
-    device.driver_model = r.get("driver model", driver_model(nvml, handle));
-    let clocks = Clocks {
-        graphics_mhz: r.get("graphics clock", handle.clock_info(Clock::Graphics)),
-        sm_mhz: r.get("sm clock", handle.clock_info(Clock::SM)),
-        memory_mhz: r.get("memory clock", handle.clock_info(Clock::Memory)),
-        graphics_max_mhz: r.get("max graphics clock", handle.max_clock_info(Clock::Graphics)),
-        memory_max_mhz: r.get("max memory clock", handle.max_clock_info(Clock::Memory)),
-    };
-    device.clocks = (clocks != Clocks::default()).then_some(clocks);
-    let pcie = Pcie {
-        link_gen: r.get("pcie link generation", handle.current_pcie_link_gen()),
-        link_width: r.get("pcie link width", handle.current_pcie_link_width()),
-        max_link_gen: r.get("max pcie link generation", handle.max_pcie_link_gen()),
-        max_link_width: r.get("max pcie link width", handle.max_pcie_link_width()),
-        // NVML reports KB/s.
-        tx_bytes_per_s: r
-            .get("pcie tx", handle.pcie_throughput(PcieUtilCounter::Send))
-            .map(|k| k as u64 * 1024),
-        rx_bytes_per_s: r
-            .get("pcie rx", handle.pcie_throughput(PcieUtilCounter::Receive))
-            .map(|k| k as u64 * 1024),
-    };
-    device.pcie = (pcie != Pcie::default()).then_some(pcie);
+    read_properties(&mut r, nvml, handle, device);
 
     let mut complete = true;
     let mut by_pid: BTreeMap<u32, GpuUsage> = BTreeMap::new();
@@ -337,6 +300,51 @@ fn read_device(
         .collect();
     device.errors = errors;
     (processes, newest)
+}
+
+/// The device's own figures: identity, memory, utilization, power,
+/// clocks and PCIe, each failure noted in `r`.
+fn read_properties(r: &mut Reader<'_>, nvml: &Nvml, handle: &NvmlDevice, device: &mut Device) {
+    device.name = r.get("name", handle.name());
+    device.uuid = r.get("uuid", handle.uuid());
+    device.pci_bus_id = r.get("pci info", handle.pci_info()).map(|p| p.bus_id);
+    if let Some((total, used, free, reserved)) = r.get("memory", memory(nvml, handle)) {
+        device.memory_total_bytes = Some(total);
+        device.memory_used_bytes = Some(used);
+        device.memory_free_bytes = Some(free);
+        device.memory_reserved_bytes = reserved;
+    }
+    if let Some(u) = r.get("utilization", handle.utilization_rates()) {
+        device.gpu_util_percent = Some(u.gpu);
+        device.memory_activity_percent = Some(u.memory);
+    }
+    device.temperature_c = r.get("temperature", handle.temperature(TemperatureSensor::Gpu));
+    device.power_w = r.get("power usage", handle.power_usage()).map(milliwatts);
+    device.power_limit_w = r.get("power limit", handle.enforced_power_limit()).map(milliwatts);
+    device.fan_percent = r.get("fan speed", handle.fan_speed(0));
+    device.driver_model = r.get("driver model", driver_model(nvml, handle));
+    let clocks = Clocks {
+        graphics_mhz: r.get("graphics clock", handle.clock_info(Clock::Graphics)),
+        sm_mhz: r.get("sm clock", handle.clock_info(Clock::SM)),
+        memory_mhz: r.get("memory clock", handle.clock_info(Clock::Memory)),
+        graphics_max_mhz: r.get("max graphics clock", handle.max_clock_info(Clock::Graphics)),
+        memory_max_mhz: r.get("max memory clock", handle.max_clock_info(Clock::Memory)),
+    };
+    device.clocks = (clocks != Clocks::default()).then_some(clocks);
+    let pcie = Pcie {
+        link_gen: r.get("pcie link generation", handle.current_pcie_link_gen()),
+        link_width: r.get("pcie link width", handle.current_pcie_link_width()),
+        max_link_gen: r.get("max pcie link generation", handle.max_pcie_link_gen()),
+        max_link_width: r.get("max pcie link width", handle.max_pcie_link_width()),
+        // NVML reports KB/s.
+        tx_bytes_per_s: r
+            .get("pcie tx", handle.pcie_throughput(PcieUtilCounter::Send))
+            .map(|k| k as u64 * 1024),
+        rx_bytes_per_s: r
+            .get("pcie rx", handle.pcie_throughput(PcieUtilCounter::Receive))
+            .map(|k| k as u64 * 1024),
+    };
+    device.pcie = (pcie != Pcie::default()).then_some(pcie);
 }
 
 fn milliwatts(mw: u32) -> f64 {
@@ -482,6 +490,94 @@ fn decode_records(bytes: &[u8], n: usize, pid_visible: &dyn Fn(u32) -> bool) -> 
             quirk_stride: false,
         }
     }
+}
+
+impl Sample {
+    /// As a source's reading: the PIDs are the driver's, decided on by the
+    /// collector's PID stage.
+    pub fn into_reading(self) -> Report {
+        Report {
+            devices: self.devices,
+            usage: self
+                .processes
+                .into_iter()
+                .map(|g| (Owner::Local(g.pid), g.usage))
+                .collect(),
+            notes: BTreeMap::new(),
+        }
+    }
+}
+
+/// NVML as the collector reads it: on the [`Watchdog`], since a driver
+/// call can hang.
+pub struct WatchedNvml {
+    watchdog: Result<Watchdog, Backend>,
+    /// In a child PID namespace, NVML's PIDs are the host's (its status line
+    /// says how they are paired).
+    in_child_namespace: bool,
+}
+
+impl WatchedNvml {
+    pub fn open(lib: Option<&Path>, in_child_namespace: bool) -> WatchedNvml {
+        let watchdog = NvmlSource::open(lib).map(|mut source| {
+            Watchdog::start(move |r: Request| source.sample(r.only, &|pid| r.visible.contains(&pid)))
+        });
+        WatchedNvml {
+            watchdog,
+            in_child_namespace,
+        }
+    }
+}
+
+impl Source for WatchedNvml {
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        let watchdog = match &mut self.watchdog {
+            Ok(watchdog) => watchdog,
+            Err(unavailable) => return (unavailable.clone(), Report::default()),
+        };
+        let (status, detail, sample) = match watchdog.sample(round.only, round.visible.clone(), DEADLINE) {
+            Watched::Fresh(sample) => {
+                let mut detail = summary(&sample.devices);
+                if self.in_child_namespace {
+                    detail.push_str("; in a container's PID namespace: NVML's host PIDs are paired with this container's CUDA processes by creation order");
+                }
+                (BackendStatus::Ok, detail, Some(sample))
+            }
+            Watched::Stale(waited, last) => (
+                BackendStatus::Error,
+                format!(
+                    "NVML has not answered for {:.1} s (a driver call hangs); {}",
+                    waited.as_secs_f64(),
+                    if last.is_some() {
+                        "showing its last values, marked stale"
+                    } else {
+                        "no values yet"
+                    }
+                ),
+                last,
+            ),
+            Watched::Failed(e) => (BackendStatus::Error, e, None),
+        };
+        let backend = Backend {
+            name: "nvml".into(),
+            status,
+            detail,
+        };
+        (backend, sample.map(Sample::into_reading).unwrap_or_default())
+    }
+}
+
+/// The status line of a fresh sample.
+fn summary(devices: &[Device]) -> String {
+    let first = devices.first();
+    let version = |v: Option<&String>| v.cloned().unwrap_or_else(|| "n/a".into());
+    format!(
+        "{} device{}, driver {}, CUDA {}",
+        devices.len(),
+        if devices.len() == 1 { "" } else { "s" },
+        version(first.and_then(|d| d.driver_version.as_ref())),
+        version(first.and_then(|d| d.cuda_version.as_ref())),
+    )
 }
 
 #[cfg(test)]

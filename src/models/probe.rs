@@ -14,18 +14,25 @@ pub struct Prober {
     agent: ureq::Agent,
 }
 
+/// The HTTP client of the runtime probes and of `--remote`: requests
+/// bounded by `timeout` in all, connection included.
+pub fn agent(timeout: Duration) -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        // A redirect could point anywhere: never followed.
+        .max_redirects(0)
+        // The environment's HTTP proxy must not see loopback probes, nor
+        // the token sent to a remote host.
+        .proxy(None)
+        .http_status_as_error(false)
+        .user_agent("gputaskman")
+        .build();
+    config.into()
+}
+
 impl Default for Prober {
     fn default() -> Self {
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            // A redirect could point anywhere: never followed.
-            .max_redirects(0)
-            // The environment's HTTP proxy must not see loopback probes.
-            .proxy(None)
-            .http_status_as_error(false)
-            .user_agent("gputaskman")
-            .build();
-        Prober { agent: config.into() }
+        Prober { agent: agent(TIMEOUT) }
     }
 }
 

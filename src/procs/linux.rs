@@ -1,7 +1,8 @@
 //! The /proc scan on Linux, through the procfs crate. The root is a
 //! parameter so tests can point it at a recorded tree.
 
-use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+use super::{classify, lookup_user, redact, ProcInfo, MAPS_REFRESH};
+use crate::units::format_unix_nanos;
 use anyhow::Context;
 use procfs::process::Process;
 use std::collections::HashMap;
@@ -14,23 +15,9 @@ use std::time::{Duration, Instant};
 const YOUNG: Duration = Duration::from_secs(60);
 const YOUNG_MAPS_REFRESH: Duration = Duration::from_secs(1);
 
-/// What does not change while a process lives, read once per (pid, start).
-#[derive(Debug, Clone)]
-struct Static {
-    argv: Vec<String>,
-    cmdline: Option<String>,
-    exe: Option<String>,
-    user: Option<String>,
-    start_time: Option<String>,
-    runtimes: Vec<String>,
-    mapped_files: Vec<String>,
-    maps_read_at: Option<Instant>,
-    /// The address-space size when the maps were read.
-    maps_vsize: u64,
-    /// (comm, runtimes, kind) as last classified.
-    classified: Option<(String, Vec<String>, crate::snapshot::ProcessKind)>,
-    notes: Vec<String>,
-}
+/// The lifelong part of a process; classified: (comm, runtimes, kind) as
+/// last classified.
+type Static = super::Lifelong<u64, Option<(String, Vec<String>, crate::snapshot::ProcessKind)>>;
 
 pub struct ProcScanner {
     root: PathBuf,
@@ -414,23 +401,6 @@ fn read_boot_time(root: &Path) -> Option<u64> {
     stat.lines()
         .find_map(|l| l.strip_prefix("btime "))
         .and_then(|v| v.trim().parse().ok())
-}
-
-/// The user name for a uid through the system's name service (passwd,
-/// LDAP, ...). None when the uid has no name.
-fn lookup_user(uid: u32) -> Option<String> {
-    let mut buf = vec![0u8; 4096];
-    // SAFETY: getpwuid_r writes into `pwd` and `buf`, both owned here and
-    // alive for the call; `result` is set to null or to `&pwd`.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut result: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
-        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        Some(std::ffi::CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned())
-    }
 }
 
 #[cfg(test)]

@@ -134,7 +134,8 @@ pub fn walk_regions(max: usize, mut region_at: impl FnMut(u64) -> Option<(String
 
 #[cfg(target_os = "macos")]
 mod sys {
-    use super::super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+    use super::super::{classify, lookup_user, redact, ProcInfo, MAPS_REFRESH};
+    use crate::units::format_unix_nanos;
     use std::collections::HashMap;
     use std::ffi::{c_int, c_void, CStr};
     use std::path::PathBuf;
@@ -185,21 +186,8 @@ mod sys {
     /// Regions looked at per process, at most: bounds a pathological map.
     const MAX_REGIONS: usize = 65536;
 
-    #[derive(Debug, Clone)]
-    struct Static {
-        argv: Vec<String>,
-        cmdline: Option<String>,
-        exe: Option<String>,
-        user: Option<String>,
-        start_time: Option<String>,
-        runtimes: Vec<String>,
-        mapped_files: Vec<String>,
-        maps_read_at: Option<Instant>,
-        /// The address-space size when the maps were read.
-        maps_vsize: Option<u64>,
-        kind: crate::snapshot::ProcessKind,
-        notes: Vec<String>,
-    }
+    /// The lifelong part of a process; classified: its kind.
+    type Static = super::super::Lifelong<Option<u64>, crate::snapshot::ProcessKind>;
 
     pub struct ProcScanner {
         /// CPU time (ns) at the previous sample.
@@ -294,7 +282,7 @@ mod sys {
                     reclassify(pid, &name, fixed, now);
                     fixed.maps_vsize = vsize;
                 }
-                let ai = fixed.kind == crate::snapshot::ProcessKind::Ai;
+                let ai = fixed.classified == crate::snapshot::ProcessKind::Ai;
                 out.push(ProcInfo {
                     pid,
                     start_ticks: start,
@@ -307,7 +295,7 @@ mod sys {
                     runtimes: fixed.runtimes.clone(),
                     mapped_files: if ai { fixed.mapped_files.clone() } else { Vec::new() },
                     maps_readable: fixed.maps_read_at.is_some(),
-                    kind: fixed.kind,
+                    kind: fixed.classified,
                     cpu_percent,
                     rss_bytes: task.map(|t| t.pti_resident_size),
                     notes: fixed.notes.clone(),
@@ -349,7 +337,7 @@ mod sys {
             mapped_files: Vec::new(),
             maps_read_at: None,
             maps_vsize: None,
-            kind: crate::snapshot::ProcessKind::Other,
+            classified: crate::snapshot::ProcessKind::Other,
             notes,
         };
         reclassify(pid, name, &mut fixed, now);
@@ -382,7 +370,7 @@ mod sys {
             }
         }
         classify::runtimes_from_names(name, fixed.exe.as_deref(), &fixed.argv, &mut fixed.runtimes);
-        fixed.kind = classify::kind(name, fixed.exe.as_deref(), &fixed.argv, &fixed.runtimes);
+        fixed.classified = classify::kind(name, fixed.exe.as_deref(), &fixed.argv, &fixed.runtimes);
     }
 
     fn list_pids() -> anyhow::Result<Vec<u32>> {
@@ -560,20 +548,6 @@ mod sys {
         let path = unsafe { CStr::from_ptr(info.pvi_cdir.vip_path.as_ptr().cast()) };
         let path = path.to_string_lossy();
         (!path.is_empty()).then(|| PathBuf::from(path.into_owned()))
-    }
-
-    fn lookup_user(uid: u32) -> Option<String> {
-        let mut buf = vec![0u8; 4096];
-        // SAFETY: getpwuid_r writes into `pwd` and `buf`, both owned here.
-        unsafe {
-            let mut pwd: libc::passwd = std::mem::zeroed();
-            let mut result: *mut libc::passwd = std::ptr::null_mut();
-            let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
-            if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
-                return None;
-            }
-            Some(CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned())
-        }
     }
 }
 

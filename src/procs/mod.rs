@@ -11,8 +11,7 @@
 pub mod classify;
 pub mod redact;
 
-/// `pub` for fuzz/, which compiles this module by `#[path]` and calls
-/// `linux::parse_stat`.
+/// Public for fuzz/, which calls `linux::parse_stat` and `mapped_paths`.
 #[cfg(target_os = "linux")]
 pub mod linux;
 #[cfg(target_os = "linux")]
@@ -38,6 +37,46 @@ pub use unsupported::ProcScanner;
 
 use crate::snapshot::ProcessKind;
 use std::time::Duration;
+
+/// What does not change while a process lives, read once per (pid, start
+/// time) by the Linux and macOS scanners, and what they last read of its
+/// maps. `V` is how they know the address-space size (Linux always reads
+/// it; macOS not for every process), `C` what they keep of the
+/// classification.
+#[cfg(any(test, target_os = "linux", target_os = "macos"))]
+#[derive(Debug, Clone)]
+struct Lifelong<V, C> {
+    argv: Vec<String>,
+    cmdline: Option<String>,
+    exe: Option<String>,
+    user: Option<String>,
+    start_time: Option<String>,
+    runtimes: Vec<String>,
+    mapped_files: Vec<String>,
+    maps_read_at: Option<std::time::Instant>,
+    /// The address-space size when the maps were read.
+    maps_vsize: V,
+    classified: C,
+    notes: Vec<String>,
+}
+
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+/// The user name for a uid through the system's name service (passwd,
+/// LDAP, ...). None when the uid has no name.
+fn lookup_user(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: getpwuid_r writes into `pwd` and `buf`, both owned here and
+    // alive for the call; `result` is set to null or to `&pwd`.
+    unsafe {
+        let mut pwd: libc::passwd = std::mem::zeroed();
+        let mut result: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut result);
+        if rc != 0 || result.is_null() || pwd.pw_name.is_null() {
+            return None;
+        }
+        Some(std::ffi::CStr::from_ptr(pwd.pw_name).to_string_lossy().into_owned())
+    }
+}
 
 /// How often a process's maps are reread for new runtimes.
 pub const MAPS_REFRESH: Duration = Duration::from_secs(10);
@@ -79,23 +118,5 @@ impl ProcInfo {
     /// listing it: AI work, or a GPU compute runtime loaded.
     pub fn is_interesting(&self) -> bool {
         self.kind == ProcessKind::Ai || self.runtimes.iter().any(|r| GPU_RUNTIMES.contains(&r.as_str()))
-    }
-}
-
-/// RFC 3339 UTC with millisecond precision.
-pub fn format_unix_nanos(unix_nanos: i128) -> Option<String> {
-    use time::format_description::well_known::Rfc3339;
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(unix_nanos - unix_nanos % 1_000_000).ok()?;
-    t.format(&Rfc3339).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn times_format_as_rfc3339_utc_milliseconds() {
-        assert_eq!(
-            super::format_unix_nanos(1_700_000_000_123_456_789).as_deref(),
-            Some("2023-11-14T22:13:20.123Z")
-        );
     }
 }

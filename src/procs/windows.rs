@@ -10,7 +10,8 @@
 //! ProcessCommandLineInformation (Windows 8.1+).
 
 use super::wincmd::split_command_line;
-use super::{classify, format_unix_nanos, redact, ProcInfo, MAPS_REFRESH};
+use super::{classify, redact, ProcInfo, MAPS_REFRESH};
+use crate::units::format_unix_nanos;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -410,7 +410,7 @@ pub fn open_recording(path: &Path) -> anyhow::Result<RecordingIndex> {
         if ix.lines.is_empty() && file.metadata()?.len() <= MAX_LINE as u64 {
             if let Ok(s) = std::fs::read(path)
                 .map_err(anyhow::Error::from)
-                .and_then(|d| crate::snapshot::diff::parse(&d))
+                .and_then(|d| crate::snapshot::load::parse(&d))
             {
                 let compact = serde_json::to_vec(&s)?;
                 ix.notes.clear();

@@ -1,7 +1,7 @@
-//! Before and after: `diff` of two snapshots, `record` of snapshots over
-//! time, and the commands that read recordings back (`summary`, `plot`,
-//! `replay`), all through [`open_recording`]: an index of the lines, each
-//! snapshot parsed when it is asked for.
+//! Recordings: `record` of snapshots over time, and the commands that
+//! read recordings back (`summary`, `plot`, `replay`), all through
+//! [`open_recording`]: an index of the lines, each snapshot parsed when it
+//! is asked for.
 //!
 //! A recording is JSON lines: one `Snapshot` (the `--json` schema, on one
 //! line) per sample, plain or zstd (`.zst`, [`codec`]). See [`write`] for
@@ -17,26 +17,13 @@ pub mod write;
 pub use index::{open_recording, RecordingIndex};
 
 use crate::collect::{Collector, Options};
-use crate::snapshot::diff;
+use crate::view::safe_text::safe;
 use anyhow::{bail, Context as _};
 use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Args)]
-pub struct DiffArgs {
-    /// A snapshot from `gputaskman --json`.
-    #[arg(value_name = "BEFORE.json")]
-    pub before: PathBuf,
-    /// A later snapshot from `gputaskman --json`.
-    #[arg(value_name = "AFTER.json")]
-    pub after: PathBuf,
-    /// Print the comparison as JSON, every move included.
-    #[arg(long)]
-    pub json: bool,
-}
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -76,25 +63,6 @@ pub struct PlotArgs {
     /// Draw resident memory (RSS) of the processes too.
     #[arg(long)]
     pub rss: bool,
-}
-
-/// `gputaskman diff BEFORE AFTER [--json]`.
-pub fn run_diff(args: &DiffArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let before = diff::load(&args.before)?;
-    let after = diff::load(&args.after)?;
-    let d = diff::diff(
-        &before,
-        &after,
-        &args.before.display().to_string(),
-        &args.after.display().to_string(),
-    );
-    if args.json {
-        serde_json::to_writer_pretty(&mut *out, &d)?;
-        writeln!(out)?;
-    } else {
-        write!(out, "{}", diff::render(&d))?;
-    }
-    Ok(())
 }
 
 /// What `replay` steps through.
@@ -137,7 +105,7 @@ pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<(
         serde_json::to_writer_pretty(&mut *out, &s)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", summary::render(&s))?;
+        write!(out, "{}", crate::view::summary::render(&s))?;
     }
     Ok(())
 }
@@ -215,6 +183,20 @@ fn sleep_until(until: Instant) -> bool {
         }
         std::thread::sleep((until - now).min(Duration::from_millis(50)));
     }
+}
+
+/// `gputaskman replay FILE`: the recording in the live view; lines that do
+/// not read are said on stderr and skipped.
+pub fn run_replay(file: &Path, look: crate::view::tui::Look) -> anyhow::Result<()> {
+    let recording = read_some(file)?;
+    for skipped in &recording.skipped {
+        eprintln!(
+            "gputaskman: {}: skipped {}",
+            safe(&file.display().to_string()),
+            safe(skipped)
+        );
+    }
+    crate::view::tui::run_replay(Box::new(recording), look)
 }
 
 /// `gputaskman record -o FILE [--interval S] [--duration S]`: one snapshot

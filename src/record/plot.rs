@@ -10,7 +10,7 @@
 
 use super::index::RecordingIndex;
 use super::summary::{device_key, device_label, DeviceKey, ProcessKey};
-use crate::snapshot::diff::unix_seconds;
+use crate::units::unix_seconds;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -67,6 +67,29 @@ impl Series {
     }
 }
 
+/// Per process: its name, per-device vram/spill series, and rss.
+type ProcSeries = (String, Vec<(DeviceKey, Series, Series)>, Series);
+
+/// The series of every device, and of every process by its key.
+type Gathered = (Vec<(DeviceKey, Series)>, Vec<(ProcessKey, ProcSeries)>);
+
+/// The plot's scale: seconds and bytes to SVG coordinates.
+struct Scale {
+    t_max: f64,
+    y_top: u64,
+    y_step: u64,
+}
+
+impl Scale {
+    fn x(&self, t: f64) -> f64 {
+        LEFT + t / self.t_max * PLOT_W
+    }
+
+    fn y(&self, v: u64) -> f64 {
+        TOP + PLOT_H - (v as f64 / self.y_top as f64) * PLOT_H
+    }
+}
+
 /// Draws the recording; returns the SVG text and a one-line account of
 /// what was drawn.
 pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Result<(String, String)> {
@@ -79,10 +102,51 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
     if !t0.is_finite() {
         anyhow::bail!("no snapshot has a readable time (taken_at)");
     }
+    let (devices, procs) = gather(rec, &times, t0);
+    let (series, left_out) = choose(devices, procs, options);
+    if series.is_empty() {
+        anyhow::bail!(
+            "nothing measured to plot: no device memory and no per-process VRAM in {n} snapshots{}",
+            if options.rss {
+                ""
+            } else {
+                " (--rss draws resident memory)"
+            }
+        );
+    }
 
+    let t_max = times.iter().flatten().map(|t| t - t0).fold(0.0, f64::max).max(1.0);
+    let y_max = series.iter().map(|s| s.peak).max().unwrap_or(0).max(1);
+    let y_step = byte_step(y_max);
+    let scale = Scale {
+        t_max,
+        y_top: y_max.div_ceil(y_step) * y_step,
+        y_step,
+    };
+    let legend: Vec<String> = series
+        .iter()
+        .map(|s| format!("{} (peak {})", s.label, axis_bytes_exact(s.peak)))
+        .collect();
+    let mut svg = header(&legend, title, n, t0, t_max, left_out);
+    draw_axes(&mut svg, &scale, t0);
+    draw_series(&mut svg, &series, &legend, &scale);
+    let _ = writeln!(svg, "</svg>");
+    let account = format!(
+        "{} series over {n} snapshots{}",
+        series.len(),
+        if left_out > 0 {
+            format!(" ({left_out} smaller processes not drawn; --top to change)")
+        } else {
+            String::new()
+        }
+    );
+    Ok((svg, account))
+}
+
+/// Every series of the recording: per device, and per process.
+fn gather(rec: &RecordingIndex, times: &[Option<f64>], t0: f64) -> Gathered {
+    let n = rec.len();
     let mut devices: Vec<(DeviceKey, Series)> = Vec::new();
-    // Per process: (key, name, per-device vram/spill series, rss).
-    type ProcSeries = (String, Vec<(DeviceKey, Series, Series)>, Series);
     let mut procs: Vec<(ProcessKey, ProcSeries)> = Vec::new();
     let mut proc_index: HashMap<ProcessKey, usize> = HashMap::new();
     rec.for_each(|at, s| {
@@ -137,7 +201,16 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
         }
     });
 
-    // The processes with the highest peaks.
+    (devices, procs)
+}
+
+/// The device series and those of the processes with the highest peaks
+/// (`--top`), and how many processes were left out.
+fn choose(
+    devices: Vec<(DeviceKey, Series)>,
+    procs: Vec<(ProcessKey, ProcSeries)>,
+    options: &Options,
+) -> (Vec<Series>, usize) {
     let peak = |p: &ProcSeries| -> u64 {
         let gpu = p.1.iter().map(|g| g.1.peak.max(g.2.peak)).max().unwrap_or(0);
         if options.rss {
@@ -166,28 +239,12 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
             series.push(rss);
         }
     }
-    if series.is_empty() {
-        anyhow::bail!(
-            "nothing measured to plot: no device memory and no per-process VRAM in {n} snapshots{}",
-            if options.rss {
-                ""
-            } else {
-                " (--rss draws resident memory)"
-            }
-        );
-    }
+    (series, left_out)
+}
 
-    let t_max = times.iter().flatten().map(|t| t - t0).fold(0.0, f64::max).max(1.0);
-    let y_max = series.iter().map(|s| s.peak).max().unwrap_or(0).max(1);
-    let y_step = byte_step(y_max);
-    let y_top = y_max.div_ceil(y_step) * y_step;
-    let x = |t: f64| LEFT + t / t_max * PLOT_W;
-    let y = |v: u64| TOP + PLOT_H - (v as f64 / y_top as f64) * PLOT_H;
-
-    let legend: Vec<String> = series
-        .iter()
-        .map(|s| format!("{} (peak {})", s.label, axis_bytes_exact(s.peak)))
-        .collect();
+/// The SVG's opening, title and subtitle; the width fits the longest
+/// legend line.
+fn header(legend: &[String], title: &str, n: usize, t0: f64, t_max: f64, left_out: usize) -> String {
     let longest = legend.iter().map(|l| l.chars().count()).max().unwrap_or(0);
     let width = MIN_WIDTH.max((LEGEND_X + 30.0 + longest as f64 * CHAR_W + 20.0).ceil());
     let mut svg = String::new();
@@ -212,11 +269,17 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
         r##"<text x="{LEFT}" y="40" fill="#555">{}</text>"##,
         xml(&format!(
             "{n} snapshots from {start} UTC over {}; gaps: not listed or n/a{more}",
-            crate::snapshot::diff::fmt_duration(t_max)
+            crate::units::duration(t_max)
         ))
     );
 
-    // Axes and grid.
+    svg
+}
+
+/// Axes and grid.
+fn draw_axes(svg: &mut String, scale: &Scale, t0: f64) {
+    let (t_max, y_top, y_step) = (scale.t_max, scale.y_top, scale.y_step);
+    let (x, y) = (|t| scale.x(t), |v| scale.y(v));
     let mut v = 0;
     while v <= y_top {
         let yy = y(v);
@@ -253,8 +316,11 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
         LEFT + PLOT_W / 2.0,
         TOP + PLOT_H + 40.0
     );
+}
 
-    // The lines, then the legend.
+/// The lines, then the legend.
+fn draw_series(svg: &mut String, series: &[Series], legend: &[String], scale: &Scale) {
+    let (x, y) = (|t| scale.x(t), |v| scale.y(v));
     for (i, s) in series.iter().enumerate() {
         let color = PALETTE[i % PALETTE.len()];
         let style = if s.device {
@@ -292,17 +358,6 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
             );
         }
     }
-    let _ = writeln!(svg, "</svg>");
-    let account = format!(
-        "{} series over {n} snapshots{}",
-        series.len(),
-        if left_out > 0 {
-            format!(" ({left_out} smaller processes not drawn; --top to change)")
-        } else {
-            String::new()
-        }
-    );
-    Ok((svg, account))
 }
 
 /// Contiguous runs of known points.
@@ -381,7 +436,7 @@ fn axis_bytes(v: u64) -> String {
 }
 
 fn axis_bytes_exact(v: u64) -> String {
-    crate::snapshot::diff::fmt_bytes(Some(v))
+    crate::units::bytes(Some(v))
 }
 
 /// A time step that gives 4 to 10 labels.

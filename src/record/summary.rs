@@ -2,17 +2,17 @@
 //! max / last of the measured memory, when the peak was, and each model's
 //! context and KV cache (estimated and reported, apart) over time.
 //!
+//! The text is [`crate::view::summary`].
+//!
 //! Processes are followed across snapshots by PID and start time (a reused
 //! PID is another process); devices by UUID, then PCI bus id, then
 //! backend and index. Unknown values are counted, never taken as 0.
 
 use super::index::RecordingIndex;
-use crate::snapshot::diff::{fmt_bytes, fmt_duration, unix_seconds};
-use crate::snapshot::{Device, Model};
-use crate::view::safe_text::safe;
+use crate::snapshot::{Device, Model, Process};
+use crate::units::unix_seconds;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 /// Statistics of one measured value over the snapshots that list its
 /// owner.
@@ -198,7 +198,7 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
     let mut procs: Vec<(ProcessKey, ProcAcc)> = Vec::new();
     let mut proc_index: HashMap<ProcessKey, usize> = HashMap::new();
     let mut models: Vec<ModelTimeline> = Vec::new();
-    let mut model_index: HashMap<(ProcessKey, Option<String>, Option<String>), usize> = HashMap::new();
+    let mut model_index: HashMap<ModelKey, usize> = HashMap::new();
 
     let failed = rec.for_each(|_, s| {
         let at = times.len();
@@ -271,73 +271,11 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
             if p.models_pending {
                 continue;
             }
-            for m in &p.models {
-                let mkey = (key.clone(), m.path.clone(), m.name.clone());
-                let i = *model_index.entry(mkey).or_insert_with(|| {
-                    models.push(ModelTimeline {
-                        pid: p.pid,
-                        start_time: p.start_time.clone(),
-                        process: p.name.clone(),
-                        name: m.name.clone(),
-                        path: m.path.clone(),
-                        points: Vec::new(),
-                    });
-                    models.len() - 1
-                });
-                let point = model_point(&s.taken_at, m);
-                let points = &mut models[i].points;
-                let changed = points.last().is_none_or(|last| {
-                    (
-                        last.context,
-                        last.slots_total,
-                        last.estimate_kv_bytes,
-                        last.estimate_kv_bytes_without_window,
-                        last.reported_kv_bytes,
-                    ) != (
-                        point.context,
-                        point.slots_total,
-                        point.estimate_kv_bytes,
-                        point.estimate_kv_bytes_without_window,
-                        point.reported_kv_bytes,
-                    )
-                });
-                if changed {
-                    points.push(point);
-                }
-            }
+            follow_models(&mut models, &mut model_index, &key, p, &s.taken_at);
         }
     });
 
-    let mut processes: Vec<ProcessSummary> = procs
-        .into_iter()
-        .map(|((pid, start_time), acc)| ProcessSummary {
-            pid,
-            start_time,
-            name: acc.name,
-            first_seen: times[acc.first].clone(),
-            last_seen: times[acc.last].clone(),
-            samples: acc.samples,
-            vram_bytes: acc.vram.stats(&times),
-            spill_bytes: acc.spill.stats(&times),
-            rss_bytes: acc.rss.stats(&times),
-            gpu: acc
-                .gpu
-                .iter()
-                .map(|(_, label, vram, spill)| ProcessDeviceSummary {
-                    device: label.clone(),
-                    vram_bytes: vram.stats(&times),
-                    spill_bytes: spill.stats(&times),
-                })
-                .collect(),
-        })
-        .collect();
-    processes.sort_by(|a, b| {
-        b.vram_bytes
-            .max
-            .cmp(&a.vram_bytes.max)
-            .then(b.rss_bytes.max.cmp(&a.rss_bytes.max))
-            .then(a.pid.cmp(&b.pid))
-    });
+    let processes = process_summaries(procs, &times);
 
     let mut gaps: Vec<f64> = times
         .windows(2)
@@ -371,6 +309,90 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
     }
 }
 
+/// A model of a process across snapshots: the process, the model's path
+/// and name.
+type ModelKey = (ProcessKey, Option<String>, Option<String>);
+
+/// Adds a point to the timeline of each of `p`'s models where any of its
+/// figures changed.
+fn follow_models(
+    models: &mut Vec<ModelTimeline>,
+    model_index: &mut HashMap<ModelKey, usize>,
+    key: &ProcessKey,
+    p: &Process,
+    taken_at: &str,
+) {
+    for m in &p.models {
+        let mkey = (key.clone(), m.path.clone(), m.name.clone());
+        let i = *model_index.entry(mkey).or_insert_with(|| {
+            models.push(ModelTimeline {
+                pid: p.pid,
+                start_time: p.start_time.clone(),
+                process: p.name.clone(),
+                name: m.name.clone(),
+                path: m.path.clone(),
+                points: Vec::new(),
+            });
+            models.len() - 1
+        });
+        let point = model_point(taken_at, m);
+        let points = &mut models[i].points;
+        let changed = points.last().is_none_or(|last| {
+            (
+                last.context,
+                last.slots_total,
+                last.estimate_kv_bytes,
+                last.estimate_kv_bytes_without_window,
+                last.reported_kv_bytes,
+            ) != (
+                point.context,
+                point.slots_total,
+                point.estimate_kv_bytes,
+                point.estimate_kv_bytes_without_window,
+                point.reported_kv_bytes,
+            )
+        });
+        if changed {
+            points.push(point);
+        }
+    }
+}
+
+/// The processes' statistics, the largest VRAM first.
+fn process_summaries(procs: Vec<(ProcessKey, ProcAcc)>, times: &[String]) -> Vec<ProcessSummary> {
+    let mut processes: Vec<ProcessSummary> = procs
+        .into_iter()
+        .map(|((pid, start_time), acc)| ProcessSummary {
+            pid,
+            start_time,
+            name: acc.name,
+            first_seen: times[acc.first].clone(),
+            last_seen: times[acc.last].clone(),
+            samples: acc.samples,
+            vram_bytes: acc.vram.stats(times),
+            spill_bytes: acc.spill.stats(times),
+            rss_bytes: acc.rss.stats(times),
+            gpu: acc
+                .gpu
+                .iter()
+                .map(|(_, label, vram, spill)| ProcessDeviceSummary {
+                    device: label.clone(),
+                    vram_bytes: vram.stats(times),
+                    spill_bytes: spill.stats(times),
+                })
+                .collect(),
+        })
+        .collect();
+    processes.sort_by(|a, b| {
+        b.vram_bytes
+            .max
+            .cmp(&a.vram_bytes.max)
+            .then(b.rss_bytes.max.cmp(&a.rss_bytes.max))
+            .then(a.pid.cmp(&b.pid))
+    });
+    processes
+}
+
 fn model_point(at: &str, m: &Model) -> ModelPoint {
     ModelPoint {
         at: at.to_string(),
@@ -379,165 +401,5 @@ fn model_point(at: &str, m: &Model) -> ModelPoint {
         estimate_kv_bytes: m.estimate.as_ref().and_then(|e| e.kv_bytes),
         estimate_kv_bytes_without_window: m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window),
         reported_kv_bytes: m.reported.as_ref().and_then(|r| r.kv_bytes),
-    }
-}
-
-/// `HH:MM:SS` of an RFC 3339 time (the whole string when it is not one).
-fn clock(t: &str) -> &str {
-    t.get(11..19).filter(|_| t.len() >= 19).unwrap_or(t)
-}
-
-fn stats_row(out: &mut String, label: &str, s: &Stats) {
-    let peak = s.peak_at.as_deref().map(clock).unwrap_or("n/a");
-    let unknown = if s.unknown > 0 {
-        format!("  ({} n/a)", s.unknown)
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "      {:<28} {:>11} {:>11} {:>11} {:>11}   {}{unknown}",
-        safe(label),
-        fmt_bytes(s.min),
-        fmt_bytes(s.median),
-        fmt_bytes(s.max),
-        fmt_bytes(s.last),
-        safe(peak),
-    );
-}
-
-pub fn render(s: &Summary) -> String {
-    let mut out = String::new();
-    let span = match (&s.first, &s.last) {
-        (Some(a), Some(b)) => {
-            let length = unix_seconds(b)
-                .zip(unix_seconds(a))
-                .map(|(b, a)| fmt_duration(b - a))
-                .unwrap_or_else(|| "n/a".into());
-            let every = s.interval_s.map(|i| format!(", every {i:.1}s")).unwrap_or_default();
-            format!(" from {} to {} ({length}{every})", safe(a), safe(b))
-        }
-        _ => String::new(),
-    };
-    let _ = writeln!(out, "{}: {} snapshots{span}", safe(&s.file), s.snapshots);
-    if !s.skipped.is_empty() {
-        let _ = writeln!(out, "skipped:");
-        for why in &s.skipped {
-            let _ = writeln!(out, "  {}", safe(why));
-        }
-    }
-    let header = format!(
-        "      {:<28} {:>11} {:>11} {:>11} {:>11}   {}",
-        "", "min", "median", "max", "last", "peak at"
-    );
-
-    let _ = writeln!(out, "\nDevices (measured)");
-    if s.devices.is_empty() {
-        let _ = writeln!(out, "  none recorded");
-    } else {
-        let _ = writeln!(out, "{header}");
-    }
-    for d in &s.devices {
-        let ident = d
-            .uuid
-            .as_deref()
-            .or(d.pci_bus_id.as_deref())
-            .unwrap_or("no UUID or bus id");
-        let _ = writeln!(
-            out,
-            "  GPU {} {} ({}), total {}, in {} snapshots",
-            d.index,
-            safe(d.name.as_deref().unwrap_or("(unnamed)")),
-            safe(ident),
-            fmt_bytes(d.memory_total_bytes),
-            d.samples
-        );
-        stats_row(&mut out, "used", &d.memory_used_bytes);
-        if d.shared_memory_used_bytes.known > 0 {
-            stats_row(&mut out, "shared used", &d.shared_memory_used_bytes);
-        }
-    }
-
-    let _ = writeln!(out, "\nProcesses (measured)");
-    if s.processes.is_empty() {
-        let _ = writeln!(out, "  none recorded");
-    } else {
-        let _ = writeln!(out, "{header}");
-    }
-    for p in &s.processes {
-        let _ = writeln!(
-            out,
-            "  {} {}  seen {} - {} ({} snapshots)",
-            p.pid,
-            safe(p.name.as_deref().unwrap_or("(not in /proc)")),
-            safe(clock(&p.first_seen)),
-            safe(clock(&p.last_seen)),
-            p.samples
-        );
-        for g in &p.gpu {
-            stats_row(&mut out, &format!("vram {}", g.device), &g.vram_bytes);
-            if g.spill_bytes.known > 0 {
-                stats_row(&mut out, &format!("spill {}", g.device), &g.spill_bytes);
-            }
-        }
-        if p.gpu.len() > 1 {
-            stats_row(&mut out, "vram, all devices", &p.vram_bytes);
-        }
-        stats_row(&mut out, "rss", &p.rss_bytes);
-    }
-
-    if !s.models.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nModels over time (estimated from the model file, reported by the runtime: not measured)"
-        );
-        for m in &s.models {
-            let name = m
-                .path
-                .as_deref()
-                .map(|p| p.rsplit('/').next().unwrap_or(p))
-                .or(m.name.as_deref())
-                .unwrap_or("(unnamed model)");
-            let _ = writeln!(
-                out,
-                "  {} {} {}",
-                m.pid,
-                safe(m.process.as_deref().unwrap_or("(not in /proc)")),
-                safe(name)
-            );
-            for p in &m.points {
-                let ctx = p.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
-                let slots = p.slots_total.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
-                let blind = match p.estimate_kv_bytes_without_window {
-                    Some(b) => format!(" (window-blind {})", fmt_bytes(Some(b))),
-                    None => String::new(),
-                };
-                let _ = writeln!(
-                    out,
-                    "      {}  context {ctx}, slots {slots}, estimate KV {}{blind}, reported KV {}",
-                    safe(clock(&p.at)),
-                    fmt_bytes(p.estimate_kv_bytes),
-                    fmt_bytes(p.reported_kv_bytes)
-                );
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn diff_formats_bytes_as_the_views_do() {
-        for b in [
-            None,
-            Some(0),
-            Some(1023),
-            Some(1536),
-            Some(448 << 20),
-            Some(17_171_480_576),
-        ] {
-            assert_eq!(crate::snapshot::diff::fmt_bytes(b), crate::view::bytes(b));
-        }
     }
 }

@@ -290,8 +290,14 @@ impl Server {
                 }
             };
             let shared = &self.shared;
-            if shared.active.load(Ordering::SeqCst) >= cut_from {
-                shared.cut_a_head_reader();
+            if shared.active.load(Ordering::SeqCst) >= cut_from && shared.cut_a_head_reader() {
+                // The cut connection's thread answers and exits at once:
+                // wait that moment, so the new client takes the freed slot
+                // rather than a 503 by a race.
+                let freed = Instant::now() + Duration::from_millis(100);
+                while shared.active.load(Ordering::SeqCst) >= limits.max_connections && Instant::now() < freed {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
             }
             // Only this thread adds, so the count cannot pass the cap.
             if shared.active.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
@@ -784,8 +790,46 @@ pub(crate) mod tests {
         assert!(started.elapsed() < Duration::from_secs(3));
     }
 
+    /// Answers after `0` (every slot busy with a complete request).
+    struct Slow(Duration);
+
+    impl Handler for Slow {
+        fn get(&self, _: &str) -> Option<Response> {
+            std::thread::sleep(self.0);
+            Some(Response::text(200, "slow\n"))
+        }
+    }
+
     #[test]
     fn over_the_connection_cap_answers_503_at_once() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let limits = Limits {
+            max_connections: 2,
+            ..Limits::default()
+        };
+        let handle = Server::new(listener, limits, None, Arc::new(Slow(Duration::from_millis(1500))))
+            .spawn()
+            .unwrap();
+        let addr = handle.addr();
+        let busy: Vec<_> = (0..2)
+            .map(|_| std::thread::spawn(move || get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n")))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        let out = get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n");
+        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            started.elapsed()
+        );
+        for b in busy {
+            assert!(b.join().unwrap().starts_with("HTTP/1.1 200 "));
+        }
+    }
+
+    #[test]
+    fn at_the_cap_an_idle_connection_gives_way_to_a_request() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let limits = Limits {
             max_connections: 2,
@@ -794,13 +838,13 @@ pub(crate) mod tests {
         let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
             .spawn()
             .unwrap();
-        let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(handle.addr()).unwrap()).collect();
-        std::thread::sleep(Duration::from_millis(100));
-        let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n\r\n");
-        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
-        drop(idle);
-        std::thread::sleep(Duration::from_millis(100));
-        let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n\r\n");
-        assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+        for _ in 0..20 {
+            let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(handle.addr()).unwrap()).collect();
+            std::thread::sleep(Duration::from_millis(50));
+            let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n\r\n");
+            assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
+            drop(idle);
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

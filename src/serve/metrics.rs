@@ -287,7 +287,7 @@ pub fn render(snap: &Snapshot, info: SampleInfo) -> String {
         .add("wsl", Some(bool_str(snap.host.wsl)))
         .add("container", Some(bool_str(snap.host.container)));
     out.sample(F::HOST_INFO, &host.0, Value::Int(1));
-    out.opt_f64(F::SAMPLE_TIMESTAMP, "", unix_seconds(&snap.taken_at));
+    out.opt_f64(F::SAMPLE_TIMESTAMP, "", crate::units::unix_seconds(&snap.taken_at));
     out.opt_f64(F::SAMPLE_DURATION, "", info.duration_s);
     for b in &snap.backends {
         let status = serde_json::to_value(b.status).ok();
@@ -500,13 +500,6 @@ fn model(out: &mut Out, process: &Labels, m: &Model) {
         out.opt_u64(F::MODEL_REP_TOTAL, ls, r.total_bytes);
         out.opt_u64(F::MODEL_REP_DEVICE, ls, r.device_bytes);
     }
-}
-
-/// RFC 3339 to Unix seconds.
-fn unix_seconds(rfc3339: &str) -> Option<f64> {
-    use time::format_description::well_known::Rfc3339;
-    let t = time::OffsetDateTime::parse(rfc3339, &Rfc3339).ok()?;
-    Some(t.unix_timestamp_nanos() as f64 / 1e9)
 }
 
 #[cfg(test)]

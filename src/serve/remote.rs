@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// How long one host may take to answer.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
@@ -275,13 +275,7 @@ impl Fleet {
                 processes.push(p);
             }
         }
-        let taken_at = crate::procs::format_unix_nanos(
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as i128)
-                .unwrap_or(0),
-        )
-        .unwrap_or_default();
+        let taken_at = crate::units::now_rfc3339();
         Snapshot {
             schema_version: SCHEMA_VERSION,
             taken_at,
@@ -356,6 +350,22 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
+/// `gputaskman --remote URLS`: the live view over every host, polled each
+/// `interval` seconds.
+pub fn run_live(
+    list: &str,
+    token_file: Option<&Path>,
+    interval: f64,
+    look: crate::view::tui::Look,
+) -> anyhow::Result<()> {
+    let targets = parse_targets(list)?;
+    let token = token_file.map(read_token).transpose()?;
+    // Bounded (more than 0, at most a day) by `cli::seconds`.
+    let interval = Duration::from_secs_f64(interval);
+    crate::view::tui::term::require_terminal()?;
+    crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, interval)), look)
+}
+
 /// `gputaskman --remote URLS --once|--json`: one round over every host.
 pub fn run_once(list: &str, token_file: Option<&Path>, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;
@@ -381,15 +391,8 @@ pub struct Poller {
 impl Poller {
     /// `token`: sent as `Authorization: Bearer` to every host.
     pub fn new(targets: Vec<Target>, token: Option<&str>) -> Poller {
-        let config = ureq::Agent::config_builder()
-            .timeout_global(Some(TIMEOUT))
-            .max_redirects(0)
-            .proxy(None)
-            .http_status_as_error(false)
-            .user_agent("gputaskman")
-            .build();
         Poller {
-            agent: config.into(),
+            agent: crate::models::probe::agent(TIMEOUT),
             authorization: token.map(|t| format!("Bearer {t}")),
             hosts: targets.into_iter().map(HostState::new).collect(),
         }

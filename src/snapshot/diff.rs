@@ -14,24 +14,17 @@
 //! - devices pair by UUID, then PCI bus id, never by name: two adapters of
 //!   the same model are different devices.
 //!
-//! This file depends on nothing but the snapshot types, serde, std, and
-//! the views' sanitizer for the strings its text quotes (names, paths, file
-//! names: written by others, they reach a terminal only escaped).
+//! The text of a diff is [`crate::view::diff`]; the files are read by
+//! [`super::load`].
 
-use super::{Device, GpuUsage, Model, Process, Snapshot, SCHEMA_VERSION};
-use crate::view::safe_text::safe;
-use anyhow::{anyhow, bail, Context as _};
+use super::{Device, GpuUsage, Model, Process, Snapshot};
+use crate::units::unix_seconds;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::fmt::Write as _;
-use std::path::Path;
 
 /// Moves smaller than this are left out of the text output (and counted);
 /// `--json` keeps them.
 pub const HIDE_BELOW: u64 = 16 << 20;
-/// A snapshot file larger than this is not a snapshot.
-const MAX_SNAPSHOT_FILE: u64 = 256 << 20;
-const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 /// How a value moved between the two sides.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -73,19 +66,12 @@ enum Only {
     After,
 }
 
-fn bytes(before: Option<u64>, after: Option<u64>) -> Bytes {
+/// One counter on both sides; `moved` says how two known values compare.
+fn change<T: Copy, D>(before: Option<T>, after: Option<T>, moved: impl FnOnce(T, T) -> (State, D)) -> Change<T, D> {
     let (state, delta) = match (before, after) {
         (Some(b), Some(a)) => {
-            let d = a as i128 - b as i128;
-            let d = d.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
-            (
-                match d.cmp(&0) {
-                    std::cmp::Ordering::Equal => State::Same,
-                    std::cmp::Ordering::Greater => State::Grew,
-                    std::cmp::Ordering::Less => State::Shrank,
-                },
-                Some(d),
-            )
+            let (state, d) = moved(b, a);
+            (state, Some(d))
         }
         (None, Some(_)) => (State::BecameKnown, None),
         (Some(_), None) => (State::BecameUnknown, None),
@@ -99,29 +85,31 @@ fn bytes(before: Option<u64>, after: Option<u64>) -> Bytes {
     }
 }
 
+fn bytes(before: Option<u64>, after: Option<u64>) -> Bytes {
+    change(before, after, |b, a| {
+        let d = a as i128 - b as i128;
+        let d = d.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let state = match d.cmp(&0) {
+            std::cmp::Ordering::Equal => State::Same,
+            std::cmp::Ordering::Greater => State::Grew,
+            std::cmp::Ordering::Less => State::Shrank,
+        };
+        (state, d)
+    })
+}
+
 fn percent(before: Option<f64>, after: Option<f64>) -> Percent {
-    let (state, delta) = match (before, after) {
-        (Some(b), Some(a)) => {
-            let d = a - b;
-            let state = if d > 0.0 {
-                State::Grew
-            } else if d < 0.0 {
-                State::Shrank
-            } else {
-                State::Same
-            };
-            (state, Some(d))
-        }
-        (None, Some(_)) => (State::BecameKnown, None),
-        (Some(_), None) => (State::BecameUnknown, None),
-        (None, None) => (State::Unknown, None),
-    };
-    Change {
-        before,
-        after,
-        delta,
-        state,
-    }
+    change(before, after, |b, a| {
+        let d = a - b;
+        let state = if d > 0.0 {
+            State::Grew
+        } else if d < 0.0 {
+            State::Shrank
+        } else {
+            State::Same
+        };
+        (state, d)
+    })
 }
 
 /// A value listed on one side only: the other side is "not listed".
@@ -159,7 +147,7 @@ fn pick<T: Copy, D>(
 impl<T, D> Change<T, D> {
     /// A move of at least [`HIDE_BELOW`], a value that became known or
     /// unknown, or a value on one side only: what the text output shows.
-    fn shown_bytes(&self) -> bool
+    pub fn shown_bytes(&self) -> bool
     where
         D: Copy + Into<i128>,
     {
@@ -174,7 +162,7 @@ impl<T, D> Change<T, D> {
     }
 
     /// A move under [`HIDE_BELOW`]: left out of the text output.
-    fn hidden_move(&self) -> bool
+    pub fn hidden_move(&self) -> bool
     where
         D: Copy + Into<i128>,
     {
@@ -328,79 +316,6 @@ pub struct Diff {
     pub hidden: Hidden,
 }
 
-/// Reads a `gputaskman --json` snapshot, with an error that names the file
-/// and what is wrong with it.
-pub fn load(path: &Path) -> anyhow::Result<Snapshot> {
-    let name = path.display();
-    let meta = std::fs::metadata(path).with_context(|| format!("{name}: cannot read"))?;
-    if meta.is_dir() {
-        bail!("{name}: a directory, not a snapshot file");
-    }
-    if meta.len() > MAX_SNAPSHOT_FILE {
-        bail!(
-            "{name}: {} bytes, too large for a snapshot (a recording? diff compares two `gputaskman --json` snapshots)",
-            meta.len()
-        );
-    }
-    let data = std::fs::read(path).with_context(|| format!("{name}: cannot read"))?;
-    parse(&data).map_err(|e| anyhow!("{name}: {e}"))
-}
-
-/// [`load`] on bytes already read; the error does not name the file.
-pub fn parse(data: &[u8]) -> anyhow::Result<Snapshot> {
-    if data.starts_with(&ZSTD_MAGIC) {
-        bail!("zstd-compressed data, not a snapshot (a recording? diff compares two `gputaskman --json` snapshots)");
-    }
-    if data.iter().all(|b| b.is_ascii_whitespace()) {
-        bail!("empty, not a snapshot");
-    }
-    let value: serde_json::Value = match serde_json::from_slice(data) {
-        Ok(v) => v,
-        Err(e) => {
-            // One JSON value a line: a recording, not a snapshot.
-            let mut values = serde_json::Deserializer::from_slice(data).into_iter::<serde_json::Value>();
-            let first = values.next();
-            if let Some(Ok(v)) = &first {
-                if v.get("schema_version").is_some() && values.next().is_some_and(|n| n.is_ok()) {
-                    bail!("more than one JSON value (a recording?); diff compares two single `gputaskman --json` snapshots");
-                }
-            }
-            bail!("not JSON ({e}); diff compares two `gputaskman --json` snapshots");
-        }
-    };
-    let Some(object) = value.as_object() else {
-        bail!(
-            "not a gputaskman snapshot: the JSON is {}, not an object",
-            json_kind(&value)
-        );
-    };
-    match object.get("schema_version") {
-        None => bail!("not a gputaskman snapshot: it has no `schema_version` (make one with `gputaskman --json`)"),
-        Some(v) if v.as_u64() != Some(SCHEMA_VERSION as u64) => {
-            bail!("schema_version {v}, but this gputaskman reads schema_version {SCHEMA_VERSION}")
-        }
-        Some(_) => {}
-    }
-    serde_json::from_value(value).map_err(|e| anyhow!("not a gputaskman snapshot: {e}"))
-}
-
-fn json_kind(v: &serde_json::Value) -> &'static str {
-    match v {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
-}
-
-/// Seconds since the Unix epoch of an RFC 3339 time.
-pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
-    let t = time::OffsetDateTime::parse(rfc3339, &time::format_description::well_known::Rfc3339).ok()?;
-    Some(t.unix_timestamp_nanos() as f64 / 1e9)
-}
-
 /// The port of a URL such as `http://127.0.0.1:8080/v1`, with the scheme's
 /// default when none is written.
 pub fn url_port(url: &str) -> Option<u16> {
@@ -452,7 +367,10 @@ fn normalize_bus_id(id: &str) -> String {
 
 /// Pairs devices: by UUID, then by PCI bus id (unless both UUIDs are known
 /// and differ), never by name or index.
-fn pair_devices(before: &[Device], after: &[Device]) -> Vec<(Option<usize>, Option<usize>, Option<&'static str>)> {
+/// A device on each side (by position), and what paired them.
+type DevicePair = (Option<usize>, Option<usize>, Option<&'static str>);
+
+fn pair_devices(before: &[Device], after: &[Device]) -> Vec<DevicePair> {
     let mut taken_after = vec![false; after.len()];
     let mut pairs: Vec<(Option<usize>, Option<usize>, Option<&'static str>)> = Vec::new();
     let mut open_before = Vec::new();
@@ -663,34 +581,8 @@ fn device_label(d: &Device) -> String {
 /// Compares two snapshots. `before_file` and `after_file` only label the
 /// sides.
 pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: &str) -> Diff {
-    // Devices.
     let device_pairs = pair_devices(&before.devices, &after.devices);
-    let mut devices = Vec::new();
-    // (backend, index) on each side -> index into device_pairs.
-    let mut dev_b: HashMap<(&str, u32), usize> = HashMap::new();
-    let mut dev_a: HashMap<(&str, u32), usize> = HashMap::new();
-    for (k, &(i, j, how)) in device_pairs.iter().enumerate() {
-        let db = i.map(|i| &before.devices[i]);
-        let da = j.map(|j| &after.devices[j]);
-        if let Some(d) = db {
-            dev_b.insert((d.backend.as_str(), d.index), k);
-        }
-        if let Some(d) = da {
-            dev_a.insert((d.backend.as_str(), d.index), k);
-        }
-        let listed = (db.is_some(), da.is_some());
-        let field = |f: fn(&Device) -> Option<u64>| pick(db.and_then(f), da.and_then(f), bytes, listed);
-        devices.push(DeviceDiff {
-            before: db.map(device_ref),
-            after: da.map(device_ref),
-            paired_by: how,
-            memory_total_bytes: field(|d| d.memory_total_bytes),
-            memory_used_bytes: field(|d| d.memory_used_bytes),
-            memory_free_bytes: field(|d| d.memory_free_bytes),
-            memory_reserved_bytes: field(|d| d.memory_reserved_bytes),
-            shared_memory_used_bytes: field(|d| d.shared_memory_used_bytes),
-        });
-    }
+    let (devices, dev_b, dev_a) = diff_devices(before, after, &device_pairs);
     let label_of = |k: Option<usize>, side_b: Option<&GpuUsage>, side_a: Option<&GpuUsage>| -> String {
         if let Some(k) = k {
             let (i, j, _) = device_pairs[k];
@@ -779,7 +671,72 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
         models.extend(diff_models(index, pb, pa));
     }
 
-    // The biggest measured moves first; then what appeared or went.
+    let processes = biggest_first(processes, &mut models);
+
+    let hidden = count_hidden(&devices, &processes);
+
+    Diff {
+        before: SideInfo {
+            file: before_file.to_string(),
+            taken_at: before.taken_at.clone(),
+        },
+        after: SideInfo {
+            file: after_file.to_string(),
+            taken_at: after.taken_at.clone(),
+        },
+        elapsed_s: unix_seconds(&after.taken_at)
+            .zip(unix_seconds(&before.taken_at))
+            .map(|(a, b)| a - b),
+        hide_below_bytes: HIDE_BELOW,
+        devices,
+        processes,
+        models,
+        hidden,
+    }
+}
+
+/// Device index on each side, by (backend, index), to its pair.
+type DeviceIndex<'a> = HashMap<(&'a str, u32), usize>;
+
+/// The measured memory of each device pair, and where each side's devices
+/// sit in `device_pairs`.
+fn diff_devices<'a>(
+    before: &'a Snapshot,
+    after: &'a Snapshot,
+    device_pairs: &[DevicePair],
+) -> (Vec<DeviceDiff>, DeviceIndex<'a>, DeviceIndex<'a>) {
+    let mut devices = Vec::new();
+    // (backend, index) on each side -> index into device_pairs.
+    let mut dev_b = DeviceIndex::new();
+    let mut dev_a = DeviceIndex::new();
+    for (k, &(i, j, how)) in device_pairs.iter().enumerate() {
+        let db = i.map(|i| &before.devices[i]);
+        let da = j.map(|j| &after.devices[j]);
+        if let Some(d) = db {
+            dev_b.insert((d.backend.as_str(), d.index), k);
+        }
+        if let Some(d) = da {
+            dev_a.insert((d.backend.as_str(), d.index), k);
+        }
+        let listed = (db.is_some(), da.is_some());
+        let field = |f: fn(&Device) -> Option<u64>| pick(db.and_then(f), da.and_then(f), bytes, listed);
+        devices.push(DeviceDiff {
+            before: db.map(device_ref),
+            after: da.map(device_ref),
+            paired_by: how,
+            memory_total_bytes: field(|d| d.memory_total_bytes),
+            memory_used_bytes: field(|d| d.memory_used_bytes),
+            memory_free_bytes: field(|d| d.memory_free_bytes),
+            memory_reserved_bytes: field(|d| d.memory_reserved_bytes),
+            shared_memory_used_bytes: field(|d| d.shared_memory_used_bytes),
+        });
+    }
+    (devices, dev_b, dev_a)
+}
+
+/// The biggest measured moves first; then what appeared or went. Models
+/// follow their processes to the new places.
+fn biggest_first(processes: Vec<ProcessDiff>, models: &mut [ModelDiff]) -> Vec<ProcessDiff> {
     let weight = |p: &ProcessDiff| -> u64 {
         let mut w = p.rss_bytes.delta.map(|d| d.unsigned_abs()).unwrap_or(0) / 4;
         for g in &p.gpu {
@@ -808,13 +765,18 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
     }
     let mut slots: Vec<Option<ProcessDiff>> = processes.into_iter().map(Some).collect();
     let processes: Vec<ProcessDiff> = order.iter().map(|&k| slots[k].take().expect("each once")).collect();
-    for m in &mut models {
+    for m in models.iter_mut() {
         m.process = new_index[m.process];
     }
     models.sort_by_key(|m| m.process);
+    processes
+}
 
+/// The moves under [`HIDE_BELOW`], and the devices and processes with
+/// nothing shown, that the text leaves out.
+fn count_hidden(devices: &[DeviceDiff], processes: &[ProcessDiff]) -> Hidden {
     let mut hidden = Hidden::default();
-    for d in &devices {
+    for d in devices {
         let fields = [
             &d.memory_total_bytes,
             &d.memory_used_bytes,
@@ -827,31 +789,13 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
             hidden.devices += 1;
         }
     }
-    for p in &processes {
+    for p in processes {
         hidden.moves += process_counters(p).iter().filter(|c| c.hidden_move()).count();
         if !process_shown(p) {
             hidden.processes += 1;
         }
     }
-
-    Diff {
-        before: SideInfo {
-            file: before_file.to_string(),
-            taken_at: before.taken_at.clone(),
-        },
-        after: SideInfo {
-            file: after_file.to_string(),
-            taken_at: after.taken_at.clone(),
-        },
-        elapsed_s: unix_seconds(&after.taken_at)
-            .zip(unix_seconds(&before.taken_at))
-            .map(|(a, b)| a - b),
-        hide_below_bytes: HIDE_BELOW,
-        devices,
-        processes,
-        models,
-        hidden,
-    }
+    hidden
 }
 
 fn process_counters(p: &ProcessDiff) -> Vec<&Bytes> {
@@ -862,11 +806,11 @@ fn process_counters(p: &ProcessDiff) -> Vec<&Bytes> {
     v
 }
 
-fn process_shown(p: &ProcessDiff) -> bool {
+pub fn process_shown(p: &ProcessDiff) -> bool {
     p.before.is_none() || p.after.is_none() || process_counters(p).iter().any(|c| c.shown_bytes())
 }
 
-fn device_shown(d: &DeviceDiff) -> bool {
+pub fn device_shown(d: &DeviceDiff) -> bool {
     d.before.is_none()
         || d.after.is_none()
         || [
@@ -986,319 +930,6 @@ fn diff_models(process: usize, pb: Option<&Process>, pa: Option<&Process>) -> Ve
         .collect()
 }
 
-// ---------------------------------------------------------------- text
-
-/// Binary units, as the views print them; unknown is `n/a`. The same as
-/// `view::bytes` (a test in record/summary.rs holds them equal): this file
-/// uses nothing outside src/snapshot, because tests/diff.rs and
-/// tests/record.rs compile src/snapshot into their own crates by `#[path]`.
-pub fn fmt_bytes(b: Option<u64>) -> String {
-    const KIB: f64 = 1024.0;
-    let Some(b) = b else { return "n/a".into() };
-    let v = b as f64;
-    if v >= KIB * KIB * KIB {
-        format!("{:.2} GiB", v / (KIB * KIB * KIB))
-    } else if v >= KIB * KIB {
-        format!("{:.1} MiB", v / (KIB * KIB))
-    } else if v >= KIB {
-        format!("{:.1} KiB", v / KIB)
-    } else {
-        format!("{b} B")
-    }
-}
-
-/// A signed move in binary units: `+84.0 MiB`, `-1.50 GiB`.
-pub fn fmt_delta(d: i64) -> String {
-    let sign = if d < 0 { "-" } else { "+" };
-    format!("{sign}{}", fmt_bytes(Some(d.unsigned_abs())))
-}
-
-/// How a change reads in text; `unit` is [`fmt_bytes`] or [`tokens`].
-fn fmt_change(c: &Bytes, unit: fn(Option<u64>) -> String) -> String {
-    let is_bytes = unit(Some(1 << 20)) == fmt_bytes(Some(1 << 20));
-    let moved = |d: i64| if is_bytes { fmt_delta(d) } else { format!("{d:+}") };
-    match c.state {
-        State::Same => format!("{} (same)", unit(c.after)),
-        State::Grew | State::Shrank => format!(
-            "{} -> {}  {}",
-            unit(c.before),
-            unit(c.after),
-            moved(c.delta.unwrap_or(0))
-        ),
-        State::BecameKnown => format!("n/a -> {}  (became known)", unit(c.after)),
-        State::BecameUnknown => format!("{} -> n/a  (became unknown)", unit(c.before)),
-        State::Unknown => "n/a".into(),
-        State::NotListedBefore => format!("not listed -> {}", unit(c.after)),
-        State::NotListedAfter => format!("{} -> not listed", unit(c.before)),
-    }
-}
-
-fn tokens(v: Option<u64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into())
-}
-
-fn fmt_percent(c: &Percent) -> String {
-    let p = |v: Option<f64>| v.map(|v| format!("{v:.0}%")).unwrap_or_else(|| "n/a".into());
-    match c.state {
-        State::NotListedBefore => format!("not listed -> {}", p(c.after)),
-        State::NotListedAfter => format!("{} -> not listed", p(c.before)),
-        _ => format!("{} -> {}", p(c.before), p(c.after)),
-    }
-}
-
-fn process_title(r: &ProcessRef) -> String {
-    format!("{} {}", r.pid, safe(r.name.as_deref().unwrap_or("(not in /proc)")))
-}
-
-fn pairing_words(p: &ProcessDiff) -> String {
-    match p.paired_by {
-        Some(Pairing::PidStartTime) => String::new(),
-        Some(Pairing::Pid) => "  [same PID; start time unknown]".into(),
-        Some(Pairing::NamePort) => format!(
-            "  [restarted: same name, listening on port {}]",
-            p.port.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
-        ),
-        Some(Pairing::Name) => "  [another start: paired by name, the only one of that name on each side]".into(),
-        None => String::new(),
-    }
-}
-
-fn process_heading(p: &ProcessDiff) -> String {
-    match (&p.before, &p.after) {
-        (Some(b), Some(a)) if b.pid == a.pid => format!("  ~ {}{}", process_title(a), pairing_words(p)),
-        (Some(b), Some(a)) => format!(
-            "  ~ {} -> {} {}{}",
-            b.pid,
-            a.pid,
-            safe(a.name.as_deref().unwrap_or("(not in /proc)")),
-            pairing_words(p)
-        ),
-        (None, Some(a)) => format!("  + {}  not listed before", process_title(a)),
-        (Some(b), None) => format!("  - {}  not listed after", process_title(b)),
-        (None, None) => String::new(),
-    }
-}
-
-/// The text output: measured moves of 16 MiB or more, what appeared and
-/// went, values that became known or unknown, then the models section.
-pub fn render(d: &Diff) -> String {
-    let mut out = String::new();
-    let elapsed = d
-        .elapsed_s
-        .map(|s| format!(", {} later", fmt_duration(s)))
-        .unwrap_or_default();
-    let _ = writeln!(out, "before: {}  ({})", safe(&d.before.file), safe(&d.before.taken_at));
-    let _ = writeln!(
-        out,
-        "after:  {}  ({}{elapsed})",
-        safe(&d.after.file),
-        safe(&d.after.taken_at)
-    );
-
-    let _ = writeln!(out, "\nDevices (measured)");
-    let mut any = false;
-    for dev in d.devices.iter().filter(|x| device_shown(x)) {
-        any = true;
-        let r = dev.after.as_ref().or(dev.before.as_ref()).expect("one side");
-        let ident = r
-            .uuid
-            .as_deref()
-            .or(r.pci_bus_id.as_deref())
-            .unwrap_or("no UUID or bus id");
-        let head = format!(
-            "GPU {} {} ({})",
-            r.index,
-            safe(r.name.as_deref().unwrap_or("(unnamed)")),
-            safe(ident)
-        );
-        match (&dev.before, &dev.after) {
-            (Some(b), Some(a)) if b.index != a.index => {
-                let _ = writeln!(out, "  ~ {head}  [was GPU {} before]", b.index);
-            }
-            (Some(_), Some(_)) => {
-                let _ = writeln!(out, "  ~ {head}");
-            }
-            (None, _) => {
-                let _ = writeln!(out, "  + {head}  not listed before");
-            }
-            (_, None) => {
-                let _ = writeln!(out, "  - {head}  not listed after");
-            }
-        }
-        for (label, c) in [
-            ("used", &dev.memory_used_bytes),
-            ("free", &dev.memory_free_bytes),
-            ("total", &dev.memory_total_bytes),
-            ("reserved", &dev.memory_reserved_bytes),
-            ("shared used", &dev.shared_memory_used_bytes),
-        ] {
-            if c.shown_bytes() || (matches!(c.state, State::NotListedAfter | State::NotListedBefore) && label == "used")
-            {
-                let _ = writeln!(out, "      {label:<12} {}", fmt_change(c, fmt_bytes));
-            }
-        }
-    }
-    if !any {
-        let _ = writeln!(out, "  no move of {} or more", fmt_bytes(Some(HIDE_BELOW)));
-    }
-
-    let _ = writeln!(out, "\nProcesses (measured)");
-    let mut any = false;
-    for p in d.processes.iter().filter(|p| process_shown(p)) {
-        any = true;
-        let _ = writeln!(out, "{}", process_heading(p));
-        let one_sided = p.before.is_none() || p.after.is_none();
-        for g in &p.gpu {
-            for (label, c) in [
-                ("vram", &g.vram_bytes),
-                ("spill", &g.spill_bytes),
-                ("paged", &g.paged_bytes),
-            ] {
-                // On one side only: print what is known (vram always).
-                let show = if one_sided {
-                    label == "vram" || c.before.or(c.after).is_some()
-                } else {
-                    c.shown_bytes()
-                };
-                if show {
-                    let _ = writeln!(
-                        out,
-                        "      {:<22} {}",
-                        safe(&format!("{label} {}", short_device(g))),
-                        fmt_change(c, fmt_bytes)
-                    );
-                }
-            }
-        }
-        if one_sided || p.rss_bytes.shown_bytes() {
-            let _ = writeln!(out, "      {:<22} {}", "rss", fmt_change(&p.rss_bytes, fmt_bytes));
-        }
-        if p.cpu_percent.state != State::Unknown {
-            let _ = writeln!(out, "      {:<22} {}", "cpu", fmt_percent(&p.cpu_percent));
-        }
-    }
-    if !any {
-        let _ = writeln!(out, "  no move of {} or more", fmt_bytes(Some(HIDE_BELOW)));
-    }
-    if d.hidden.moves > 0 || d.hidden.processes > 0 || d.hidden.devices > 0 {
-        let _ = writeln!(
-            out,
-            "\n  Hidden: {} move{} under {} ({} paired process{} and {} device{} with nothing larger); --json has them all.",
-            d.hidden.moves,
-            if d.hidden.moves == 1 { "" } else { "s" },
-            fmt_bytes(Some(HIDE_BELOW)),
-            d.hidden.processes,
-            if d.hidden.processes == 1 { "" } else { "es" },
-            d.hidden.devices,
-            if d.hidden.devices == 1 { "" } else { "s" },
-        );
-    }
-
-    if !d.models.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nModels (estimated from the model file, and reported by the runtime: not measured, never added to the figures above)"
-        );
-        for m in &d.models {
-            let p = &d.processes[m.process];
-            let who = match (m.pid_before, m.pid_after) {
-                (Some(b), Some(a)) if a != b => format!("{b} -> {a}"),
-                (Some(x), _) | (_, Some(x)) => x.to_string(),
-                (None, None) => "?".into(),
-            };
-            let name = m
-                .path
-                .as_deref()
-                .map(|p| p.rsplit('/').next().unwrap_or(p))
-                .or(m.name.as_deref())
-                .unwrap_or("(unnamed model)");
-            let listed = match (m.pid_before, m.pid_after) {
-                (None, Some(_)) => "  not listed before",
-                (Some(_), None) => "  not listed after",
-                _ => "",
-            };
-            let _ = writeln!(out, "  {who} {}{listed}", safe(name));
-            let rows: [Row; 11] = [
-                ("context (tokens)", &m.context, tokens),
-                ("slots", &m.slots_total, tokens),
-                ("estimate KV", &m.estimate.kv_bytes, fmt_bytes),
-                (
-                    "estimate KV, window-blind",
-                    &m.estimate.kv_bytes_without_window,
-                    fmt_bytes,
-                ),
-                ("estimate KV per token", &m.estimate.kv_bytes_per_token, fmt_bytes),
-                ("estimate recurrent state", &m.estimate.recurrent_state_bytes, fmt_bytes),
-                ("estimate weights", &m.estimate.weights_bytes, fmt_bytes),
-                ("reported KV", &m.reported.kv_bytes, fmt_bytes),
-                ("reported weights", &m.reported.weights_bytes, fmt_bytes),
-                ("reported compute", &m.reported.compute_bytes, fmt_bytes),
-                ("reported total", &m.reported.total_bytes, fmt_bytes),
-            ];
-            for (label, c, unit) in rows {
-                if c.state != State::Unknown {
-                    let _ = writeln!(out, "      {label:<27} {}", fmt_change(c, unit));
-                }
-            }
-            if p.before.is_some() && p.after.is_some() {
-                // The measured move of the same process, for comparison.
-                let mut measured = vec![format!("rss {}", short_move(&p.rss_bytes))];
-                for g in &p.gpu {
-                    measured.push(format!("vram {} {}", short_device(g), short_move(&g.vram_bytes)));
-                }
-                let _ = writeln!(
-                    out,
-                    "      {:<27} {}",
-                    "measured, same process",
-                    safe(&measured.join(", "))
-                );
-            }
-        }
-    }
-    out
-}
-
-/// A line of the models section: label, change, unit.
-type Row<'a> = (&'a str, &'a Bytes, fn(Option<u64>) -> String);
-
-/// `GPU 1` (the device's index in AFTER, or in BEFORE when only there).
-fn short_device(g: &GpuDiff) -> String {
-    match g.device_after.or(g.device_before) {
-        Some(i) => format!("GPU {i}"),
-        None => g.device.clone(),
-    }
-}
-
-fn short_move(c: &Bytes) -> String {
-    match c.state {
-        State::Grew | State::Shrank | State::Same => fmt_delta(c.delta.unwrap_or(0)),
-        State::BecameKnown => "became known".into(),
-        State::BecameUnknown => "became unknown".into(),
-        State::Unknown => "n/a".into(),
-        State::NotListedBefore => "not listed before".into(),
-        State::NotListedAfter => "not listed after".into(),
-    }
-}
-
-/// `1h 2m 3s`, `4m 5s`, `6.0s`.
-pub fn fmt_duration(s: f64) -> String {
-    if !s.is_finite() {
-        return "n/a".into();
-    }
-    let sign = if s < 0.0 { "-" } else { "" };
-    let a = s.abs();
-    if a < 60.0 {
-        return format!("{sign}{a:.1}s");
-    }
-    let t = a.round() as u64;
-    let (h, m, sec) = (t / 3600, (t % 3600) / 60, t % 60);
-    if h > 0 {
-        format!("{sign}{h}h {m}m {sec}s")
-    } else {
-        format!("{sign}{m}m {sec}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1330,8 +961,5 @@ mod tests {
         assert_eq!(bytes(Some(0), Some(0)).state, State::Same);
         assert!(bytes(Some(0), Some(HIDE_BELOW)).shown_bytes());
         assert!(bytes(Some(0), Some(HIDE_BELOW - 1)).hidden_move());
-        assert_eq!(fmt_delta(-(3 << 30) / 2), "-1.50 GiB");
-        assert_eq!(fmt_delta(84 << 20), "+84.0 MiB");
-        assert_eq!(fmt_duration(3725.0), "1h 2m 5s");
     }
 }

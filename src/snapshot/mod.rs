@@ -9,6 +9,7 @@
 //! - only measured bytes are summed (see [`Attribution`]).
 
 pub mod diff;
+pub mod load;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -141,17 +142,20 @@ pub struct Pcie {
 }
 
 /// What a process is, from its name and the runtimes it has loaded.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum ProcessKind {
     Ai,
     Compositor,
     Browser,
     Game,
+    #[default]
     Other,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+/// The default is a process nothing is known of: kind `other`, every
+/// value unknown.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Process {
     /// The PID in this PID namespace; for a process outside this
     /// container, the host PID (then `host_pid` says so too).
@@ -520,18 +524,6 @@ pub(crate) mod tests {
     pub(crate) fn process(pid: u32, usage: &[(u32, Option<u64>)]) -> Process {
         Process {
             pid,
-            host_pid: None,
-            name: None,
-            start_time: None,
-            user: None,
-            cmdline: None,
-            exe: None,
-            kind: ProcessKind::Other,
-            runtimes: vec![],
-            cpu_percent: None,
-            rss_bytes: None,
-            rss_anon_bytes: None,
-            footprint_bytes: None,
             gpu: usage
                 .iter()
                 .map(|&(device, vram_bytes)| GpuUsage {
@@ -545,11 +537,7 @@ pub(crate) mod tests {
                     engines: BTreeMap::new(),
                 })
                 .collect(),
-            models: vec![],
-            models_pending: false,
-            listen_ports: None,
-            container: None,
-            notes: vec![],
+            ..Process::default()
         }
     }
 

@@ -1,25 +1,23 @@
 //! Views render a Snapshot and read nothing else, so recordings play back
 //! through the same code.
 
+pub mod diff;
 pub mod explain;
 pub mod safe_text;
+pub mod summary;
 pub mod text;
 pub mod tui;
 
-/// Binary units, labelled as such; unknown is `n/a`, a measured 0 is `0 B`.
-pub fn bytes(b: Option<u64>) -> String {
-    const KIB: f64 = 1024.0;
-    let Some(b) = b else { return "n/a".into() };
-    let v = b as f64;
-    if v >= KIB * KIB * KIB {
-        format!("{:.2} GiB", v / (KIB * KIB * KIB))
-    } else if v >= KIB * KIB {
-        format!("{:.1} MiB", v / (KIB * KIB))
-    } else if v >= KIB {
-        format!("{:.1} KiB", v / KIB)
-    } else {
-        format!("{b} B")
-    }
+/// How text tells a device apart: its UUID, else its PCI bus id.
+pub fn device_ident<'a>(uuid: Option<&'a str>, pci_bus_id: Option<&'a str>) -> &'a str {
+    uuid.or(pci_bus_id).unwrap_or("no UUID or bus id")
+}
+
+/// How text names a model: its file name, else the name its runtime gives.
+pub fn model_name<'a>(path: Option<&'a str>, name: Option<&'a str>) -> &'a str {
+    path.map(|p| p.rsplit('/').next().unwrap_or(p))
+        .or(name)
+        .unwrap_or("(unnamed model)")
 }
 
 pub fn percent(p: Option<u32>) -> String {
@@ -64,19 +62,4 @@ pub fn activity(a: &crate::snapshot::ModelActivity) -> String {
     parts.extend(a.kv_cache_used_ratio.map(|r| format!("KV {:.0}% used", r * 100.0)));
     parts.extend(a.expires_at.as_ref().map(|t| format!("unloads {t}")));
     parts.join(" · ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_use_binary_units_and_unknown_is_not_zero() {
-        assert_eq!(bytes(None), "n/a");
-        assert_eq!(bytes(Some(0)), "0 B");
-        assert_eq!(bytes(Some(1023)), "1023 B");
-        assert_eq!(bytes(Some(1536)), "1.5 KiB");
-        assert_eq!(bytes(Some(448 << 20)), "448.0 MiB");
-        assert_eq!(bytes(Some(17_171_480_576)), "15.99 GiB");
-    }
 }

@@ -3,11 +3,29 @@
 //! written by a process, a driver or a remote host.
 
 use super::safe_text::safe;
-use super::{bytes, opt, percent};
+use super::{opt, percent};
 use crate::snapshot::{BackendStatus, Device, Match, Process, Snapshot};
+use crate::units::bytes;
 use std::fmt::Write;
 
 const BAR_WIDTH: usize = 30;
+
+/// `--list-gpus`: one device a line, with its index.
+pub fn gpu_list(devices: &[Device]) -> String {
+    let mut out = String::new();
+    for d in devices {
+        let _ = writeln!(
+            out,
+            "{}: {} ({}, {}, {})",
+            d.index,
+            safe(opt(d.name.as_deref())),
+            safe(opt(d.uuid.as_deref())),
+            safe(opt(d.pci_bus_id.as_deref())),
+            bytes(d.memory_total_bytes)
+        );
+    }
+    out
+}
 
 pub fn render(s: &Snapshot) -> String {
     let mut out = String::new();

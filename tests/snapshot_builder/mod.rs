@@ -1,10 +1,8 @@
-//! Builds snapshots from the real types (src/snapshot, compiled into the
-//! test crate by `#[path]`) for the diff and record tests, and runs the
-//! real binary on them. The test crate must declare `mod snapshot` at its
-//! root.
+//! Builds snapshots from the library's real types for the diff and record
+//! tests, and runs the real binary on them.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use crate::snapshot::{Device, GpuUsage, Model, ModelEstimate, ModelReported, Process, Snapshot};
+use gputaskman::snapshot::{Device, GpuUsage, Model, ModelEstimate, ModelReported, Process, Snapshot};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 

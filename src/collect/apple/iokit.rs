@@ -9,8 +9,10 @@
 //! walk allocates in proportion to what the registry holds, within the
 //! bounds below.
 
-use super::{Accelerator, Apple, Entry, Footprints, Measure, Registry, Sample, Unmeasured, Value, Wanted};
-use crate::snapshot::Backend;
+use super::{Accelerator, Apple, Entry, Footprints, Measure, Registry, Sample, Unmeasured, Value, Wanted, Window};
+use crate::collect::source::{Owner, Report, Round, Source};
+use crate::procs::ProcInfo;
+use crate::snapshot::{Backend, Process, ProcessKind};
 use core_foundation::array::CFArray;
 use core_foundation::base::{CFType, TCFType};
 use core_foundation::boolean::CFBoolean;
@@ -25,6 +27,7 @@ use io_kit_sys::{
     IORegistryEntryGetChildIterator, IORegistryEntryGetRegistryEntryID, IOServiceGetMatchingServices,
     IOServiceMatching,
 };
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_void, CStr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -242,6 +245,8 @@ pub struct AppleSource {
     apple: Apple,
     footprints: Footprints,
     memsize: Option<u64>,
+    /// What the last sample keeps for after the merge.
+    window: Option<Window>,
 }
 
 impl AppleSource {
@@ -256,6 +261,7 @@ impl AppleSource {
                 Duration::from_millis(250),
             ),
             memsize: memsize(),
+            window: None,
         }
     }
 
@@ -273,5 +279,68 @@ impl AppleSource {
 
     pub fn footprint(&self, pid: u32, start: u64) -> (Option<u64>, Option<String>) {
         self.footprints.footprint(pid, start)
+    }
+}
+
+/// Apple GPUs come after the other sources.
+impl Source for AppleSource {
+    /// A first GPU-time reading, so the next sample has shares.
+    fn prime(&mut self) {
+        drop(self.sample(0, None));
+    }
+
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        let (sample, backend) = self.sample(round.next_index(), round.only);
+        self.window = Some((sample.process_notes, sample.busy, sample.creators));
+        let reading = Report {
+            devices: sample.devices,
+            usage: sample
+                .processes
+                .into_iter()
+                .map(|(pid, usage)| (Owner::Local(pid), usage))
+                .collect(),
+            notes: BTreeMap::new(),
+        };
+        (backend, reading)
+    }
+
+    /// Per listed process: why its GPU share is unknown, its physical
+    /// footprint (busy processes, whose GPU time moved, measured more
+    /// often), and for a GPU client whose process the scan did not see, the
+    /// name its client gives.
+    fn finish(&mut self, scanned: &[ProcInfo], processes: &mut [Process]) {
+        let Some((mut notes, busy, creators)) = self.window.take() else {
+            return;
+        };
+        let starts: HashMap<u32, u64> = scanned.iter().map(|i| (i.pid, i.start_ticks)).collect();
+        let wanted = processes
+            .iter()
+            .filter_map(|p| {
+                Some(Wanted {
+                    pid: p.pid,
+                    start: *starts.get(&p.pid)?,
+                    busy: busy.get(&p.pid).copied().unwrap_or(false),
+                    gpu_client: !p.gpu.is_empty(),
+                    ai: p.kind == ProcessKind::Ai,
+                })
+            })
+            .collect();
+        self.want_footprints(wanted);
+        for p in processes {
+            p.notes.extend(notes.remove(&p.pid).unwrap_or_default());
+            match starts.get(&p.pid) {
+                Some(&start) => {
+                    let (bytes, note) = self.footprint(p.pid, start);
+                    p.footprint_bytes = bytes;
+                    p.notes.extend(note);
+                }
+                None => {
+                    if let Some(name) = creators.get(&p.pid) {
+                        p.notes
+                            .push(format!("its GPU client names it \"{name}\" (IOUserClientCreator)"));
+                    }
+                }
+            }
+        }
     }
 }

@@ -192,8 +192,8 @@ pub fn device(service: &Entry, index: u32, unified_total: Option<u64>) -> Device
         d.notes.push(format!(
             "unified memory: the GPU shares system RAM ({} in all); used is what the GPU driver has in use \
              (\"In use system memory\"), {} allocated (\"Alloc system memory\"); no VRAM, no spill",
-            crate::view::bytes(unified_total),
-            crate::view::bytes(alloc),
+            crate::units::bytes(unified_total),
+            crate::units::bytes(alloc),
         ));
     }
     // Whatever else the chip publishes, as it says it.

@@ -601,8 +601,8 @@ fn a_one_shot_snapshot_measures_footprints_for_at_most_its_budget_gpu_clients_fi
 
 #[test]
 fn snapshots_from_before_footprints_still_read_with_the_footprint_unknown() {
-    use crate::snapshot::{Process, ProcessKind};
-    let mut p = crate::view::tui::fixture::process(42, "mlx_lm.server", ProcessKind::Ai, None, 512);
+    use crate::snapshot::Process;
+    let mut p = crate::snapshot::tests::process(42, &[]);
     p.footprint_bytes = Some(3 * GIB);
     let mut json = serde_json::to_value(&p).unwrap();
     assert_eq!(json["footprint_bytes"], 3 * GIB);

@@ -21,6 +21,7 @@ pub mod fdinfo;
 pub mod sysfs;
 
 use super::nvml::{GpuProcess, Sample};
+use super::source::{Report, Round, Source};
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::ErrorKind;
@@ -664,7 +665,7 @@ impl DrmSource {
                 if shared > 0 {
                     self.process_notes.entry(pid).or_default().push(format!(
                         "{} of DRM buffers on {where_} ({id}) are shared with other clients (dma-buf): counted to none",
-                        crate::view::bytes(Some(shared))
+                        crate::units::bytes(Some(shared))
                     ));
                 }
                 match rate {
@@ -686,7 +687,7 @@ impl DrmSource {
                 let mut held = Vec::new();
                 for (label, bytes) in [("VRAM", vram.held), ("GTT/system", spill.held), ("CPU", paged.held)] {
                     if let Some(b) = bytes.filter(|b| *b > 0) {
-                        held.push(format!("{label} {}", crate::view::bytes(Some(b))));
+                        held.push(format!("{label} {}", crate::units::bytes(Some(b))));
                     }
                 }
                 let held = if held.is_empty() {
@@ -709,7 +710,7 @@ impl DrmSource {
             if dev.integrated && acc.spill.unwrap_or(0) >= 64 << 20 && acc.spill > acc.vram.or(Some(0)) {
                 self.process_notes.entry(pid).or_default().push(format!(
                     "{} of GTT/system memory on integrated GPU {where_} is shown as Spill: system RAM the GPU maps, where an integrated GPU keeps its data (VRAM shows only the small carve-out)",
-                    crate::view::bytes(acc.spill)
+                    crate::units::bytes(acc.spill)
                 ));
             }
             let kfd = self.fd_state.get(&pid).is_some_and(|s| s.kfd.is_some());
@@ -946,6 +947,30 @@ fn device_label(d: &DrmDevice) -> String {
     )
 }
 
+impl Source for DrmSource {
+    fn prime(&mut self) {
+        DrmSource::prime(self);
+    }
+
+    /// DRM devices come after NVML's and leave NVIDIA cards NVML reads to it.
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        self.set_index_base(round.devices.len() as u32);
+        self.set_covered_pci(round.devices.iter().filter_map(|d| d.pci_bus_id.as_deref()));
+        let (backend, mut reading) = match self.sample(round.only) {
+            Ok(sample) => (self.backend(), sample.into_reading()),
+            Err(e) => (
+                Backend {
+                    name: "drm".into(),
+                    status: BackendStatus::Error,
+                    detail: e,
+                },
+                Report::default(),
+            ),
+        };
+        reading.notes = self.take_process_notes();
+        (backend, reading)
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;

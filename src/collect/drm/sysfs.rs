@@ -407,8 +407,8 @@ fn amdgpu(r: &mut Reader, dev: &DrmDevice, device: &mut Device, asleep: bool) {
     if gtt_total.is_some() || gtt_used.is_some() {
         device.notes.push(format!(
             "GTT (system RAM the GPU maps): {} used of {}",
-            crate::view::bytes(gtt_used),
-            crate::view::bytes(gtt_total)
+            crate::units::bytes(gtt_used),
+            crate::units::bytes(gtt_total)
         ));
     }
     let vis_total = r.num(&f("mem_info_vis_vram_total"));
@@ -416,14 +416,14 @@ fn amdgpu(r: &mut Reader, dev: &DrmDevice, device: &mut Device, asleep: bool) {
     if vis_total.is_some() && vis_total != device.memory_total_bytes {
         device.notes.push(format!(
             "CPU-visible VRAM: {} used of {}",
-            crate::view::bytes(vis_used),
-            crate::view::bytes(vis_total)
+            crate::units::bytes(vis_used),
+            crate::units::bytes(vis_total)
         ));
     }
     if dev.integrated {
         device.notes.push(format!(
             "VRAM here is a {} carve-out of system RAM; a model on this APU usually lives in GTT, shown per process as Spill",
-            crate::view::bytes(device.memory_total_bytes)
+            crate::units::bytes(device.memory_total_bytes)
         ));
     }
     if asleep {

@@ -12,6 +12,7 @@ use super::{
     attribute, match_devices, per_process, unknown_luid, AdapterAddress, Counter, CounterSet, CounterValue,
     EngineClock, Instance, Luid, Reading,
 };
+use crate::collect::source::{Owner, Report, Round, Source};
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -178,6 +179,31 @@ pub struct WddmSource {
     clock: EngineClock,
     addresses: Result<Vec<AdapterAddress>, String>,
     addresses_read_at: Instant,
+}
+
+/// Windows counters, after the other sources, whose devices they are
+/// matched to by LUID.
+impl Source for WddmSource {
+    /// A first Running Time reading, so the next sample has engine %.
+    fn prime(&mut self) {
+        drop(self.sample(&mut [], 0));
+    }
+
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        let index_base = round.next_index();
+        let (backend, sample) = self.sample(&mut round.devices, index_base);
+        let mut reading = Report {
+            devices: sample.devices,
+            usage: sample
+                .usage
+                .into_iter()
+                .map(|(pid, u)| (Owner::Local(pid), u))
+                .collect(),
+            notes: sample.notes,
+        };
+        reading.retain_device(round.only);
+        (backend, reading)
+    }
 }
 
 impl WddmSource {

@@ -16,8 +16,10 @@
 pub mod bridge;
 
 use super::container::{Candidate, Pair};
+use super::source::{self, Report, Round, Source};
 use super::wddm::{self, AdapterAddress, ContextKey, EngineClock, Luid, Reading};
-use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match};
+use crate::procs::ProcInfo;
+use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match, Process};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -532,6 +534,88 @@ enum State {
         at: Instant,
         program: PathBuf,
     },
+}
+
+/// Under WSL, the Windows host's counters as a source: after the other
+/// sources, whose devices they are matched to by PCI address.
+pub struct WslGuest {
+    host: WslHost,
+    /// Per Windows PID of the last sample: its name and what to say.
+    windows: BTreeMap<u32, (Option<String>, String)>,
+}
+
+impl WslGuest {
+    /// Starts the bridge unless `no_host`; `wait_first`: wait (boundedly)
+    /// for its first sample, for one-shot output, rather than say
+    /// "starting".
+    pub fn open(no_host: bool, wait_first: bool) -> WslGuest {
+        let host = WslHost::open(no_host);
+        if wait_first {
+            host.wait_first();
+        }
+        WslGuest {
+            host,
+            windows: BTreeMap::new(),
+        }
+    }
+}
+
+impl Source for WslGuest {
+    fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
+        let candidates = candidates(round.scanned);
+        let index_base = round.next_index();
+        let (backend, sample) = self.host.sample(&mut round.devices, index_base, &candidates);
+        self.windows = sample.windows;
+        let mut reading = Report {
+            devices: sample.devices,
+            usage: sample
+                .usage
+                .into_iter()
+                .map(|(owner, u)| match owner {
+                    Owner::Linux { pid, vmwp } => (source::Owner::Paired { pid, host_pid: vmwp }, u),
+                    Owner::Windows(pid) => (source::Owner::Host(pid), u),
+                })
+                .collect(),
+            notes: sample.linux_notes,
+        };
+        reading.retain_device(round.only);
+        (backend, reading)
+    }
+
+    /// Names the Windows processes NVML lists, which have no Linux process.
+    fn finish(&mut self, _scanned: &[ProcInfo], processes: &mut [Process]) {
+        for p in processes
+            .iter_mut()
+            .filter(|p| p.name.is_none() && p.host_pid.is_some())
+        {
+            let (name, note) = self.windows.remove(&p.pid).unwrap_or_else(|| {
+                let note = format!(
+                    "PID {} is not a Linux process here: a Windows process NVML lists",
+                    p.pid
+                );
+                (None, note)
+            });
+            p.name = name;
+            p.notes = vec![note];
+        }
+    }
+}
+
+/// The Linux processes that can hold a GPU context (through /dev/dxg: the
+/// CUDA, D3D12 and DXCore user-mode libraries).
+fn candidates(scanned: &[ProcInfo]) -> Vec<Candidate> {
+    scanned
+        .iter()
+        .filter(|i| {
+            i.runtimes
+                .iter()
+                .any(|r| matches!(r.as_str(), "cuda" | "d3d12" | "dxcore"))
+        })
+        .map(|i| Candidate {
+            started: i.start_ticks,
+            pid: i.pid,
+        })
+        .collect()
 }
 
 /// The host source as the collector holds it.

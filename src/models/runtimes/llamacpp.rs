@@ -12,7 +12,7 @@
 //! ([`ServerState::reported_total`]). No endpoint says whether the cache is
 //! unified; the log does (`llama_context: kv_unified = false`).
 
-use super::{as_count, convert, lenient, lenient_vec, parse_array, parse_object, parse_prometheus};
+use super::{as_count, convert, lenient, parse_array, parse_data_list, parse_object, parse_prometheus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -128,13 +128,6 @@ pub struct V1Model {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawV1Models {
-    #[serde(deserialize_with = "lenient_vec")]
-    data: Vec<RawV1Model>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
 struct RawV1Model {
     #[serde(deserialize_with = "lenient")]
     id: Option<String>,
@@ -164,9 +157,7 @@ struct RawMeta {
 
 /// `GET /v1/models` (also served as `/models`).
 pub fn parse_v1_models(body: &[u8]) -> Result<Vec<V1Model>, String> {
-    let raw: RawV1Models = parse_object(body, "llama-server /v1/models")?;
-    Ok(raw
-        .data
+    Ok(parse_data_list::<RawV1Model>(body, "llama-server /v1/models")?
         .into_iter()
         .map(|model| {
             let meta = model.meta.unwrap_or_default();

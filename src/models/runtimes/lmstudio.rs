@@ -7,7 +7,7 @@
 //! - `GET /api/v0/models` (0.3.x, the beta REST API): `data[]` by `id`, with
 //!   `state` `loaded` and `loaded_context_length`.
 
-use super::{lenient, lenient_vec, parse_object};
+use super::{lenient, lenient_vec, parse_data_list, parse_object};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -34,13 +34,6 @@ pub struct LmStudioModel {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawModels {
-    #[serde(deserialize_with = "lenient_vec")]
-    data: Vec<RawModel>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
 struct RawModel {
     #[serde(deserialize_with = "lenient")]
     id: Option<String>,
@@ -62,9 +55,7 @@ struct RawModel {
 
 /// All models, loaded or not; filter on [`LmStudioModel::loaded`].
 pub fn parse_models(body: &[u8]) -> Result<Vec<LmStudioModel>, String> {
-    let raw: RawModels = parse_object(body, "LM Studio /api/v0/models")?;
-    Ok(raw
-        .data
+    Ok(parse_data_list::<RawModel>(body, "LM Studio /api/v0/models")?
         .into_iter()
         .map(|m| LmStudioModel {
             loaded: m.state.as_deref() == Some("loaded"),

@@ -34,6 +34,20 @@ pub(crate) fn parse_object<T: DeserializeOwned>(body: &[u8], what: &str) -> Resu
     parse_top_level(body, what, b'{', "object")
 }
 
+/// `{"data": [...]}`: the list of models an OpenAI-style API (vLLM, LM
+/// Studio, llama-server) answers with, entries of another type skipped.
+#[derive(Deserialize, Default)]
+#[serde(default, bound = "T: DeserializeOwned + Default")]
+struct DataList<T> {
+    #[serde(deserialize_with = "lenient_vec")]
+    data: Vec<T>,
+}
+
+/// The entries of a [`DataList`] body.
+pub(crate) fn parse_data_list<T: DeserializeOwned + Default>(body: &[u8], what: &str) -> Result<Vec<T>, String> {
+    Ok(parse_object::<DataList<T>>(body, what)?.data)
+}
+
 /// Parses a body whose top level must be a JSON array.
 pub(crate) fn parse_array<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, String> {
     parse_top_level(body, what, b'[', "array")

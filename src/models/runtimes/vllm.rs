@@ -4,7 +4,7 @@
 //! (shape of the KV cache) and the `.safetensors` header (parameters and
 //! bytes of the weights).
 
-use super::{as_count, lenient, lenient_vec, parse_object, parse_prometheus};
+use super::{as_count, lenient, lenient_vec, parse_data_list, parse_object, parse_prometheus};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -20,13 +20,6 @@ pub struct VllmModel {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawModels {
-    #[serde(deserialize_with = "lenient_vec")]
-    data: Vec<RawModel>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
 struct RawModel {
     #[serde(deserialize_with = "lenient")]
     id: Option<String>,
@@ -37,9 +30,7 @@ struct RawModel {
 }
 
 pub fn parse_models(body: &[u8]) -> Result<Vec<VllmModel>, String> {
-    let raw: RawModels = parse_object(body, "vLLM /v1/models")?;
-    Ok(raw
-        .data
+    Ok(parse_data_list::<RawModel>(body, "vLLM /v1/models")?
         .into_iter()
         .map(|m| VllmModel {
             id: m.id,

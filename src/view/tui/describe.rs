@@ -2,7 +2,7 @@
 //! model labels and evidence, and the notes that explain surprises.
 
 use crate::snapshot::{GpuUsage, Match, Model, Process, ProcessKind, Snapshot};
-use crate::view::bytes;
+use crate::units::bytes;
 
 /// Runtimes, most telling first: the table shows the first two a process has.
 const RUNTIME_ORDER: &[&str] = &[

@@ -109,6 +109,9 @@ pub const HISTORY_WINDOW: usize = super::history::CAPACITY;
 /// when they are needed, so an hour-long recording opens at once.
 pub trait Frames: Sync {
     fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// When snapshot `i` was taken (RFC 3339), read without parsing it.
     fn taken_at(&self, i: usize) -> Option<&str>;
     /// Snapshots `indices`, in that order; a line damaged in its middle is
@@ -221,7 +224,7 @@ impl ReplayFeed {
 
 impl Feed for ReplayFeed {
     fn poll(&mut self, now: Instant) -> Option<Update> {
-        if self.frames.len() == 0 {
+        if self.frames.is_empty() {
             return None;
         }
         if self.seek {

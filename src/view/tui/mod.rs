@@ -70,7 +70,7 @@ pub fn run_live(options: Options, interval: Duration, look: Look) -> anyhow::Res
 /// A recording played back through the same view: `[` `]` step, `{` `}`
 /// jump to the start and the end, `<` `>` speed, space plays and pauses.
 pub fn run_replay(frames: Box<dyn Frames>, look: Look) -> anyhow::Result<()> {
-    if frames.len() == 0 {
+    if frames.is_empty() {
         anyhow::bail!("the recording holds no snapshot");
     }
     term::require_terminal()?;

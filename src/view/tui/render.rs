@@ -9,8 +9,9 @@ use super::app::{sum, App, Layout as Placed};
 use super::describe::{self, Part};
 use super::history::{self, sparkline};
 use crate::snapshot::{Device, Process, Snapshot};
+use crate::units::bytes;
 use crate::view::safe_text::{clip, escape};
-use crate::view::{bytes, explain, opt, percent};
+use crate::view::{explain, opt, percent};
 use ratatui::layout::{Alignment, Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::border;
@@ -1041,7 +1042,82 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
             what.join(", ")
         ))),
     ]));
-    // estimate | reported | measured, side by side.
+    out.extend(memory_rows(m, measured, theme));
+    let evidence: Vec<String> = m
+        .evidence
+        .iter()
+        .map(|e| format!("{e} ({})", describe::evidence_meaning(e)))
+        .collect();
+    let verdict = if m.confirmed {
+        "confirmed: two sources, one of them api or mapped"
+    } else {
+        "unconfirmed"
+    };
+    out.push(Line::from(vec![
+        Span::styled("  evidence: ", theme.bold()),
+        Span::raw(escape(format!(
+            "{}; {verdict}",
+            if evidence.is_empty() {
+                "none".into()
+            } else {
+                evidence.join(", ")
+            }
+        ))),
+    ]));
+    let mut settings = Vec::new();
+    let context = m.settings.as_ref().and_then(|s| s.context_total).or(m.context);
+    settings.push(format!(
+        "context {}{}{}",
+        context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into()),
+        crate::view::per_slot(m),
+        m.context_train.map(|c| format!(" (trained {c})")).unwrap_or_default()
+    ));
+    settings.push(match (m.slots_busy, m.slots_total) {
+        (Some(b), Some(t)) => format!("slots {b}/{t} busy"),
+        (None, Some(t)) => format!("slots n/a/{t} busy"),
+        _ => "slots n/a".into(),
+    });
+    if let Some(s) = &m.settings {
+        settings.push(format!("cache K {} V {}", s.cache_type_k, s.cache_type_v));
+        if s.kv_unified == Some(true) {
+            settings.push("kv unified".into());
+        }
+        if let Some(n) = s.n_gpu_layers {
+            settings.push(format!("GPU layers {n}"));
+        }
+        if let Some(fa) = &s.flash_attn {
+            settings.push(format!("flash attn {fa}"));
+        }
+        if let Some(u) = s.ubatch {
+            settings.push(format!("ubatch {u}"));
+        }
+        if s.swa_full {
+            settings.push("swa-full".into());
+        }
+    }
+    out.push(Line::from(vec![
+        Span::styled("  settings: ", theme.bold()),
+        Span::raw(escape(settings.join(" · "))),
+    ]));
+    if let Some(a) = &m.activity {
+        out.push(Line::from(vec![
+            Span::styled("  now: ", theme.bold()),
+            Span::raw(crate::view::activity(a)),
+        ]));
+    }
+    out.push(Line::from(vec![
+        Span::styled("  server: ", theme.bold()),
+        Span::raw(escape(opt(m.server_url.as_deref())).into_owned()),
+        Span::raw(escape(
+            m.path.as_deref().map(|p| format!("  file {p}")).unwrap_or_default(),
+        )),
+    ]));
+    out
+}
+
+/// Estimate, reported and measured memory of a model, side by side.
+fn memory_rows(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     let row = |label: &str, w: Option<u64>, k: Option<u64>, c: Option<u64>, total: Option<u64>, src: String| {
         format!(
             "  {label:<10}{:>11}{:>11}{:>11}{:>11}  {}",
@@ -1132,75 +1208,6 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
             )));
         }
     }
-    let evidence: Vec<String> = m
-        .evidence
-        .iter()
-        .map(|e| format!("{e} ({})", describe::evidence_meaning(e)))
-        .collect();
-    let verdict = if m.confirmed {
-        "confirmed: two sources, one of them api or mapped"
-    } else {
-        "unconfirmed"
-    };
-    out.push(Line::from(vec![
-        Span::styled("  evidence: ", theme.bold()),
-        Span::raw(escape(format!(
-            "{}; {verdict}",
-            if evidence.is_empty() {
-                "none".into()
-            } else {
-                evidence.join(", ")
-            }
-        ))),
-    ]));
-    let mut settings = Vec::new();
-    let context = m.settings.as_ref().and_then(|s| s.context_total).or(m.context);
-    settings.push(format!(
-        "context {}{}{}",
-        context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into()),
-        crate::view::per_slot(m),
-        m.context_train.map(|c| format!(" (trained {c})")).unwrap_or_default()
-    ));
-    settings.push(match (m.slots_busy, m.slots_total) {
-        (Some(b), Some(t)) => format!("slots {b}/{t} busy"),
-        (None, Some(t)) => format!("slots n/a/{t} busy"),
-        _ => "slots n/a".into(),
-    });
-    if let Some(s) = &m.settings {
-        settings.push(format!("cache K {} V {}", s.cache_type_k, s.cache_type_v));
-        if s.kv_unified == Some(true) {
-            settings.push("kv unified".into());
-        }
-        if let Some(n) = s.n_gpu_layers {
-            settings.push(format!("GPU layers {n}"));
-        }
-        if let Some(fa) = &s.flash_attn {
-            settings.push(format!("flash attn {fa}"));
-        }
-        if let Some(u) = s.ubatch {
-            settings.push(format!("ubatch {u}"));
-        }
-        if s.swa_full {
-            settings.push("swa-full".into());
-        }
-    }
-    out.push(Line::from(vec![
-        Span::styled("  settings: ", theme.bold()),
-        Span::raw(escape(settings.join(" · "))),
-    ]));
-    if let Some(a) = &m.activity {
-        out.push(Line::from(vec![
-            Span::styled("  now: ", theme.bold()),
-            Span::raw(crate::view::activity(a)),
-        ]));
-    }
-    out.push(Line::from(vec![
-        Span::styled("  server: ", theme.bold()),
-        Span::raw(escape(opt(m.server_url.as_deref())).into_owned()),
-        Span::raw(escape(
-            m.path.as_deref().map(|p| format!("  file {p}")).unwrap_or_default(),
-        )),
-    ]));
     out
 }
 

@@ -1,0 +1,71 @@
+//! The commands that print once and exit: `--once` (text), `--json`,
+//! `--list-gpus`, `schema` and `explain`.
+
+use crate::cli::Cli;
+use crate::collect::Collector;
+use crate::snapshot::Snapshot;
+use crate::view;
+use crate::view::safe_text::safe;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// The shortest window over which a one-shot snapshot measures CPU%.
+const CPU_WINDOW: Duration = Duration::from_millis(100);
+
+/// `--once`, `--json` or `--list-gpus`: one sample of this machine.
+pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut collector = Collector::new(cli.collector_options(false));
+    if cli.list_gpus {
+        let snap = collector.sample();
+        check_gpu_exists(cli, &snap)?;
+        write!(stdout, "{}", view::text::gpu_list(&snap.devices))?;
+        if snap.devices.is_empty() {
+            for b in &snap.backends {
+                eprintln!("{}: {}", safe(&b.name), safe(&b.detail));
+            }
+        }
+        return Ok(());
+    }
+
+    collector.prime();
+    if let Some(rest) = CPU_WINDOW.checked_sub(started.elapsed()) {
+        std::thread::sleep(rest);
+    }
+    let snap = collector.sample();
+    check_gpu_exists(cli, &snap)?;
+    // One write: stdout is line-buffered, and a snapshot of 250 processes
+    // is some 10,000 lines of JSON (as many write calls).
+    let mut out = Vec::new();
+    if cli.json {
+        serde_json::to_writer_pretty(&mut out, &snap)?;
+        out.push(b'\n');
+    } else {
+        out.extend_from_slice(view::text::render(&snap).as_bytes());
+    }
+    stdout.write_all(&out)?;
+    Ok(())
+}
+
+/// `gputaskman schema`: the JSON Schema of `--json`.
+pub fn schema(stdout: &mut impl Write) -> anyhow::Result<()> {
+    serde_json::to_writer_pretty(&mut *stdout, &crate::snapshot::json_schema())?;
+    writeln!(stdout)?;
+    Ok(())
+}
+
+/// `gputaskman explain`.
+pub fn explain(stdout: &mut impl Write) -> anyhow::Result<()> {
+    write!(stdout, "{}", view::explain::text())?;
+    Ok(())
+}
+
+/// `--gpu N` naming no device is a usage error, not an empty screen.
+fn check_gpu_exists(cli: &Cli, snap: &Snapshot) -> anyhow::Result<()> {
+    match cli.gpu {
+        Some(n) if !snap.devices.iter().any(|d| d.index == n) => {
+            anyhow::bail!("--gpu {n}: no such device (see --list-gpus)")
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,102 @@
+//! How numbers read in every view: bytes in binary units, durations, and
+//! timestamps (RFC 3339, as snapshots carry them). Unknown is `n/a`, never 0.
+//! The data model and the sources hold raw numbers; only views, notes meant
+//! for people, and the wire formats that need text call these.
+
+use std::time::SystemTime;
+use time::format_description::well_known::Rfc3339;
+
+/// Binary units, labelled as such; unknown is `n/a`, a measured 0 is `0 B`.
+pub fn bytes(b: Option<u64>) -> String {
+    const KIB: f64 = 1024.0;
+    let Some(b) = b else { return "n/a".into() };
+    let v = b as f64;
+    if v >= KIB * KIB * KIB {
+        format!("{:.2} GiB", v / (KIB * KIB * KIB))
+    } else if v >= KIB * KIB {
+        format!("{:.1} MiB", v / (KIB * KIB))
+    } else if v >= KIB {
+        format!("{:.1} KiB", v / KIB)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// A signed move in binary units: `+84.0 MiB`, `-1.50 GiB`.
+pub fn signed_bytes(d: i64) -> String {
+    let sign = if d < 0 { "-" } else { "+" };
+    format!("{sign}{}", bytes(Some(d.unsigned_abs())))
+}
+
+/// `1h 2m 3s`, `4m 5s`, `6.0s`.
+pub fn duration(s: f64) -> String {
+    if !s.is_finite() {
+        return "n/a".into();
+    }
+    let sign = if s < 0.0 { "-" } else { "" };
+    let a = s.abs();
+    if a < 60.0 {
+        return format!("{sign}{a:.1}s");
+    }
+    let t = a.round() as u64;
+    let (h, m, sec) = (t / 3600, (t % 3600) / 60, t % 60);
+    if h > 0 {
+        format!("{sign}{h}h {m}m {sec}s")
+    } else {
+        format!("{sign}{m}m {sec}s")
+    }
+}
+
+/// RFC 3339 UTC with millisecond precision.
+pub fn format_unix_nanos(unix_nanos: i128) -> Option<String> {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(unix_nanos - unix_nanos % 1_000_000).ok()?;
+    t.format(&Rfc3339).ok()
+}
+
+/// The time now as a snapshot's `taken_at` (empty if the clock cannot be
+/// written, which no snapshot reader takes for a time).
+pub fn now_rfc3339() -> String {
+    format_unix_nanos(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i128)
+            .unwrap_or(0),
+    )
+    .unwrap_or_default()
+}
+
+/// Seconds since the Unix epoch of an RFC 3339 time.
+pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
+    let t = time::OffsetDateTime::parse(rfc3339, &Rfc3339).ok()?;
+    Some(t.unix_timestamp_nanos() as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_use_binary_units_and_unknown_is_not_zero() {
+        assert_eq!(bytes(None), "n/a");
+        assert_eq!(bytes(Some(0)), "0 B");
+        assert_eq!(bytes(Some(1023)), "1023 B");
+        assert_eq!(bytes(Some(1536)), "1.5 KiB");
+        assert_eq!(bytes(Some(448 << 20)), "448.0 MiB");
+        assert_eq!(bytes(Some(17_171_480_576)), "15.99 GiB");
+    }
+
+    #[test]
+    fn moves_and_durations() {
+        assert_eq!(signed_bytes(-(3 << 30) / 2), "-1.50 GiB");
+        assert_eq!(signed_bytes(84 << 20), "+84.0 MiB");
+        assert_eq!(duration(3725.0), "1h 2m 5s");
+    }
+
+    #[test]
+    fn times_format_as_rfc3339_utc_milliseconds() {
+        assert_eq!(
+            format_unix_nanos(1_700_000_000_123_456_789).as_deref(),
+            Some("2023-11-14T22:13:20.123Z")
+        );
+    }
+}
