@@ -201,34 +201,25 @@ mod tests {
         // tests/data/lmstudio/models_v1.json follows LM Studio's docs for
         // `GET /api/v1/models` (LM Studio 0.4+).
         let models = parse_v1_models(include_bytes!("../../../tests/data/lmstudio/models_v1.json")).unwrap();
-        let loaded: Vec<_> = models.iter().filter(|m| m.loaded).collect();
-        assert_eq!(
-            loaded,
-            [
-                &LmStudioModel {
-                    id: Some("openai/gpt-oss-20b".into()),
-                    kind: Some("llm".into()),
-                    arch: Some("gpt-oss".into()),
-                    compatibility_type: Some("gguf".into()),
-                    quantization: Some("MXFP4".into()),
-                    state: Some("loaded".into()),
-                    loaded: true,
-                    max_context_length: Some(131_072),
-                    loaded_context_length: Some(16_384),
-                },
-                &LmStudioModel {
-                    id: Some("openai/gpt-oss-20b:2".into()),
-                    kind: Some("llm".into()),
-                    arch: Some("gpt-oss".into()),
-                    compatibility_type: Some("gguf".into()),
-                    quantization: Some("MXFP4".into()),
-                    state: Some("loaded".into()),
-                    loaded: true,
-                    max_context_length: Some(131_072),
-                    loaded_context_length: Some(4096),
-                }
-            ]
-        );
+        let loaded: Vec<_> = models.iter().filter(|m| m.loaded).cloned().collect();
+        let first = LmStudioModel {
+            id: Some("openai/gpt-oss-20b".into()),
+            kind: Some("llm".into()),
+            arch: Some("gpt-oss".into()),
+            compatibility_type: Some("gguf".into()),
+            quantization: Some("MXFP4".into()),
+            state: Some("loaded".into()),
+            loaded: true,
+            max_context_length: Some(131_072),
+            loaded_context_length: Some(16_384),
+        };
+        // The second instance of the same model, loaded with less context.
+        let second = LmStudioModel {
+            id: Some("openai/gpt-oss-20b:2".into()),
+            loaded_context_length: Some(4096),
+            ..first.clone()
+        };
+        assert_eq!(loaded, [first, second]);
         assert_eq!(models.len(), 4, "two instances and two models not loaded");
         assert_eq!(models[2].id.as_deref(), Some("qwen2-vl-7b-instruct"));
         assert_eq!(models[2].compatibility_type.as_deref(), Some("mlx"));
