@@ -248,15 +248,10 @@ fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
     // The live view, in a real terminal.
     let Some(tmux) = common::tmux::tmux_path() else { return };
     let tmux = Tmux::new(tmux, "hostile");
-    // The view starts after tmux is told to take OSC 52 into its paste
-    // buffers and let programs set the pane title, as an operator's
-    // tmux may: then a forged escape would show.
-    tmux.start(&format!(
-        "sleep 1; GPUTASKMAN_NVML_LIB=/nonexistent exec {}",
+    tmux.start_permissive(&format!(
+        "sleep 0.5; GPUTASKMAN_NVML_LIB=/nonexistent exec {}",
         env!("CARGO_BIN_EXE_gputaskman")
     ));
-    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
-    tmux.run(&["set-option", "-g", "allow-rename", "on"]);
     let honest_pid = crowd.honest.pid().to_string();
     let screen = tmux.wait_for("the honest server's row", Duration::from_secs(20), |s| {
         s.contains(&honest_pid)

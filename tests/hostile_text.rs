@@ -213,30 +213,7 @@ fn live_view_shows_hostile_text_escaped_and_sets_no_title_or_clipboard() {
     // The pause lets set-clipboard take effect before the view draws: with
     // it on, tmux keeps what an OSC 52 sends as a paste buffer.
     let command = format!("sleep 0.5; exec {} replay {}", bin.display(), file.display());
-    let (w, h) = (common::tmux::WIDTH.to_string(), common::tmux::HEIGHT.to_string());
-    t.run(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "view",
-        "-x",
-        &w,
-        "-y",
-        &h,
-        &command,
-        ";",
-        "set-option",
-        "-g",
-        "set-clipboard",
-        "on",
-        ";",
-        "set-option",
-        "-g",
-        "allow-rename",
-        "on",
-    ]);
+    t.start_permissive(&command);
     let title_before = t.display("#{pane_title}");
     let screen = t.wait_for("the process table", Duration::from_secs(30), |s| s.contains("cmd "));
     // Another frame, for whatever the first one sent to land.

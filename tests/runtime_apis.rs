@@ -40,16 +40,7 @@ fn ollama_models_come_from_api_ps_with_their_blobs() {
     let dir = tempfile::tempdir().unwrap();
     // OLLAMA_MODELS with the first model's blob: a real GGUF file.
     // (/api/ps's digest is the manifest's; the manifest names the blob.)
-    let models_dir = dir.path().join("ollama-models");
-    let (blob, _) = ollama_store(&models_dir);
-    let server = fake_api(
-        &python,
-        dir.path(),
-        "ollama",
-        "serve",
-        &[("/api/ps", "ollama/ps.json")],
-        &["serve"],
-    );
+    let (server, models_dir, (blob, _)) = ollama_serve(&python, dir.path());
     let s = common::snapshot_without_gpu(&[("OLLAMA_MODELS", &models_dir)]);
     let p = process(&s, server.pid());
     assert_eq!(p["kind"], "ai");
@@ -94,6 +85,22 @@ static OLLAMA: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// An Ollama models folder: `manifests/<registry>/<namespace>/<model>/<tag>`
 /// naming each model's blob by digest (server/images.go, GetManifest and
 /// GetBlobsPath), some blobs present, some not, and hostile entries.
+/// A fake `ollama serve` in `dir` answering the recorded /api/ps, and its
+/// model store (OLLAMA_MODELS, from [`ollama_store`]) with the blobs.
+fn ollama_serve(python: &Path, dir: &Path) -> (Daemon, PathBuf, (PathBuf, PathBuf)) {
+    let store = dir.join("ollama-models");
+    let blobs = ollama_store(&store);
+    let server = fake_api(
+        python,
+        dir,
+        "ollama",
+        "serve",
+        &[("/api/ps", "ollama/ps.json")],
+        &["serve"],
+    );
+    (server, store, blobs)
+}
+
 fn ollama_store(root: &Path) -> (PathBuf, PathBuf) {
     let blob = |hex: char| {
         root.join("blobs")
@@ -148,16 +155,7 @@ fn ollama_lists_installed_models_and_pairs_its_runner_by_blob() {
     let Some(python) = test_python() else { return };
     let _one = OLLAMA.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("ollama-models");
-    let (llama, gemma) = ollama_store(&store);
-    let serve = fake_api(
-        &python,
-        dir.path(),
-        "ollama",
-        "serve",
-        &[("/api/ps", "ollama/ps.json")],
-        &["serve"],
-    );
+    let (serve, store, (llama, gemma)) = ollama_serve(&python, dir.path());
     // `ollama runner --model BLOB` (llm/server.go), as Ollama starts it.
     let runner_dir = dir.path().join("runner");
     std::fs::create_dir(&runner_dir).unwrap();

@@ -58,7 +58,33 @@ impl Tmux {
 
     /// Starts `command` in a detached session of `width` x `height`.
     pub fn start_sized(&self, command: &str, width: u32, height: u32) {
-        self.run(&[
+        self.start_with(command, width, height, &[]);
+    }
+
+    /// Starts `command` in a tmux set as an operator's may be: what an
+    /// OSC 52 sends becomes a paste buffer and programs may set the pane
+    /// title, so a forged escape that got through would show. The options
+    /// are set in the same tmux call as the session, before `command`
+    /// draws (give it a short `sleep` first).
+    pub fn start_permissive(&self, command: &str) {
+        let options = [
+            ";",
+            "set-option",
+            "-g",
+            "set-clipboard",
+            "on",
+            ";",
+            "set-option",
+            "-g",
+            "allow-rename",
+            "on",
+        ];
+        self.start_with(command, WIDTH, HEIGHT, &options);
+    }
+
+    fn start_with(&self, command: &str, width: u32, height: u32, then: &[&str]) {
+        let (width, height) = (width.to_string(), height.to_string());
+        let mut args = vec![
             "-f",
             "/dev/null",
             "new-session",
@@ -66,11 +92,13 @@ impl Tmux {
             "-s",
             "view",
             "-x",
-            &width.to_string(),
+            &width,
             "-y",
-            &height.to_string(),
+            &height,
             command,
-        ]);
+        ];
+        args.extend_from_slice(then);
+        self.run(&args);
     }
 
     pub fn screen(&self) -> String {
