@@ -107,7 +107,7 @@ impl ProcScanner {
 
             let page_size = self.page_size;
             let young = uptime_ticks.is_some_and(|up| up.saturating_sub(stat.starttime) < young_ticks);
-            let fixed = self.static_info(&path, pid, (stat.starttime, stat.vsize, young), now);
+            let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
             let Some(fixed) = fixed else { continue };
             if fixed.classified.as_ref().is_none_or(|c| c.0 != stat.comm) {
@@ -152,15 +152,26 @@ impl ProcScanner {
     /// are reread only when the address space changed size (a library was
     /// loaded) since the last reading, and at most every MAPS_REFRESH, or
     /// every YOUNG_MAPS_REFRESH while the process is `young` (a server
-    /// loading its runtime is recognised within a second or two).
+    /// loading its runtime is recognised within a second or two). A new
+    /// `comm` means the process exec'd another program (or renamed itself,
+    /// as setproctitle does with its argv too): everything is read anew,
+    /// or a process seen between fork and exec keeps its parent's argv.
     fn static_info(
         &mut self,
         dir: &Path,
         pid: u32,
+        comm: &str,
         (start, vsize, young): (u64, u64, bool),
         now: Instant,
     ) -> Option<&mut Static> {
         let key = (pid, start);
+        let renamed = self
+            .statics
+            .get(&key)
+            .is_some_and(|s| s.classified.as_ref().is_some_and(|c| c.0 != comm));
+        if renamed {
+            self.statics.remove(&key);
+        }
         let refresh = if young { YOUNG_MAPS_REFRESH } else { MAPS_REFRESH };
         let stale = match self.statics.get(&key) {
             None => true,
@@ -552,6 +563,42 @@ mod tests {
         );
         assert!(split_cmdline(b"").is_empty());
         assert_eq!(split_cmdline(b"a\0\0b"), ["a", "", "b"]);
+    }
+
+    #[test]
+    fn a_process_that_execs_another_program_is_read_anew() {
+        // Seen first as the shell, then as what the shell exec's: same PID,
+        // same start time, a new program and argv.
+        let mut child = Command::new("sh")
+            .args([
+                "-c",
+                "sleep 0.5; exec python3 -c 'import time; time.sleep(30)' vllm serve",
+            ])
+            .spawn()
+            .expect("sh");
+        let pid = child.id();
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        let find = |scanner: &mut ProcScanner| scanner.scan().expect("scan").into_iter().find(|p| p.pid == pid);
+        let before = find(&mut scanner).expect("the shell is listed");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let after = loop {
+            let p = find(&mut scanner).expect("still listed");
+            if p.name == "python3" || Instant::now() > deadline {
+                break p;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        child.kill().ok();
+        child.wait().ok();
+        assert_ne!(before.name, "python3", "seen before the exec");
+        assert_eq!(after.name, "python3");
+        assert_eq!(after.runtimes, ["vllm"], "argv read anew after the exec");
+        assert_eq!(after.kind, ProcessKind::Ai);
+        assert!(
+            after.cmdline.as_deref().is_some_and(|c| c.ends_with("vllm serve")),
+            "{:?}",
+            after.cmdline
+        );
     }
 
     #[test]
