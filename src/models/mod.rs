@@ -388,22 +388,17 @@ impl Discovery {
             }
         }
         drop(tx);
-        let mut waiting: HashSet<u32> = infos
-            .iter()
-            .map(|i| i.pid)
-            .filter(|pid| !out.contains_key(pid))
-            .collect();
         for _ in 0..started {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok((pid, found)) => {
-                    waiting.remove(&pid);
                     out.insert(pid, found);
                 }
                 Err(_) => break,
             }
         }
-        for pid in waiting {
-            out.insert(pid, Discovered::unfinished(false));
+        // Whatever has not answered by the deadline is still waiting.
+        for info in infos {
+            out.entry(info.pid).or_insert_with(|| Discovered::unfinished(false));
         }
         pair_ollama_runners(infos, &ollama_runner, &mut out);
         // try_lock: a cache a stuck thread holds is swept next round.
