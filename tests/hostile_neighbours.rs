@@ -156,35 +156,6 @@ fn run(args: &[&str]) -> (Vec<u8>, Duration, i64) {
     (stdout, took, peak_kib)
 }
 
-/// The escapes in `screen` that the program did not write: anything but
-/// SGR (`ESC [ ... m`, the colours the live view sets) and the cursor
-/// movements tmux's capture-pane -e itself never emits.
-fn foreign_controls(screen: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for (i, c) in screen.char_indices() {
-        match c {
-            '\x1b' => {
-                let rest = &screen[i + 1..];
-                let sgr = rest.strip_prefix('[').and_then(|r| {
-                    let end = r.find(|c: char| !(c.is_ascii_digit() || c == ';' || c == ':'))?;
-                    (r.as_bytes()[end] == b'm').then_some(end)
-                });
-                if sgr.is_none() {
-                    found.push(format!("ESC{:?} at {i}", &rest[..rest.len().min(12)]));
-                }
-            }
-            '\n' => {}
-            c if c.is_control() || is_bidi(c) => found.push(format!("{c:?} at {i}")),
-            _ => {}
-        }
-    }
-    found
-}
-
-fn is_bidi(c: char) -> bool {
-    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
 #[test]
 fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
     let (Some(python), Some(gemma)) = (common::test_python(), common::gemma_gguf()) else {
@@ -241,7 +212,7 @@ fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
     assert!(took < Duration::from_secs(3), "--once took {took:?}");
     assert!(peak_kib < 100 * 1024, "--once peak RSS {peak_kib} KiB");
     let once = String::from_utf8(once).expect("--once prints UTF-8");
-    assert_eq!(foreign_controls(&once), Vec::<String>::new(), "{once}");
+    common::assert_inert("--once", &once);
     assert!(!once.lines().any(|l| l.starts_with("FORGED ROW")), "{once}");
     assert!(once.contains("gemma"), "{once}");
 
@@ -257,7 +228,7 @@ fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
         s.contains(&honest_pid)
     });
     let raw = tmux.run(&["capture-pane", "-p", "-e", "-t", "view"]);
-    assert_eq!(foreign_controls(&raw), Vec::<String>::new(), "{raw}");
+    common::assert_only_colours("the live view", &raw);
     assert!(
         !screen.lines().any(|l| l.trim_start().starts_with("FORGED ROW")),
         "{screen}"

@@ -42,19 +42,6 @@ const ARGS_SHOWN: [&str; 6] = [
     "\\u{202e}fdp.exe",
 ];
 
-/// What no terminal may be sent from outside: C0 but `\n` (the views' own
-/// line ends), DEL, C1, and the bidi controls.
-fn assert_inert(what: &str, out: &str) {
-    let bad: Vec<(usize, char)> = out
-        .char_indices()
-        .filter(|(_, c)| {
-            (c.is_control() && *c != '\n')
-                || matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        })
-        .collect();
-    assert!(bad.is_empty(), "{what} sends the terminal {bad:?}:\n{out}");
-}
-
 /// No line a view prints may start with what a `\r` or `\n` inside a field
 /// would have begun.
 fn assert_no_forged_rows(what: &str, out: &str) {
@@ -101,7 +88,7 @@ fn once_shows_a_hostile_name_and_command_line_escaped_in_one_row() {
     let h = Hostile::spawn();
     let pid = h.0.id();
     let out = snapshot_builder::run_ok(&["--once".as_ref()]);
-    assert_inert("--once", &out);
+    common::assert_inert("--once", &out);
     assert_no_forged_rows("--once", &out);
     let rows: Vec<&str> = out
         .lines()
@@ -173,7 +160,7 @@ fn summary_and_diff_show_hostile_snapshots_escaped() {
     );
 
     let summary = snapshot_builder::run_ok(&["summary".as_ref(), before.as_os_str()]);
-    assert_inert("summary", &summary);
+    common::assert_inert("summary", &summary);
     assert_no_forged_rows("summary", &summary);
     assert!(summary.contains("b\\e]0;FILE\\x07.json: 1 snapshots"), "{summary}");
     assert!(
@@ -183,7 +170,7 @@ fn summary_and_diff_show_hostile_snapshots_escaped() {
     assert!(summary.contains("4242 \\e]52;c;cHduZWQ=\\x07  seen"), "{summary}");
 
     let diff = snapshot_builder::diff_text(&before, &after);
-    assert_inert("diff", &diff);
+    common::assert_inert("diff", &diff);
     assert_no_forged_rows("diff", &diff);
     assert!(
         diff.contains("/b\\e]0;FILE\\x07.json  (2026-01-01T10:00:00Z)"),
@@ -232,15 +219,7 @@ fn live_view_shows_hostile_text_escaped_and_sets_no_title_or_clipboard() {
     assert_eq!(t.run(&["list-buffers"]), "", "an OSC 52 reached tmux's clipboard");
     // With -e tmux writes the colours it holds: every escape is SGR.
     let colored = t.run(&["capture-pane", "-p", "-e", "-t", "view"]);
-    for seq in colored.split('\u{1b}').skip(1) {
-        let end = seq
-            .find('m')
-            .unwrap_or_else(|| panic!("an escape that is no SGR: {seq:?}"));
-        assert!(
-            seq.starts_with('[') && seq[1..end].chars().all(|c| c.is_ascii_digit() || c == ';'),
-            "{seq:?}"
-        );
-    }
+    common::assert_only_colours("the live view", &colored);
     t.keys(&["q"]);
 }
 
@@ -274,7 +253,7 @@ fn model_shows_hostile_gguf_strings_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let file = hostile_gguf(dir.path());
     let text = snapshot_builder::run_ok(&["model".as_ref(), file.as_os_str()]);
-    assert_inert("model", &text);
+    common::assert_inert("model", &text);
     assert!(
         text.contains("name            \\e]0;pw\\x07\\e[2J\\r\\n\\u{202e}\n"),
         "{text}"
@@ -297,7 +276,7 @@ fn an_error_naming_a_hostile_path_is_escaped() {
     let out = snapshot_builder::bin().arg("model").arg(&file).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_inert("the error", err.trim_end_matches('\n'));
+    common::assert_inert("the error", err.trim_end_matches('\n'));
     assert!(err.contains("m\\e]0;pw\\x07\\n.gguf"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
@@ -325,7 +304,7 @@ fn remote_once_shows_a_hostile_host_escaped() {
         "--once".as_ref(),
     ]);
     server.join().unwrap();
-    assert_inert("--remote --once", &out);
+    common::assert_inert("--remote --once", &out);
     assert_no_forged_rows("--remote --once", &out);
     assert!(out.contains("== h\\e]2;HOSTTITLE\\x07 (http://127.0.0.1:"), "{out}");
     assert!(out.contains("   4242* alice "), "{out}");
@@ -353,7 +332,7 @@ fn list_gpus_and_once_show_a_hostile_device_name_escaped() {
         let out = scenario.command().args(args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let out = String::from_utf8(out.stdout).unwrap();
-        assert_inert(args[0], &out);
+        common::assert_inert(args[0], &out);
         assert_no_forged_rows(args[0], &out);
         assert!(out.contains("RTX\\e]0;DEVTITLE\\x07\\r\\nFORGED gpu"), "{out}");
         assert!(out.contains("GPU-\\u{202e}1"), "{out}");

@@ -361,3 +361,34 @@ pub fn split_bomb_part(count: u16) -> Vec<u8> {
     kvs.extend(keys.iter().map(|k| (k.as_str(), Kv::Str(&filler))));
     gguf_bytes(&kvs)
 }
+
+/// The bidi controls: marks, embeddings, overrides and isolates.
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// What no terminal may be sent from outside: C0 but `\n` (the views' own
+/// line ends), DEL, C1, and the bidi controls.
+pub fn assert_inert(what: &str, out: &str) {
+    let bad: Vec<(usize, char)> = out
+        .char_indices()
+        .filter(|(_, c)| (c.is_control() && *c != '\n') || is_bidi(*c))
+        .collect();
+    assert!(bad.is_empty(), "{what} sends the terminal {bad:?}:\n{out}");
+}
+
+/// A screen as tmux's `capture-pane -e` gives it: every escape is a
+/// colour (SGR, `ESC [ digits;… m`, what the live view sets itself), and
+/// nothing else is a control or bidi character but the line ends.
+pub fn assert_only_colours(what: &str, screen: &str) {
+    for seq in screen.split('\u{1b}').skip(1) {
+        let end = seq
+            .find('m')
+            .unwrap_or_else(|| panic!("{what}: an escape that is no SGR: {seq:?}"));
+        assert!(
+            seq.starts_with('[') && seq[1..end].chars().all(|c| c.is_ascii_digit() || c == ';'),
+            "{what}: {seq:?}"
+        );
+    }
+    assert_inert(what, &screen.replace('\u{1b}', ""));
+}
