@@ -40,6 +40,9 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
 /// again at most this often, so the live view shows what the server does
 /// now and token rates have two samples to come from.
 pub const LIVE_INTERVAL: Duration = Duration::from_secs(2);
+/// The window of the token rates of a server first seen busy: its second
+/// sample is taken this long after the first (well inside [`DEADLINE`]).
+const FIRST_RATE_WINDOW: Duration = Duration::from_millis(300);
 /// The most of a log file that is read, from its end.
 const LOG_TAIL: u64 = 8 << 20;
 /// Ports of one process that are probed at most.
@@ -154,11 +157,14 @@ struct Installed {
     blob: Option<PathBuf>,
 }
 
-/// A sample of a runtime's token counters: (when, prompt, generated).
-type Counters = (Instant, Option<u64>, Option<u64>);
+/// A sample of a runtime's token totals: when, prompt, generated, and
+/// whether the requests in flight are counted in them
+/// ([`ServerState::token_totals`]).
+type Counters = (Instant, Option<u64>, Option<u64>, bool);
 
-/// Tokens per second between two counter samples; null without two
-/// samples, over no time, or when a counter went backwards (a restart).
+/// Tokens per second between two samples of the totals; null without two
+/// like samples, over no time, or when a total went backwards (a restart,
+/// or a request that ended between the reads of `/slots` and `/metrics`).
 #[derive(Debug, Clone, Default)]
 struct TokenRates {
     last: Option<Counters>,
@@ -173,25 +179,34 @@ impl TokenRates {
             (seconds > 0.0).then(|| delta as f64 / seconds)
         };
         match self.last {
-            Some((at, prompt, generated)) => {
+            Some((at, prompt, generated, in_flight)) if in_flight == now.3 => {
                 let seconds = now.0.saturating_duration_since(at).as_secs_f64();
                 self.prompt = rate(prompt, now.1, seconds);
                 self.generation = rate(generated, now.2, seconds);
             }
-            None => (self.prompt, self.generation) = (None, None),
+            _ => (self.prompt, self.generation) = (None, None),
         }
         self.last = Some(now);
     }
 }
 
 impl ApiAnswer {
-    /// Takes the server's token counters as a sample (now) for the rates.
+    /// Takes the server's token totals as a sample (now) for the rates.
     fn sample_counters(&mut self) {
         let Some(state) = &self.server else { return };
         let now = Instant::now();
-        self.rates
-            .sample((now, state.prompt_tokens_total, state.tokens_predicted_total));
+        let (prompt, generated, in_flight) = state.token_totals();
+        self.rates.sample((now, prompt, generated, in_flight));
         self.live_at = Some(now);
+    }
+
+    /// A server first seen while it works is sampled a second time after
+    /// [`FIRST_RATE_WINDOW`], so a one-shot snapshot (and the live view's
+    /// first figures) has its token rates; an idle one is not waited for.
+    fn busy_with_counted_requests(&self) -> bool {
+        self.server.as_ref().is_some_and(|s| {
+            s.in_flight.is_some() && s.tokens_predicted_total.is_some() && s.slots_busy.is_some_and(|b| b > 0)
+        })
     }
 
     /// What the runtime is doing now, for a model it serves.
@@ -604,17 +619,18 @@ impl Discovery {
                 if answer.live_at.is_some_and(|t| t.elapsed() < LIVE_INTERVAL) {
                     return answer;
                 }
-                if let (Some(addr), Some(state)) = (answer.addr, answer.server.as_mut()) {
-                    state.clear_live();
-                    self.probe_llamacpp_live(addr, key_for_api, state);
-                    answer.sample_counters();
-                }
+                self.sample_live(key_for_api, &mut answer);
                 (at, answer)
             }
             previous => {
                 let mut answer = self.probe(info, launch, listening);
+                let first = previous.is_none();
                 answer.rates = previous.map(|(_, a)| a.rates).unwrap_or_default();
                 answer.sample_counters();
+                if first && answer.busy_with_counted_requests() {
+                    std::thread::sleep(FIRST_RATE_WINDOW);
+                    self.sample_live(key_for_api, &mut answer);
+                }
                 (Instant::now(), answer)
             }
         };
@@ -622,6 +638,15 @@ impl Discovery {
         answers.retain(|_, (at, _)| at.elapsed() < PROBE_INTERVAL * 4);
         answers.insert(key, (at, answer.clone()));
         answer
+    }
+
+    /// Asks a llama.cpp server again what changes from second to second.
+    fn sample_live(&self, key: Option<&str>, answer: &mut ApiAnswer) {
+        if let (Some(addr), Some(state)) = (answer.addr, answer.server.as_mut()) {
+            state.clear_live();
+            self.probe_llamacpp_live(addr, key, state);
+            answer.sample_counters();
+        }
     }
 
     fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
@@ -1726,18 +1751,72 @@ mod tests {
     }
 
     /// Rates need two samples: the first says null, not 0; a counter that
-    /// went backwards (the server restarted its counting) says null too.
+    /// went backwards (the server restarted its counting) says null too,
+    /// and so does a pair of samples of which only one counts the requests
+    /// in flight.
     #[test]
     fn token_rates_come_from_two_samples_of_the_counters() {
         let t0 = Instant::now();
         let mut rates = TokenRates::default();
-        rates.sample((t0, Some(100), Some(40)));
+        rates.sample((t0, Some(100), Some(40), true));
         assert_eq!((rates.prompt, rates.generation), (None, None));
-        rates.sample((t0 + Duration::from_secs(2), Some(300), Some(100)));
+        rates.sample((t0 + Duration::from_secs(2), Some(300), Some(100), true));
         assert_eq!((rates.prompt, rates.generation), (Some(100.0), Some(30.0)));
-        rates.sample((t0 + Duration::from_secs(4), Some(300), Some(5)));
+        rates.sample((t0 + Duration::from_secs(4), Some(300), Some(5), true));
         assert_eq!((rates.prompt, rates.generation), (Some(0.0), None));
-        rates.sample((t0 + Duration::from_secs(4), Some(400), None));
+        rates.sample((t0 + Duration::from_secs(4), Some(400), None, true));
         assert_eq!((rates.prompt, rates.generation), (None, None), "no time, no counter");
+        rates.sample((t0 + Duration::from_secs(6), Some(500), Some(10), false));
+        assert_eq!((rates.prompt, rates.generation), (None, None), "unlike samples");
+    }
+
+    /// A request in flight counts from its first token: two reads of a
+    /// server whose counters have not moved (no request ended) still give
+    /// the tokens generated between them, and a prompt is counted once,
+    /// in flight while it is processed and in the counter after.
+    #[test]
+    fn requests_in_flight_move_the_token_totals() {
+        use runtimes::llamacpp::{parse_metrics, parse_slots};
+        let slots = |prompt_done: u64, decoded: u64| {
+            format!(
+                r#"[{{"id":0,"n_ctx":2048,"is_processing":false}},
+                   {{"id":1,"n_ctx":2048,"is_processing":true,"id_task":7,"n_prompt_tokens_processed":{prompt_done},
+                     "next_token":[{{"has_next_token":true,"n_decoded":{decoded}}}]}}]"#
+            )
+        };
+        let metrics = |prompt: u64, predicted: u64| {
+            parse_metrics(&format!(
+                "llamacpp:prompt_tokens_total {prompt}\nllamacpp:tokens_predicted_total {predicted}\n"
+            ))
+            .unwrap()
+        };
+        let state = |slots_body: String, m| {
+            let mut s = ServerState::default();
+            s.merge_slots(&parse_slots(slots_body.as_bytes()).unwrap());
+            s.merge_metrics(&m);
+            s
+        };
+        // In its prompt: 5 of 16 processed, not yet in the counter.
+        assert_eq!(
+            state(slots(5, 0), metrics(100, 40)).token_totals(),
+            (Some(105), Some(40), true)
+        );
+        // Generating: the prompt's 16 are in the counter, 11 tokens so far.
+        assert_eq!(
+            state(slots(16, 11), metrics(116, 40)).token_totals(),
+            (Some(116), Some(51), true)
+        );
+        // A busy slot that does not say how far it is: the counters alone.
+        let old = r#"[{"id":0,"n_ctx":2048,"is_processing":true}]"#.to_string();
+        assert_eq!(
+            state(old, metrics(116, 40)).token_totals(),
+            (Some(116), Some(40), false)
+        );
+        let t0 = Instant::now();
+        let mut rates = TokenRates::default();
+        rates.sample((t0, Some(116), Some(51), true));
+        let later = state(slots(16, 71), metrics(116, 40)).token_totals();
+        rates.sample((t0 + Duration::from_millis(500), later.0, later.1, later.2));
+        assert_eq!((rates.prompt, rates.generation), (Some(0.0), Some(120.0)));
     }
 }

@@ -12,7 +12,7 @@
 //! ([`ServerState::reported_total`]). No endpoint says whether the cache is
 //! unified; the log does (`llama_context: kv_unified = false`).
 
-use super::{as_count, convert, lenient, parse_array, parse_data_list, parse_object, parse_prometheus};
+use super::{as_count, convert, lenient, lenient_vec, parse_array, parse_data_list, parse_object, parse_prometheus};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -77,6 +77,12 @@ pub struct Slot {
     pub n_ctx: Option<u64>,
     /// Generating or processing a prompt now.
     pub is_processing: Option<bool>,
+    /// The request this slot works on (`id_task`), while processing.
+    pub id_task: Option<u64>,
+    /// Prompt tokens of that request processed so far.
+    pub n_prompt_tokens_processed: Option<u64>,
+    /// Tokens generated for that request so far (`next_token[0].n_decoded`).
+    pub n_decoded: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -91,6 +97,50 @@ struct RawSlot {
     /// Before `is_processing` (2024): 0 idle, anything else busy.
     #[serde(deserialize_with = "lenient")]
     state: Option<u32>,
+    #[serde(deserialize_with = "lenient")]
+    id_task: Option<u64>,
+    #[serde(deserialize_with = "lenient")]
+    n_prompt_tokens_processed: Option<u64>,
+    #[serde(deserialize_with = "lenient_vec")]
+    next_token: Vec<RawNextToken>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawNextToken {
+    #[serde(deserialize_with = "lenient")]
+    n_decoded: Option<u64>,
+}
+
+/// What the requests in flight have done that llama-server's counters do
+/// not hold yet. Its server adds a request's prompt tokens to
+/// `prompt_tokens_total` when the prompt is done, as the first token is
+/// sampled (`n_decoded` still 0), and its generated tokens to
+/// `tokens_predicted_total` when the request ends (tools/server:
+/// `server_metrics::on_prompt_eval`, `on_prediction`). So counters plus
+/// these are totals that move with every token, and a rate over a short
+/// window is right while long requests run.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InFlight {
+    /// Prompt tokens processed of the requests still in their prompt.
+    pub prompt: u64,
+    /// Tokens generated so far by the requests in flight.
+    pub generated: u64,
+}
+
+impl InFlight {
+    /// `None` when a busy slot does not say how far it is (older builds).
+    fn of(slots: &[Slot]) -> Option<InFlight> {
+        let mut in_flight = InFlight::default();
+        for slot in slots.iter().filter(|s| s.is_processing == Some(true)) {
+            let decoded = slot.n_decoded?;
+            if decoded == 0 {
+                in_flight.prompt = in_flight.prompt.saturating_add(slot.n_prompt_tokens_processed?);
+            }
+            in_flight.generated = in_flight.generated.saturating_add(decoded);
+        }
+        Some(in_flight)
+    }
 }
 
 /// `GET /slots` (needs `--slots` in older builds; on by default since 2025).
@@ -103,6 +153,9 @@ pub fn parse_slots(body: &[u8]) -> Result<Vec<Slot>, String> {
             id: raw.id,
             n_ctx: raw.n_ctx,
             is_processing: raw.is_processing.or(raw.state.map(|state| state != 0)),
+            id_task: raw.id_task,
+            n_prompt_tokens_processed: raw.n_prompt_tokens_processed,
+            n_decoded: raw.next_token.first().and_then(|t| t.n_decoded),
         })
         .collect())
 }
@@ -244,6 +297,10 @@ pub struct ServerState {
     pub kv_cache_usage_ratio: Option<f64>,
     pub prompt_tokens_total: Option<u64>,
     pub tokens_predicted_total: Option<u64>,
+    /// Tokens of the requests in flight (`/slots`) that the counters above
+    /// do not hold yet: see [`InFlight`].
+    #[serde(skip)]
+    pub in_flight: Option<InFlight>,
     /// Figures the server reported that were not believed, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -300,6 +357,7 @@ impl ServerState {
             let busy = slots.iter().filter(|s| s.is_processing == Some(true)).count();
             self.slots_busy = u32::try_from(busy).ok();
         }
+        self.in_flight = InFlight::of(slots);
     }
 
     /// `/v1/models`: the first model (a single-model server lists one; a
@@ -338,6 +396,23 @@ impl ServerState {
         self.kv_cache_usage_ratio = None;
         self.prompt_tokens_total = None;
         self.tokens_predicted_total = None;
+        self.in_flight = None;
+    }
+
+    /// Prompt tokens processed and tokens generated since the server
+    /// started, the requests in flight included: `/metrics`' counters plus
+    /// [`InFlight`]. Without `/slots`' figures, the counters alone (they
+    /// move only when a request's prompt or generation ends); the flag
+    /// says which, and only like samples are compared.
+    pub fn token_totals(&self) -> (Option<u64>, Option<u64>, bool) {
+        match &self.in_flight {
+            Some(f) => (
+                self.prompt_tokens_total.map(|t| t.saturating_add(f.prompt)),
+                self.tokens_predicted_total.map(|t| t.saturating_add(f.generated)),
+                true,
+            ),
+            None => (self.prompt_tokens_total, self.tokens_predicted_total, false),
+        }
     }
 
     /// The whole context, when the API says it: a `meta.n_ctx` larger than
@@ -403,8 +478,20 @@ mod tests {
             Slot {
                 id: Some(1),
                 n_ctx: Some(2048),
-                is_processing: Some(true)
+                is_processing: Some(true),
+                id_task: Some(0),
+                n_prompt_tokens_processed: Some(5),
+                n_decoded: Some(11),
             }
+        );
+        let mut state = ServerState::default();
+        state.merge_slots(&busy);
+        assert_eq!(
+            state.in_flight,
+            Some(InFlight {
+                prompt: 0,
+                generated: 11
+            })
         );
     }
 
