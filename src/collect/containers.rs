@@ -6,7 +6,11 @@
 //! - docker: `docker-<id>.scope` (systemd driver) or `/docker/<id>`; the name
 //!   from `/var/lib/docker/containers/<id>/config.v2.json` (`Name`).
 //! - podman: `libpod-<id>.scope`; the name from containers/storage's
-//!   `overlay-containers/containers.json` (`names`).
+//!   `overlay-containers/containers.json` (`names`): the machine's store
+//!   (`/var/lib/containers/storage`), or for rootless podman, whose scope
+//!   sits under `user@<uid>.service`, that user's own
+//!   (`~/.local/share/containers/storage`, the home from `/etc/passwd`;
+//!   containers-storage.conf(5)).
 //! - containerd, Kubernetes among them: `cri-containerd-<id>.scope` or a
 //!   pod slice; container, pod and namespace from the task's OCI
 //!   `config.json` annotations, else the pod and namespace from the
@@ -35,6 +39,9 @@ struct Placement {
     id: String,
     /// Kubernetes: the pod's UID, from its slice.
     pod_uid: Option<String>,
+    /// A user's systemd instance (`user@<uid>.service`) holds the scope: a
+    /// rootless container of that user.
+    user: Option<u32>,
 }
 
 /// The container of the process whose `/proc/PID/cgroup` says `cgroup`.
@@ -51,6 +58,9 @@ fn placement(cgroup: &str) -> Option<Placement> {
 fn placement_in(path: &str) -> Option<Placement> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let pod_uid = segments.iter().find_map(|s| pod_uid(s));
+    let user = segments
+        .iter()
+        .find_map(|s| s.strip_prefix("user@")?.strip_suffix(".service")?.parse().ok());
     for (i, seg) in segments.iter().enumerate().rev() {
         let scoped = |prefix: &str| seg.strip_prefix(prefix)?.strip_suffix(".scope").filter(|id| is_id(id));
         let after = |parent: &str| (i > 0 && segments[i - 1] == parent && is_id(seg)).then(|| seg.to_string());
@@ -75,6 +85,7 @@ fn placement_in(path: &str) -> Option<Placement> {
             runtime: found.0,
             id: found.1,
             pod_uid,
+            user,
         });
     }
     None
@@ -159,10 +170,11 @@ impl Namer {
                     .map(|n| n.trim_start_matches('/').to_string());
             }
             "podman" => {
-                let list = json(
-                    &root.join("var/lib/containers/storage/overlay-containers/containers.json"),
-                    PODMAN_LIST_CAP,
-                );
+                let store = match place.user {
+                    Some(uid) => home_of(root, uid).map(|home| root.join(home).join(".local/share/containers/storage")),
+                    None => Some(root.join("var/lib/containers/storage")),
+                };
+                let list = store.and_then(|s| json(&s.join("overlay-containers/containers.json"), PODMAN_LIST_CAP));
                 c.name = list.as_ref().and_then(|v| v.as_array()).and_then(|all| {
                     let this = all.iter().find(|e| e["id"].as_str() == Some(c.id.as_str()))?;
                     this["names"][0].as_str().map(str::to_string)
@@ -195,6 +207,18 @@ impl Namer {
     }
 }
 
+/// The home folder of `uid` in `/etc/passwd` (relative to the root the
+/// runtimes' files are under). Users known only to a directory service
+/// (LDAP, sssd) are not there: their rootless containers stay unnamed.
+fn home_of(root: &Path, uid: u32) -> Option<PathBuf> {
+    let passwd = read_capped(&root.join("etc/passwd"), CONFIG_CAP).ok()?;
+    String::from_utf8_lossy(&passwd).lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let home = fields.get(5).filter(|h| h.starts_with('/'))?;
+        (fields.get(2)?.parse::<u32>().ok()? == uid).then(|| PathBuf::from(home.trim_start_matches('/')))
+    })
+}
+
 /// The pod's hostname, which is its name unless the spec sets another: the
 /// last entry of the `etc-hosts` the kubelet writes for it.
 fn kubelet_pod_name(pod: &Path) -> Option<String> {
@@ -221,6 +245,7 @@ mod tests {
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/containers");
     const DOCKER: &str = "3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
     const PODMAN: &str = "b1946ac92492d2347c6235b4d2611184a1d4f8e3c2b0a9d8e7f6c5b4a3928171";
+    const PODMAN_ROOTLESS: &str = "5a7d3e9b1c2f4a6e8d0b3c5f7a9e1d2c4b6a8f0e2d4c6b8a0f1e3d5c7b9a2f4e";
     const K8S: &str = "8e1ac3a6f1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c";
     const K8S_CGROUPFS: &str = "0d2c6c1f8a7b6e5d4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a2918f7e6d5c";
 
@@ -257,6 +282,24 @@ mod tests {
             of("podman"),
             Some(container("podman", PODMAN, Some("ollama"), None, None))
         );
+    }
+
+    /// Rootless podman keeps its containers in the user's own store; the
+    /// machine's store does not list them (its own `ollama` has another id).
+    #[test]
+    fn rootless_podman_by_the_users_containers_json() {
+        assert_eq!(
+            of("podman-rootless"),
+            Some(container("podman", PODMAN_ROOTLESS, Some("llama-dev"), None, None))
+        );
+        // A uid with no home in /etc/passwd: the id, unnamed.
+        let c = placement(&format!(
+            "0::/user.slice/user-4242.slice/user@4242.service/user.slice/libpod-{PODMAN_ROOTLESS}.scope/container\n"
+        ))
+        .unwrap();
+        assert_eq!(c.user, Some(4242));
+        let named = Namer::new(PathBuf::from(FIXTURES).join("root")).name(c);
+        assert_eq!(named, container("podman", PODMAN_ROOTLESS, None, None, None));
     }
 
     #[test]
