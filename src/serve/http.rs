@@ -45,6 +45,10 @@ pub struct Limits {
     pub read_deadline: Duration,
     /// For the whole response.
     pub write_deadline: Duration,
+    /// The longest a response may make no progress: a client that sends
+    /// its request and never reads a large answer holds its slot this long,
+    /// not the whole [`Limits::write_deadline`].
+    pub write_stall: Duration,
     pub max_connections: usize,
 }
 
@@ -58,6 +62,10 @@ impl Default for Limits {
             // sends it in milliseconds.
             read_deadline: Duration::from_secs(2),
             write_deadline: Duration::from_secs(30),
+            // The kernel takes what a reading client's window allows at
+            // once; two seconds without room for one more byte is a client
+            // that does not read (or a dead link).
+            write_stall: Duration::from_secs(2),
             // Answers come from memory in microseconds; 64 at once is far
             // above what Prometheus and a few fleet views need, and 64
             // small-stack threads are what a flood can cost at most.
@@ -555,7 +563,8 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared, id: u64, cut: &Atomi
     shared.head_read(id);
     // A head read whole before the cut landed is answered as usual.
     if head.is_err() && cut.load(Ordering::SeqCst) {
-        let _ = write_before(&mut stream, BUSY, Instant::now() + Duration::from_secs(1));
+        let second = Duration::from_secs(1);
+        let _ = write_before(&mut stream, BUSY, Instant::now() + second, second);
         let _ = stream.shutdown(Shutdown::Write);
         return;
     }
@@ -612,8 +621,9 @@ fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, extra: 
         extra.unwrap_or("")
     );
     let deadline = Instant::now() + limits.write_deadline;
-    if write_before(stream, head.as_bytes(), deadline).is_ok() {
-        let _ = write_before(stream, body, deadline);
+    let stall = limits.write_stall;
+    if write_before(stream, head.as_bytes(), deadline, stall).is_ok() {
+        let _ = write_before(stream, body, deadline, stall);
     }
     let _ = stream.shutdown(Shutdown::Write);
     if linger {
@@ -621,13 +631,15 @@ fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, extra: 
     }
 }
 
-fn write_before(stream: &mut TcpStream, mut data: &[u8], deadline: Instant) -> std::io::Result<()> {
+/// Writes `data` before `deadline`, each write making progress within
+/// `stall`.
+fn write_before(stream: &mut TcpStream, mut data: &[u8], deadline: Instant, stall: Duration) -> std::io::Result<()> {
     while !data.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return Err(ErrorKind::TimedOut.into());
         }
-        stream.set_write_timeout(Some(left))?;
+        stream.set_write_timeout(Some(left.min(stall)))?;
         match stream.write(&data[..data.len().min(256 * 1024)]) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
             Ok(n) => data = &data[n..],
@@ -788,6 +800,40 @@ pub(crate) mod tests {
         let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n");
         assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
         assert!(started.elapsed() < Duration::from_secs(3));
+    }
+
+    /// A client that asks for a large answer and never reads it frees its
+    /// slot once the answer stalls, long before the write deadline: the
+    /// slots a scraper needs are not held by clients that do not read.
+    #[test]
+    fn a_client_that_never_reads_frees_its_slot_when_the_answer_stalls() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let limits = Limits {
+            write_stall: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        // Far more than loopback's socket buffers take without a read.
+        let body = Arc::new(vec![b'x'; 64 << 20]);
+        let handle = Server::new(listener, limits, None, Arc::new(Fixed(body)))
+            .spawn()
+            .unwrap();
+        let mut idle = TcpStream::connect(handle.addr()).unwrap();
+        idle.write_all(b"GET /snapshot HTTP/1.1\r\n\r\n").unwrap();
+        let started = Instant::now();
+        while handle.shared.active.load(Ordering::SeqCst) == 0 && started.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        while handle.shared.active.load(Ordering::SeqCst) > 0 && started.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let held = started.elapsed();
+        assert_eq!(
+            handle.shared.active.load(Ordering::SeqCst),
+            0,
+            "still held after {held:?}"
+        );
+        assert!(held < Duration::from_secs(5), "held {held:?}, not cut at the stall");
+        drop(idle);
     }
 
     /// Answers after `0` (every slot busy with a complete request).
