@@ -741,10 +741,16 @@ impl Source for WatchedNvml {
 fn summary(devices: &[Device]) -> String {
     let first = devices.first();
     let version = |v: Option<&String>| v.cloned().unwrap_or_else(|| "n/a".into());
+    let instances = devices.iter().filter(|d| d.parent.is_some()).count();
+    let gpus = devices.len() - instances;
     format!(
-        "{} device{}, driver {}, CUDA {}",
-        devices.len(),
-        if devices.len() == 1 { "" } else { "s" },
+        "{gpus} device{}{}, driver {}, CUDA {}",
+        if gpus == 1 { "" } else { "s" },
+        match instances {
+            0 => String::new(),
+            1 => " (1 MIG instance)".into(),
+            n => format!(" ({n} MIG instances)"),
+        },
         version(first.and_then(|d| d.driver_version.as_ref())),
         version(first.and_then(|d| d.cuda_version.as_ref())),
     )

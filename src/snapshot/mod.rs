@@ -616,7 +616,7 @@ impl Attribution {
 
 /// Whether a figure on device `on` counts for device `device`: it is on it,
 /// or on one of its MIG instances (whose memory is part of the GPU's).
-fn on_or_inside(devices: &[Device], on: u32, device: u32) -> bool {
+pub fn on_or_inside(devices: &[Device], on: u32, device: u32) -> bool {
     on == device || devices.iter().any(|d| d.index == on && d.parent == Some(device))
 }
 
