@@ -184,3 +184,14 @@ pub fn wait_for_stop(set: &libc::sigset_t) -> c_int {
     while unsafe { libc::sigwait(set, &mut signal) } != 0 {}
     signal
 }
+
+/// A holder never outlives what started it: when the parent dies (a check
+/// script killed at its deadline), the kernel sends SIGTERM, which
+/// [`wait_for_stop`] takes as any other.
+pub fn stop_with_parent() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_PDEATHSIG takes a signal number.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+    }
+}

@@ -23,6 +23,7 @@ struct Args {
 
 fn main() {
     let stop = block_stop_signals();
+    gpu_hog::cuda::stop_with_parent();
     let args = Args::parse();
     if let Err(failure) = run(&args, &stop) {
         eprintln!("gpu-hog: {failure}");
