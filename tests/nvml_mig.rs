@@ -273,3 +273,34 @@ fn the_live_view_nests_instances_under_their_gpu() {
     assert!(pids(&s, m.trainer.pid()), "{s}");
     assert!(!pids(&s, m.server.pid()) && !pids(&s, m.render.pid()), "{s}");
 }
+
+#[test]
+fn mig_devices_that_cannot_be_listed_are_an_error_and_never_a_complete_list() {
+    let m = machine();
+    let mut scenario: Value = serde_json::from_slice(&std::fs::read(m.scenario.path()).unwrap()).unwrap();
+    scenario["devices"][0]["errors"]["nvmlDeviceGetMigDeviceHandleByIndex"] = json!(999);
+    let broken = Scenario::new(&scenario);
+    let s = broken.json(&["--json"]);
+    assert_eq!(indices(&s), vec![0, 1], "no instance is made up");
+    let a100 = device(&s, 0);
+    let queries: Vec<&str> = a100["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["query"].as_str().unwrap())
+        .collect();
+    // The GPU is then read whole: its aggregate lists refuse this caller.
+    assert_eq!(
+        queries,
+        vec!["mig devices", "compute processes", "graphics processes"],
+        "{a100}"
+    );
+    assert_eq!(a100["process_list_complete"], false);
+    assert_eq!(a100["memory_used_bytes"], 8 * GIB);
+    let of_a100 = s["attribution"]["devices"][0].clone();
+    assert_eq!(
+        of_a100["unattributed_bytes"],
+        Value::Null,
+        "not 'used by no listed process'"
+    );
+}

@@ -273,7 +273,8 @@ fn read_device(
             }
         }
     }
-    device.errors = errors;
+    // After any the caller noted (MIG devices that could not be listed).
+    device.errors.extend(errors);
     (listed_processes(by_pid, pid_visible), newest)
 }
 
