@@ -304,3 +304,23 @@ fn mig_devices_that_cannot_be_listed_are_an_error_and_never_a_complete_list() {
         "not 'used by no listed process'"
     );
 }
+
+#[test]
+fn a_model_fits_against_the_freest_instance_never_the_partitioned_gpu() {
+    let m = machine();
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gguf/qwen3-0.6b-shape.gguf");
+    let model = model.to_str().unwrap();
+    // The A100 has 72 GiB free as a whole, but a process gets one instance:
+    // 0/1 with 38 GiB less 20 MiB is the roomiest place, ahead of the L4's 23.
+    let j = m.scenario.json(&["model", model, "--ctx", "4096", "--json"]);
+    assert_eq!(j["gpu"]["name"], "NVIDIA A100-SXM4-80GB MIG 3g.40gb", "{}", j["gpu"]);
+    assert_eq!(j["fit"]["free_bytes"], 38 * GIB - 20 * MIB);
+    let j = m
+        .scenario
+        .json(&["model", model, "--ctx", "4096", "--json", "--gpu", "0/2"]);
+    assert_eq!(j["gpu"]["name"], "NVIDIA A100-SXM4-80GB MIG 2g.20gb");
+    let j = m
+        .scenario
+        .json(&["model", model, "--ctx", "4096", "--json", "--gpu", "1"]);
+    assert_eq!(j["gpu"]["name"], "NVIDIA L4");
+}
