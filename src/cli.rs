@@ -25,9 +25,10 @@ pub struct Cli {
     #[arg(long)]
     pub list_gpus: bool,
 
-    /// Only device N (its index in --list-gpus).
+    /// Only device N (its index in --list-gpus), or one MIG instance
+    /// (`0/1`: GPU 0, GPU instance 1).
     #[arg(long, value_name = "N", global = true)]
-    pub gpu: Option<u32>,
+    pub gpu: Option<crate::snapshot::GpuChoice>,
 
     /// Refresh period of the live view and of record, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = seconds)]

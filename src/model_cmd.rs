@@ -76,7 +76,9 @@ pub enum FlashAttn {
     Auto,
 }
 
-/// The GPU the fit is checked against: the device with the most free memory.
+/// The GPU the fit is checked against: the device with the most free
+/// memory. A GPU in MIG mode is not one: a process runs on one of its
+/// instances, which are candidates of their own.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GpuFree {
     pub name: String,
@@ -86,12 +88,14 @@ pub struct GpuFree {
 
 /// The device with the most free memory (or the one `--gpu` names), for the
 /// fit line. NVML only: nothing else is read.
-pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<u32>) -> Option<GpuFree> {
+pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapshot::GpuChoice>) -> Option<GpuFree> {
     let mut nvml = crate::collect::nvml::NvmlSource::open(nvml_lib).ok()?;
-    let sample = nvml.sample(only, &|_| true).ok()?;
+    let sample = nvml.sample(only.map(|choice| choice.index), &|_| true).ok()?;
+    let partitioned: Vec<u32> = sample.devices.iter().filter_map(|d| d.parent).collect();
     sample
         .devices
         .into_iter()
+        .filter(|d| only.is_none_or(|choice| choice.matches(d)) && !partitioned.contains(&d.index))
         .filter_map(|d| {
             Some(GpuFree {
                 name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),

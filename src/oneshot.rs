@@ -63,8 +63,8 @@ pub fn explain(stdout: &mut impl Write) -> anyhow::Result<()> {
 /// `--gpu N` naming no device is a usage error, not an empty screen.
 fn check_gpu_exists(cli: &Cli, snap: &Snapshot) -> anyhow::Result<()> {
     match cli.gpu {
-        Some(n) if !snap.devices.iter().any(|d| d.index == n) => {
-            anyhow::bail!("--gpu {n}: no such device (see --list-gpus)")
+        Some(choice) if !snap.devices.iter().any(|d| choice.matches(d)) => {
+            anyhow::bail!("--gpu {choice}: no such device (see --list-gpus)")
         }
         _ => Ok(()),
     }

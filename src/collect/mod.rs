@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 pub struct Options {
     /// Load this NVML library instead of the system's.
     pub nvml_lib: Option<PathBuf>,
-    /// Only this device (its backend index).
-    pub gpu: Option<u32>,
+    /// Only this device (its backend index), or this MIG instance.
+    pub gpu: Option<crate::snapshot::GpuChoice>,
     /// Where /proc is (tests point it at recorded trees).
     pub proc_root: PathBuf,
     /// Discover models on a background thread: a sample never waits on a
@@ -124,7 +124,8 @@ impl Collector {
         };
         let visible = self.pids.visible(&scanned);
         let mut round = Round {
-            only: self.options.gpu,
+            // Sources read the GPU; its instances are picked out below.
+            only: self.options.gpu.map(|choice| choice.index),
             scanned: &scanned,
             visible: &visible,
             devices: Vec::new(),
@@ -141,8 +142,9 @@ impl Collector {
             }
         }
         let mut devices = round.devices;
-        if let Some(only) = self.options.gpu {
-            devices.retain(|d| d.index == only);
+        if let Some(choice) = self.options.gpu {
+            devices.retain(|d| choice.matches(d));
+            usage.retain(|(_, u)| devices.iter().any(|d| d.index == u.device));
         }
         let usage = self.pids.owners(&scanned, &visible, usage);
         let mut processes = merge(&scanned, usage, self.options.gpu.is_none());

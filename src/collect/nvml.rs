@@ -9,10 +9,19 @@
 //!   whose PIDs exist in /proc (nvitop and gpustat work around the same bug).
 //! - memory: nvml-wrapper only calls nvmlDeviceGetMemoryInfo_v2 (driver
 //!   510+); older drivers get the v1 call.
+//!
+//! MIG: a GPU in MIG mode is read as itself (the whole card's memory,
+//! power, temperature) and each of its MIG devices (one per compute
+//! instance) as a device of its own, after it in the list. Per nvml.h, on a
+//! GPU handle in MIG mode the process lists are the aggregate and need
+//! privileges; "per-instance information can be queried by using specific
+//! MIG device handles", which any user may: so the lists are read on each
+//! MIG handle, and its processes are that instance's. NVML has no
+//! utilization per instance (nor per process in MIG mode): those are null.
 
 use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
-use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Match, Pcie, QueryError};
+use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Match, MigInstance, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device as NvmlDevice, Nvml};
@@ -124,6 +133,8 @@ impl NvmlSource {
             .map_err(|e| format!("cannot count devices: {e}"))?;
         let (driver_version, cuda_version) = self.driver_versions();
         let mut sample = Sample::default();
+        // MIG instances are numbered after every GPU.
+        let mut next_instance = count;
         for index in (0..count).filter(|i| only.is_none_or(|o| o == *i)) {
             let mut device = Device {
                 index,
@@ -133,21 +144,47 @@ impl NvmlSource {
                 cuda_version: cuda_version.clone(),
                 ..Device::default()
             };
+            let mut instances = Vec::new();
             match self.nvml.device_by_index(index) {
-                Ok(handle) => {
-                    let last = self.last_util_us.get(&index).copied();
-                    let (processes, newest) = read_device(&self.nvml, &handle, &mut device, last, pid_visible);
-                    if let Some(ts) = newest {
-                        self.last_util_us.insert(index, ts);
+                Ok(handle) => match mig_devices(&handle) {
+                    Ok(Some(handles)) => {
+                        let template = Device {
+                            parent: Some(index),
+                            ..device.clone()
+                        };
+                        let (read, processes) = read_mig_gpu(
+                            &self.nvml,
+                            &handle,
+                            &mut device,
+                            &handles,
+                            (&template, &mut next_instance),
+                            pid_visible,
+                        );
+                        instances = read;
+                        sample.processes.extend(processes);
                     }
-                    sample.processes.extend(processes);
-                }
+                    mode => {
+                        if let Err(e) = mode {
+                            device.errors.push(QueryError {
+                                query: "mig devices".into(),
+                                message: describe(&e),
+                            });
+                        }
+                        let last = self.last_util_us.get(&index).copied();
+                        let (processes, newest) = read_device(&self.nvml, &handle, &mut device, last, pid_visible);
+                        if let Some(ts) = newest {
+                            self.last_util_us.insert(index, ts);
+                        }
+                        sample.processes.extend(processes);
+                    }
+                },
                 Err(e) => device.errors.push(QueryError {
                     query: "device handle".into(),
                     message: describe(&e),
                 }),
             }
             sample.devices.push(device);
+            sample.devices.extend(instances);
         }
         Ok(sample)
     }
@@ -206,6 +243,62 @@ fn read_device(
     };
     read_properties(&mut r, nvml, handle, device);
 
+    let (mut by_pid, complete) = read_lists(&mut r, nvml, handle, device, pid_visible);
+    device.process_list_complete = complete && !r.lost;
+
+    let mut newest = last_util_us;
+    let since = last_util_us.unwrap_or_else(|| now_us().saturating_sub(1_000_000));
+    let utilization = match handle.process_utilization_stats(since) {
+        // Nothing newer than `since`: no listed process did GPU work.
+        Err(NvmlError::NotFound) => Some(Vec::new()),
+        other => r.get("process utilization", other),
+    };
+    if let Some(samples) = utilization {
+        for usage in by_pid.values_mut() {
+            for (engine, value) in [("sm", 0), ("mem", 0), ("enc", 0), ("dec", 0)] {
+                usage.engines.insert(engine.into(), value);
+            }
+        }
+        for s in samples {
+            // Samples for PIDs not in the lists and stale timestamps are
+            // noise the driver is known to return. Out-of-range values are
+            // kept here: `plausible` makes that process's engines unknown
+            // with a note (dropping the sample left it showing 0%).
+            newest = newest.max(Some(s.timestamp));
+            if let (true, Some(usage)) = (s.timestamp > since, by_pid.get_mut(&s.pid)) {
+                usage.engines.insert("sm".into(), s.sm_util);
+                usage.engines.insert("mem".into(), s.mem_util);
+                usage.engines.insert("enc".into(), s.enc_util);
+                usage.engines.insert("dec".into(), s.dec_util);
+            }
+        }
+    }
+    // After any the caller noted (MIG devices that could not be listed).
+    device.errors.extend(errors);
+    (listed_processes(by_pid, pid_visible), newest)
+}
+
+/// The entries of a device's lists as processes: exact where the PID is ours.
+fn listed_processes(by_pid: BTreeMap<u32, GpuUsage>, pid_visible: &dyn Fn(u32) -> bool) -> Vec<GpuProcess> {
+    by_pid
+        .into_iter()
+        .map(|(pid, mut usage)| {
+            usage.pairing = pid_visible(pid).then_some(Match::Exact);
+            GpuProcess { pid, usage }
+        })
+        .collect()
+}
+
+/// The compute, graphics and MPS lists of a GPU or MIG device handle, by
+/// PID, as entries on `device`; false when a compute or graphics list
+/// failed (the rows are then not the whole story).
+fn read_lists(
+    r: &mut Reader<'_>,
+    nvml: &Nvml,
+    handle: &NvmlDevice,
+    device: &mut Device,
+    pid_visible: &dyn Fn(u32) -> bool,
+) -> (BTreeMap<u32, GpuUsage>, bool) {
     let mut complete = true;
     let mut by_pid: BTreeMap<u32, GpuUsage> = BTreeMap::new();
     // SAFETY: the handle is valid for the life of `nvml`, which outlives this
@@ -262,44 +355,122 @@ fn read_device(
             entry.vram_bytes = entry.vram_bytes.max(used);
         }
     }
-    device.process_list_complete = complete && !r.lost;
+    (by_pid, complete)
+}
 
-    let mut newest = last_util_us;
-    let since = last_util_us.unwrap_or_else(|| now_us().saturating_sub(1_000_000));
-    let utilization = match handle.process_utilization_stats(since) {
-        // Nothing newer than `since`: no listed process did GPU work.
-        Err(NvmlError::NotFound) => Some(Vec::new()),
-        other => r.get("process utilization", other),
+/// The MIG device handles of a GPU in MIG mode; None when MIG is off or
+/// the GPU has no MIG (NOT_SUPPORTED).
+fn mig_devices<'n>(handle: &NvmlDevice<'n>) -> Result<Option<Vec<NvmlDevice<'n>>>, NvmlError> {
+    let on = match handle.mig_mode() {
+        Ok(mode) => mode.current == nvml_wrapper_sys::bindings::NVML_DEVICE_MIG_ENABLE,
+        Err(NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)) => false,
+        Err(e) => return Err(e),
     };
-    if let Some(samples) = utilization {
-        for usage in by_pid.values_mut() {
-            for (engine, value) in [("sm", 0), ("mem", 0), ("enc", 0), ("dec", 0)] {
-                usage.engines.insert(engine.into(), value);
-            }
-        }
-        for s in samples {
-            // Samples for PIDs not in the lists and stale timestamps are
-            // noise the driver is known to return. Out-of-range values are
-            // kept here: `plausible` makes that process's engines unknown
-            // with a note (dropping the sample left it showing 0%).
-            newest = newest.max(Some(s.timestamp));
-            if let (true, Some(usage)) = (s.timestamp > since, by_pid.get_mut(&s.pid)) {
-                usage.engines.insert("sm".into(), s.sm_util);
-                usage.engines.insert("mem".into(), s.mem_util);
-                usage.engines.insert("enc".into(), s.enc_util);
-                usage.engines.insert("dec".into(), s.dec_util);
-            }
+    if !on {
+        return Ok(None);
+    }
+    let mut handles = Vec::new();
+    // MIG device indices need not be dense: NOT_FOUND is a free slot.
+    for index in 0..handle.mig_device_count()? {
+        match handle.mig_device_by_index(index) {
+            Ok(mig) => handles.push(mig),
+            Err(NvmlError::NotFound) => {}
+            Err(e) => return Err(e),
         }
     }
-    let processes = by_pid
-        .into_iter()
-        .map(|(pid, mut usage)| {
-            usage.pairing = pid_visible(pid).then_some(Match::Exact);
-            GpuProcess { pid, usage }
-        })
-        .collect();
+    Ok(Some(handles))
+}
+
+/// A GPU in MIG mode: its own figures into `device`, and each MIG device
+/// as a device made from `template` (numbered from `next`), with the
+/// processes read on its handle.
+fn read_mig_gpu(
+    nvml: &Nvml,
+    handle: &NvmlDevice,
+    device: &mut Device,
+    handles: &[NvmlDevice],
+    (template, next): (&Device, &mut u32),
+    pid_visible: &dyn Fn(u32) -> bool,
+) -> (Vec<Device>, Vec<GpuProcess>) {
+    let mut errors = Vec::new();
+    let mut r = Reader {
+        errors: &mut errors,
+        lost: false,
+    };
+    read_properties(&mut r, nvml, handle, device);
+    device.notes.push(format!(
+        "MIG mode: {} instance{}, each listed as a device of its own with its processes; this row is the whole GPU",
+        handles.len(),
+        if handles.len() == 1 { "" } else { "s" }
+    ));
+    let mut complete = true;
+    let mut instances = Vec::new();
+    let mut processes = Vec::new();
+    for mig in handles {
+        let mut instance = Device {
+            index: *next,
+            ..template.clone()
+        };
+        *next += 1;
+        let mut instance_errors = Vec::new();
+        let mut ir = Reader {
+            errors: &mut instance_errors,
+            lost: false,
+        };
+        instance.name = ir.get("name", mig.name());
+        instance.uuid = ir.get("uuid", mig.uuid());
+        if let Some((total, used, free, reserved)) = ir.get("memory", memory(nvml, mig)) {
+            instance.memory_total_bytes = Some(total);
+            instance.memory_used_bytes = Some(used);
+            instance.memory_free_bytes = Some(free);
+            instance.memory_reserved_bytes = reserved;
+        }
+        let ids = ir.get("instance ids", instance_ids(nvml, mig));
+        instance.mig = ids.map(|(gpu_instance_id, compute_instance_id)| MigInstance {
+            gpu_instance_id,
+            compute_instance_id,
+            profile: instance.name.as_deref().and_then(mig_profile),
+        });
+        let (by_pid, listed) = read_lists(&mut ir, nvml, mig, &mut instance, pid_visible);
+        instance.process_list_complete = listed && !ir.lost;
+        complete &= instance.process_list_complete;
+        processes.extend(listed_processes(by_pid, pid_visible));
+        instance.errors = instance_errors;
+        instances.push(instance);
+    }
+    device.process_list_complete = complete && !r.lost;
     device.errors = errors;
-    (processes, newest)
+    (instances, processes)
+}
+
+/// A MIG device's GPU instance and compute instance ids (not wrapped by
+/// nvml-wrapper 0.13).
+fn instance_ids(nvml: &Nvml, mig: &NvmlDevice) -> Result<(u32, u32), NvmlError> {
+    // SAFETY: as in read_lists; both out-parameters are plain integers.
+    unsafe {
+        let lib = nvml.lib();
+        let gpu = lib
+            .nvmlDeviceGetGpuInstanceId
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let compute = lib
+            .nvmlDeviceGetComputeInstanceId
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let (mut gi, mut ci) = (0, 0);
+        nvml_try(gpu(mig.handle(), &mut gi))?;
+        nvml_try(compute(mig.handle(), &mut ci))?;
+        Ok((gi, ci))
+    }
+}
+
+/// The profile in a MIG device's name: NVML names it after its GPU and
+/// profile, "NVIDIA A100-SXM4-80GB MIG 3g.40gb" (nvidia-smi shows "MIG
+/// 3g.40gb Device 0"): the word after "MIG".
+fn mig_profile(name: &str) -> Option<String> {
+    let mut words = name.split_whitespace().skip_while(|w| *w != "MIG");
+    words.next()?;
+    words.next().map(str::to_string)
 }
 
 /// The device's own figures: identity, memory, utilization, power,
@@ -571,10 +742,16 @@ impl Source for WatchedNvml {
 fn summary(devices: &[Device]) -> String {
     let first = devices.first();
     let version = |v: Option<&String>| v.cloned().unwrap_or_else(|| "n/a".into());
+    let instances = devices.iter().filter(|d| d.parent.is_some()).count();
+    let gpus = devices.len() - instances;
     format!(
-        "{} device{}, driver {}, CUDA {}",
-        devices.len(),
-        if devices.len() == 1 { "" } else { "s" },
+        "{gpus} device{}{}, driver {}, CUDA {}",
+        if gpus == 1 { "" } else { "s" },
+        match instances {
+            0 => String::new(),
+            1 => " (1 MIG instance)".into(),
+            n => format!(" ({n} MIG instances)"),
+        },
         version(first.and_then(|d| d.driver_version.as_ref())),
         version(first.and_then(|d| d.cuda_version.as_ref())),
     )
@@ -593,6 +770,17 @@ mod tests {
             bytes[i * stride + 16..i * stride + 24].copy_from_slice(&[0xff; 8]);
         }
         bytes
+    }
+
+    #[test]
+    fn mig_profiles_come_from_the_word_after_mig() {
+        assert_eq!(
+            mig_profile("NVIDIA A100-SXM4-80GB MIG 3g.40gb").as_deref(),
+            Some("3g.40gb")
+        );
+        assert_eq!(mig_profile("MIG 1c.2g.20gb Device 0").as_deref(), Some("1c.2g.20gb"));
+        assert_eq!(mig_profile("NVIDIA H100 80GB HBM3"), None);
+        assert_eq!(mig_profile("NVIDIA A100 MIG"), None);
     }
 
     #[test]

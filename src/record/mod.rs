@@ -234,7 +234,7 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
         }
         let snap = collector.sample();
         if let Some(n) = gpu {
-            if tick == 0 && !snap.devices.iter().any(|d| d.index == n) {
+            if tick == 0 && !snap.devices.iter().any(|d| n.matches(d)) {
                 bail!("--gpu {n}: no such device (see --list-gpus)");
             }
         }

@@ -326,17 +326,26 @@ fn bool_str(b: bool) -> &'static str {
 }
 
 /// The labels that name a device in every device and process-on-device
-/// series: backend, index, uuid.
-fn device_labels(backend: &str, index: u32, uuid: Option<&str>) -> Labels {
+/// series: backend, device (its label: the index, or `0/1` for a MIG
+/// instance), uuid; for a MIG instance also its GPU (`parent_device`),
+/// `gpu_instance`, `compute_instance` and `mig_profile`. `device` is the
+/// listed device, where there is one, of the entry numbered `index`.
+fn device_labels(backend: &str, index: u32, device: Option<&Device>) -> Labels {
+    let mig = device.and_then(|d| d.mig.as_ref());
+    let id = |value: Option<u32>| value.map(|v| v.to_string());
     let mut l = Labels::default();
     l.add("backend", Some(backend))
-        .add("device", Some(&index.to_string()))
-        .add("uuid", uuid);
+        .add("device", Some(&device.map_or_else(|| index.to_string(), Device::label)))
+        .add("uuid", device.and_then(|d| d.uuid.as_deref()))
+        .add("parent_device", id(device.and_then(|d| d.parent)).as_deref())
+        .add("gpu_instance", id(mig.map(|m| m.gpu_instance_id)).as_deref())
+        .add("compute_instance", id(mig.map(|m| m.compute_instance_id)).as_deref())
+        .add("mig_profile", mig.and_then(|m| m.profile.as_deref()));
     l
 }
 
 fn device(out: &mut Out, snap: &Snapshot, d: &Device) {
-    let l = device_labels(&d.backend, d.index, d.uuid.as_deref());
+    let l = device_labels(&d.backend, d.index, Some(d));
     let ls = l.0.as_str();
     let mut info = l.clone();
     info.add("name", d.name.as_deref())
@@ -431,12 +440,11 @@ fn process(out: &mut Out, snap: &Snapshot, p: &Process) {
 }
 
 fn gpu_usage(out: &mut Out, snap: &Snapshot, process: &Labels, g: &GpuUsage) {
-    let uuid = snap
+    let device = snap
         .devices
         .iter()
-        .find(|d| d.index == g.device && d.backend == g.source)
-        .and_then(|d| d.uuid.as_deref());
-    let mut l = process.join(&device_labels(&g.source, g.device, uuid));
+        .find(|d| d.index == g.device && d.backend == g.source);
+    let mut l = process.join(&device_labels(&g.source, g.device, device));
     let pairing = g.pairing.and_then(|m| serde_json::to_value(m).ok());
     l.add("match", pairing.as_ref().and_then(|m| m.as_str()));
     let ls = l.0.as_str();
@@ -643,6 +651,38 @@ pub(crate) mod tests {
         assert_eq!(
             lines_of(&text, "gputaskman_sample_timestamp_seconds"),
             ["gputaskman_sample_timestamp_seconds 1796040000.5"]
+        );
+    }
+
+    #[test]
+    fn a_mig_instance_and_its_processes_are_labelled_with_the_instance() {
+        let mut snap = snapshot();
+        snap.devices.push(Device {
+            index: 1,
+            parent: Some(0),
+            mig: Some(crate::snapshot::MigInstance {
+                gpu_instance_id: 1,
+                compute_instance_id: 0,
+                profile: Some("3g.40gb".into()),
+            }),
+            uuid: Some("MIG-1".into()),
+            memory_used_bytes: Some(2 << 30),
+            ..snap.devices[0].clone()
+        });
+        snap.processes[0].gpu[0].device = 1;
+        let text = render(&snap, SampleInfo::default());
+        let instance = r#"backend="nvml",device="0/1",uuid="MIG-1",parent_device="0",gpu_instance="1",compute_instance="0",mig_profile="3g.40gb""#;
+        assert_eq!(
+            lines_of(&text, "gputaskman_device_memory_used_bytes"),
+            [
+                r#"gputaskman_device_memory_used_bytes{backend="nvml",device="0",uuid="GPU-0"} 5379194880"#.to_string(),
+                format!("gputaskman_device_memory_used_bytes{{{instance}}} 2147483648")
+            ]
+        );
+        let vram = lines_of(&text, "gputaskman_process_vram_bytes");
+        assert!(
+            vram[0].contains(&format!("{instance},match=\"exact\"}} 1406669824")),
+            "{vram:?}"
         );
     }
 

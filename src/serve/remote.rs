@@ -254,6 +254,10 @@ impl Fleet {
                 let fleet_index = devices.len() as u32;
                 index.insert((d.backend.clone(), d.index), fleet_index);
                 d.index = fleet_index;
+                // A MIG instance's GPU comes before it in the host's list.
+                d.parent = d
+                    .parent
+                    .and_then(|parent| index.get(&(d.backend.clone(), parent)).copied());
                 d.name = Some(format!("{name} · {}", d.name.as_deref().unwrap_or("n/a")));
                 if h.is_stale() {
                     d.stale = true;

@@ -573,8 +573,8 @@ fn device_ref(d: &Device) -> DeviceRef {
 
 fn device_label(d: &Device) -> String {
     match &d.name {
-        Some(n) => format!("GPU {} {n}", d.index),
-        None => format!("GPU {}", d.index),
+        Some(n) => format!("GPU {} {n}", d.label()),
+        None => format!("GPU {}", d.label()),
     }
 }
 

@@ -78,8 +78,19 @@ pub struct QueryError {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Device {
-    /// The backend's own index (NVML index for NVIDIA).
+    /// The backend's own index (NVML index for NVIDIA). A MIG instance is
+    /// numbered after every GPU of its source: its number in this snapshot
+    /// only; `parent`/`mig.gpu_instance_id` (its label, `0/1`) and its
+    /// UUID name it across runs.
     pub index: u32,
+    /// For a MIG instance: the index of the GPU it is part of. Null for a
+    /// whole GPU.
+    #[serde(default)]
+    pub parent: Option<u32>,
+    /// For a MIG instance: which instance of its GPU it is. Null for a
+    /// whole GPU (MIG off, or no MIG).
+    #[serde(default)]
+    pub mig: Option<MigInstance>,
     /// Which backend measured this device.
     pub backend: String,
     pub vendor: String,
@@ -119,6 +130,101 @@ pub struct Device {
     /// The driver stopped answering: these are the last values it gave.
     #[serde(default)]
     pub stale: bool,
+}
+
+/// One MIG device: a compute instance inside a GPU instance. Its memory
+/// figures are the instance's (NVML's MIG device handle); its GPU's keep
+/// the whole card's. NVML gives no utilization per instance: null here.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct MigInstance {
+    /// NVML's GPU instance id (nvidia-smi's "GI ID").
+    pub gpu_instance_id: u32,
+    /// NVML's compute instance id inside that GPU instance ("CI ID").
+    pub compute_instance_id: u32,
+    /// The profile, e.g. `3g.40gb`, from the MIG device's name; null when
+    /// the name does not say.
+    pub profile: Option<String>,
+}
+
+impl Device {
+    /// How people name the device: its index (`1`), or for a MIG instance
+    /// its GPU and GPU instance id (`0/1`), with the compute instance id
+    /// when it is not the first one (`0/1.1`). `--gpu` takes the same.
+    pub fn label(&self) -> String {
+        match (&self.parent, &self.mig) {
+            (Some(parent), Some(mig)) if mig.compute_instance_id == 0 => {
+                format!("{parent}/{}", mig.gpu_instance_id)
+            }
+            (Some(parent), Some(mig)) => format!("{parent}/{}.{}", mig.gpu_instance_id, mig.compute_instance_id),
+            _ => self.index.to_string(),
+        }
+    }
+}
+
+/// The label of the device numbered `index` (see [`Device::label`]); the
+/// bare number where no such device is listed.
+pub fn device_label(devices: &[Device], index: u32) -> String {
+    devices
+        .iter()
+        .find(|d| d.index == index)
+        .map_or_else(|| index.to_string(), Device::label)
+}
+
+/// What `--gpu` names: a device by index (a GPU in MIG mode with its
+/// instances), or one MIG instance by its label (`0/1`, `0/1.2`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuChoice {
+    /// The device, or the GPU the instance is part of.
+    pub index: u32,
+    /// GPU instance id and compute instance id.
+    pub instance: Option<(u32, u32)>,
+}
+
+impl std::str::FromStr for GpuChoice {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<GpuChoice, String> {
+        let want = || format!("{text:?}: give a device index (1) or a MIG instance (0/1, 0/1.2), as --list-gpus shows");
+        let number = |t: &str| t.parse::<u32>().map_err(|_| want());
+        let Some((index, instance)) = text.split_once('/') else {
+            return Ok(GpuChoice {
+                index: number(text)?,
+                instance: None,
+            });
+        };
+        let (gpu_instance, compute_instance) = instance.split_once('.').unwrap_or((instance, "0"));
+        Ok(GpuChoice {
+            index: number(index)?,
+            instance: Some((number(gpu_instance)?, number(compute_instance)?)),
+        })
+    }
+}
+
+impl std::fmt::Display for GpuChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.instance {
+            None => write!(f, "{}", self.index),
+            Some((gi, 0)) => write!(f, "{}/{gi}", self.index),
+            Some((gi, ci)) => write!(f, "{}/{gi}.{ci}", self.index),
+        }
+    }
+}
+
+impl GpuChoice {
+    /// Whether `device` is shown: the device itself and, for a GPU, its
+    /// MIG instances; for an instance, that instance only.
+    pub fn matches(&self, device: &Device) -> bool {
+        match self.instance {
+            None => device.index == self.index || device.parent == Some(self.index),
+            Some((gi, ci)) => {
+                device.parent == Some(self.index)
+                    && device
+                        .mig
+                        .as_ref()
+                        .is_some_and(|m| (m.gpu_instance_id, m.compute_instance_id) == (gi, ci))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -462,7 +568,7 @@ impl Attribution {
                 processes
                     .iter()
                     .flat_map(|p| p.gpu.iter())
-                    .filter(|g| g.device == device.index && (g.source == device.backend) == own)
+                    .filter(|g| on_or_inside(devices, g.device, device.index) && (g.source == device.backend) == own)
                     .filter_map(|g| g.vram_bytes)
                     .collect()
             };
@@ -492,7 +598,13 @@ impl Attribution {
                 implausible,
             });
         }
-        let sums: Vec<u64> = per_device.iter().filter_map(|d| d.measured_sum_bytes).collect();
+        // A MIG instance's processes are in its GPU's sum already.
+        let sums: Vec<u64> = per_device
+            .iter()
+            .zip(devices)
+            .filter(|(_, device)| device.parent.is_none())
+            .filter_map(|(d, _)| d.measured_sum_bytes)
+            .collect();
         let sum = sums.iter().try_fold(0u64, |a, b| a.checked_add(*b));
         Attribution {
             measured_sum_bytes: sum.filter(|_| !sums.is_empty()),
@@ -500,6 +612,12 @@ impl Attribution {
             devices: per_device,
         }
     }
+}
+
+/// Whether a figure on device `on` counts for device `device`: it is on it,
+/// or on one of its MIG instances (whose memory is part of the GPU's).
+pub fn on_or_inside(devices: &[Device], on: u32, device: u32) -> bool {
+    on == device || devices.iter().any(|d| d.index == on && d.parent == Some(device))
 }
 
 /// The JSON Schema of a snapshot, as `gputaskman schema` prints it.
@@ -610,5 +728,63 @@ pub(crate) mod tests {
         let a = Attribution::compute(&[d], &[]);
         assert_eq!(a.measured_sum_bytes, None);
         assert_eq!(a.devices[0].unattributed_bytes, None);
+    }
+
+    fn instance(index: u32, parent: u32, gpu_instance_id: u32, used: Option<u64>) -> Device {
+        Device {
+            parent: Some(parent),
+            mig: Some(MigInstance {
+                gpu_instance_id,
+                compute_instance_id: 0,
+                profile: None,
+            }),
+            ..device(index, used)
+        }
+    }
+
+    #[test]
+    fn a_mig_gpu_sums_its_instances_processes_and_the_total_counts_each_once() {
+        // GPU 0 in MIG mode (instances 2 and 3), GPU 1 without.
+        let devices = [
+            device(0, Some(8000)),
+            device(1, Some(900)),
+            instance(2, 0, 1, Some(2100)),
+            instance(3, 0, 2, Some(5200)),
+        ];
+        let processes = [
+            process(1, &[(2, Some(2000))]),
+            process(2, &[(3, Some(5000))]),
+            process(3, &[(1, Some(800))]),
+        ];
+        let a = Attribution::compute(&devices, &processes);
+        assert_eq!(a.devices[0].measured_sum_bytes, Some(7000));
+        assert_eq!(a.devices[0].unattributed_bytes, Some(1000));
+        assert_eq!(a.devices[2].measured_sum_bytes, Some(2000));
+        assert_eq!(a.devices[2].unattributed_bytes, Some(100));
+        assert_eq!(a.devices[3].measured_sum_bytes, Some(5000));
+        assert_eq!(a.measured_sum_bytes, Some(7800), "instances are inside their GPU's sum");
+    }
+
+    #[test]
+    fn labels_name_instances_by_gpu_and_instance_ids_and_gpu_choices_parse_them() {
+        let gpu = device(0, None);
+        assert_eq!(device(3, None).label(), "3");
+        let mut mig = instance(5, 0, 1, None);
+        assert_eq!(mig.label(), "0/1");
+        let choice: GpuChoice = "0/1".parse().unwrap();
+        assert!(choice.matches(&mig) && !choice.matches(&gpu));
+        assert_eq!(choice.to_string(), "0/1");
+        let whole: GpuChoice = "0".parse().unwrap();
+        assert!(whole.matches(&gpu) && whole.matches(&mig), "a GPU brings its instances");
+        assert!(!"1".parse::<GpuChoice>().unwrap().matches(&mig));
+        mig.mig.as_mut().unwrap().compute_instance_id = 2;
+        assert_eq!(mig.label(), "0/1.2");
+        assert!(!choice.matches(&mig));
+        let second: GpuChoice = mig.label().parse().unwrap();
+        assert!(second.matches(&mig));
+        assert_eq!(second.to_string(), "0/1.2");
+        for bad in ["", "x", "0/", "0/a", "0/1.", "-1", "0/1/2"] {
+            assert!(bad.parse::<GpuChoice>().is_err(), "{bad:?}");
+        }
     }
 }

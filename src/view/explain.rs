@@ -36,13 +36,15 @@ const PLATFORM_LAYERS: [Layer; 4] = [
                  DRM fdinfo summed over processes (Intel)",
         good_for: "how full the card is: the reference every other figure is checked against",
         limits: "\"used\" includes the driver's own reservations and every process, also those \
-                 in other containers",
+                 in other containers; a MIG instance (0/1) has its own memory figures but no \
+                 activity, temperature or power of its own (NVML gives those per GPU)",
     },
     Layer {
         what: "Per-process VRAM",
         kind: "measured",
-        source: "NVML process lists (compute and graphics contexts); DRM fdinfo \
-                 drm-memory-vram / drm-resident-vram per open GPU file (AMD, Intel)",
+        source: "NVML process lists (compute and graphics contexts; in MIG mode those of each \
+                 MIG device); DRM fdinfo drm-memory-vram / drm-resident-vram per open GPU file \
+                 (AMD, Intel)",
         good_for: "who holds the card",
         limits: "a PID from another PID namespace has no name here; under WSL the figures come \
                  from the Windows host's counters (the bridge), whose vmwp.exe contexts are \

@@ -4,7 +4,7 @@
 
 use super::safe_text::safe;
 use super::{opt, percent};
-use crate::snapshot::{BackendStatus, Device, Match, Process, Snapshot};
+use crate::snapshot::{device_label, BackendStatus, Device, Match, Process, Snapshot};
 use crate::units::bytes;
 use std::fmt::Write;
 
@@ -16,8 +16,10 @@ pub fn gpu_list(devices: &[Device]) -> String {
     for d in devices {
         let _ = writeln!(
             out,
-            "{}: {} ({}, {}, {})",
-            d.index,
+            "{}{}: {} ({}, {}, {})",
+            // A MIG instance under its GPU.
+            if d.parent.is_some() { "  " } else { "" },
+            d.label(),
             safe(opt(d.name.as_deref())),
             safe(opt(d.uuid.as_deref())),
             safe(opt(d.pci_bus_id.as_deref())),
@@ -68,7 +70,7 @@ pub fn render(s: &Snapshot) -> String {
     if s.processes.is_empty() {
         let _ = writeln!(out, "No process holds GPU memory or runs an AI or GPU runtime.");
     } else {
-        render_processes(&mut out, &s.processes);
+        render_processes(&mut out, &s.processes, &s.devices);
     }
     if s.attribution.normalized {
         let _ = writeln!(
@@ -82,8 +84,11 @@ pub fn render(s: &Snapshot) -> String {
 fn render_device(out: &mut String, s: &Snapshot, d: &Device) {
     let _ = writeln!(
         out,
-        "\nGPU {}  {}  {}  {}",
-        d.index,
+        "\n{}  {}  {}  {}",
+        match &d.mig {
+            Some(mig) => format!("  MIG {} {}", d.label(), safe(opt(mig.profile.as_deref()))),
+            None => format!("GPU {}", d.label()),
+        },
         safe(opt(d.name.as_deref())),
         safe(opt(d.pci_bus_id.as_deref())),
         safe(opt(d.uuid.as_deref()))
@@ -158,7 +163,7 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device) {
     }
 }
 
-fn render_processes(out: &mut String, processes: &[Process]) {
+fn render_processes(out: &mut String, processes: &[Process], devices: &[Device]) {
     let _ = writeln!(
         out,
         "{:>7}  {:<10} {:<16} {:<10} {:>3} {:>10} {:>4} {:>4} {:>6} {:>10}  {:<20} COMMAND",
@@ -193,7 +198,7 @@ fn render_processes(out: &mut String, processes: &[Process]) {
                 } else {
                     String::new()
                 },
-                g.map(|g| g.device.to_string()).unwrap_or_else(|| "-".into()),
+                g.map(|g| device_label(devices, g.device)).unwrap_or_else(|| "-".into()),
                 g.map(|g| bytes(g.vram_bytes)).unwrap_or_else(|| "-".into()),
                 safe(&g.map(|g| g.contexts.join("+")).unwrap_or_else(|| "-".into())),
                 // NVML's SM busy, or an Apple GPU's share of GPU time.

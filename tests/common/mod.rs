@@ -13,21 +13,32 @@ use std::sync::OnceLock;
 /// test`, and returns the path of the library.
 pub fn fake_nvml() -> PathBuf {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
-    LIB.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target").join("fake-nvml");
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--package", "fake-nvml", "--target-dir"])
-            .arg(&target)
-            .current_dir(root)
-            .status()
-            .expect("run cargo build for fake-nvml");
-        assert!(status.success(), "building fake-nvml failed");
-        let lib = target.join("debug").join("libnvidia_ml.so");
-        assert!(lib.exists(), "{} missing", lib.display());
-        lib
-    })
-    .clone()
+    LIB.get_or_init(|| built("fake-nvml", "libnvidia_ml.so")).clone()
+}
+
+/// The check kit's binaries (crates/gpu-hog), built as [`fake_nvml`] is:
+/// the folder that holds `gpu-hog` and `gpu-check`.
+pub fn gpu_hog_kit() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| built("gpu-hog", "gpu-check").parent().unwrap().to_path_buf())
+        .clone()
+}
+
+/// Builds a workspace package into target/fake-nvml (a target directory of
+/// the tests' own) and returns the path of `file` it made.
+fn built(package: &str, file: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = root.join("target").join("fake-nvml");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--package", package, "--target-dir"])
+        .arg(&target)
+        .current_dir(root)
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build for {package}: {e}"));
+    assert!(status.success(), "building {package} failed");
+    let path = target.join("debug").join(file);
+    assert!(path.exists(), "{} missing", path.display());
+    path
 }
 
 /// A scenario file that lives as long as the value.

@@ -78,6 +78,13 @@ pub struct Device {
     #[serde(default)]
     pub ecc: Ecc,
     pub mig_mode: Option<CurrentPending>,
+    /// nvmlDeviceGetMaxMigDeviceCount; defaults to the number of
+    /// `mig_devices` when `mig_mode` is given.
+    pub max_mig_device_count: Option<u32>,
+    /// The MIG devices (one per compute instance), by MIG device index. Only
+    /// with `mig_mode.current` 1.
+    #[serde(default)]
+    pub mig_devices: Vec<MigDevice>,
     /// 64-bit words of the CPU affinity mask.
     pub cpu_affinity: Option<Vec<u64>>,
     pub compute_processes: Option<Vec<Process>>,
@@ -95,6 +102,43 @@ pub struct Device {
     pub errors: PerFunction<u32>,
     #[serde(default)]
     pub hang_ms: PerFunction<u64>,
+    /// Set by [`Scenario::normalize`]: the device's position in `devices`.
+    #[serde(skip)]
+    pub position: usize,
+    /// Set by [`Scenario::normalize`] on the devices that stand for MIG
+    /// handles: which instance of which GPU they are.
+    #[serde(skip)]
+    pub mig: Option<MigPlace>,
+    /// Set by [`Scenario::normalize`]: what each MIG device handle answers,
+    /// by MIG device index, as a device of its own.
+    #[serde(skip)]
+    pub mig_handles: Vec<Device>,
+}
+
+/// A MIG device as the scenario spells it: what NVML answers on its handle.
+/// Everything else on a MIG handle is NOT_SUPPORTED, as it is per instance
+/// in NVML (utilization, temperature, power, clocks are the board's).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MigDevice {
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+    /// e.g. "NVIDIA A100-SXM4-80GB MIG 3g.40gb".
+    pub name: Option<String>,
+    /// e.g. "MIG-5c1b2c7e-...".
+    pub uuid: Option<String>,
+    pub memory: Option<Memory>,
+    #[serde(default)]
+    pub errors: PerFunction<u32>,
+}
+
+/// Where a MIG handle sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigPlace {
+    /// The parent GPU's position in `devices`.
+    pub parent: usize,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -104,7 +148,7 @@ pub struct ComputeCapability {
     pub minor: i32,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Memory {
     pub total: u64,
@@ -284,6 +328,47 @@ impl Device {
         }
     }
 
+    /// MIG mode is on now (`mig_mode.current` 1).
+    pub fn mig_enabled(&self) -> bool {
+        self.mig_mode.as_ref().is_some_and(|mode| mode.current == 1)
+    }
+
+    /// What the handle of `mig` answers: its own name, UUID, memory and
+    /// errors, and of the parent's process records those of its instance
+    /// (in MIG mode, a MIG handle lists its compute instance's processes).
+    fn mig_handle(&self, position: usize, mig: &MigDevice) -> Device {
+        let place = MigPlace {
+            parent: position,
+            gpu_instance_id: mig.gpu_instance_id,
+            compute_instance_id: mig.compute_instance_id,
+        };
+        let of_instance = |list: &Option<Vec<Process>>| {
+            list.as_ref().map(|processes| {
+                processes
+                    .iter()
+                    .filter(|p| {
+                        p.gpu_instance_id == Some(place.gpu_instance_id)
+                            && p.compute_instance_id == Some(place.compute_instance_id)
+                    })
+                    .cloned()
+                    .collect()
+            })
+        };
+        Device {
+            name: mig.name.clone(),
+            uuid: mig.uuid.clone(),
+            memory: mig.memory.clone(),
+            errors: mig.errors.clone(),
+            compute_processes: of_instance(&self.compute_processes),
+            graphics_processes: of_instance(&self.graphics_processes),
+            mps_compute_processes: of_instance(&self.mps_compute_processes),
+            process_struct_bytes: self.process_struct_bytes,
+            position,
+            mig: Some(place),
+            ..Device::default()
+        }
+    }
+
     /// Every process the device lists, in any list.
     pub fn all_processes(&self) -> impl Iterator<Item = &Process> {
         [ProcessKind::Compute, ProcessKind::Graphics, ProcessKind::Mps]
@@ -328,6 +413,24 @@ impl Scenario {
             if device.ecc.pending.is_none() {
                 device.ecc.pending = device.ecc.current;
             }
+            device.position = position;
+            if !device.mig_devices.is_empty() && !device.mig_enabled() {
+                return Err("mig_devices need mig_mode.current 1".into());
+            }
+            if device.mig_mode.is_some() {
+                let count = device.mig_devices.len() as u32;
+                let max = *device.max_mig_device_count.get_or_insert(count);
+                if max < count {
+                    return Err(format!(
+                        "max_mig_device_count {max} is less than the {count} mig_devices"
+                    ));
+                }
+            }
+            device.mig_handles = device
+                .mig_devices
+                .iter()
+                .map(|mig| device.mig_handle(position, mig))
+                .collect();
         }
         Ok(())
     }

@@ -168,33 +168,78 @@ enum Target<'a> {
     Find(&'a dyn Fn(&Scenario) -> Result<usize, Ret>),
 }
 
+/// What a handle names: a GPU by its position in the scenario, or one of
+/// its MIG devices by MIG device index.
+#[derive(Clone, Copy)]
+struct Place {
+    position: usize,
+    mig: Option<usize>,
+}
+
 /// The handle of the device at `position`.
-fn handle_of(position: usize) -> Handle {
+pub fn handle_of(position: usize) -> Handle {
     (HANDLE_BASE + position) as Handle
 }
 
-fn position_of(handle: Handle, scenario: &Scenario) -> Result<usize, Ret> {
-    (handle as usize)
-        .checked_sub(HANDLE_BASE)
-        .filter(|position| *position < scenario.devices.len())
-        .ok_or(abi::ERROR_INVALID_ARGUMENT)
+/// The handle of MIG device `index` of the device at `position`: its own
+/// range, so that a MIG handle is never taken for a GPU's.
+pub fn mig_handle_of(position: usize, index: usize) -> Handle {
+    (MIG_HANDLE_BASE + position * MIG_HANDLES_PER_DEVICE + index) as Handle
+}
+
+/// MIG handles start here, above every GPU handle, [`MIG_HANDLES_PER_DEVICE`]
+/// per GPU.
+const MIG_HANDLE_BASE: usize = 0x7e6d_6967_0000;
+const MIG_HANDLES_PER_DEVICE: usize = 0x100;
+
+fn place_of(handle: Handle, scenario: &Scenario) -> Result<Place, Ret> {
+    let value = handle as usize;
+    let place = match value.checked_sub(MIG_HANDLE_BASE) {
+        Some(offset) => Place {
+            position: offset / MIG_HANDLES_PER_DEVICE,
+            mig: Some(offset % MIG_HANDLES_PER_DEVICE),
+        },
+        None => Place {
+            position: value.checked_sub(HANDLE_BASE).ok_or(abi::ERROR_INVALID_ARGUMENT)?,
+            mig: None,
+        },
+    };
+    let device = scenario
+        .devices
+        .get(place.position)
+        .ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+    match place.mig {
+        Some(index) if index >= device.mig_handles.len() => Err(abi::ERROR_INVALID_ARGUMENT),
+        _ => Ok(place),
+    }
+}
+
+impl Place {
+    fn device(self, scenario: &Scenario) -> &Device {
+        let device = &scenario.devices[self.position];
+        match self.mig {
+            Some(index) => &device.mig_handles[index],
+            None => device,
+        }
+    }
 }
 
 /// The common path of every call after init: reload (for the calls that
-/// allow it), resolve and count the device, sleep for `hang_ms` (without
+/// allow it), resolve and count the device (a MIG handle counts for its
+/// GPU: a lost GPU loses its instances), sleep for `hang_ms` (without
 /// holding the lock), answer an injected error, then run `body`.
 fn call(
     function: &str,
     reload: bool,
     target: Target<'_>,
-    body: impl FnOnce(&Scenario, Option<usize>) -> CallResult,
+    body: impl FnOnce(&Scenario, Option<Place>) -> CallResult,
 ) -> Ret {
     guard(|| {
-        let resolve = |scenario: &Scenario| -> Result<Option<usize>, Ret> {
+        let resolve = |scenario: &Scenario| -> Result<Option<Place>, Ret> {
             match target {
                 Target::System => Ok(None),
-                Target::Handle(handle) => position_of(handle, scenario).map(Some),
-                Target::Find(find) => find(scenario).map(Some),
+                Target::Handle(handle) => place_of(handle, scenario).map(Some),
+                Target::Find(find) => find(scenario).map(|position| Some(Place { position, mig: None })),
             }
         };
         let hang = {
@@ -203,17 +248,17 @@ fn call(
             if reload {
                 loaded.refresh();
             }
-            let position = resolve(&loaded.scenario)?;
+            let place = resolve(&loaded.scenario)?;
             let scenario = &loaded.scenario;
-            let device_hang = match position {
-                Some(position) => {
-                    let device = &scenario.devices[position];
-                    let calls = &mut loaded.calls[position];
+            let device_hang = match place {
+                Some(place) => {
+                    let parent = &scenario.devices[place.position];
+                    let calls = &mut loaded.calls[place.position];
                     *calls += 1;
-                    if device.lost_after_calls.is_some_and(|limit| *calls > limit) {
+                    if parent.lost_after_calls.is_some_and(|limit| *calls > limit) {
                         return Err(abi::ERROR_GPU_IS_LOST);
                     }
-                    device.hang_ms.get(function)
+                    place.device(scenario).hang_ms.get(function)
                 }
                 None => None,
             };
@@ -224,13 +269,13 @@ fn call(
         }
         let mut state = lock();
         let scenario = &state.loaded()?.scenario;
-        let position = resolve(scenario)?;
-        let device = position.map(|position| &scenario.devices[position]);
+        let place = resolve(scenario)?;
+        let device = place.map(|place| place.device(scenario));
         let injected = scenario.errors.get(function);
         if let Some(code) = injected.or(device.and_then(|d| d.errors.get(function))) {
             return Err(*code);
         }
-        body(scenario, position)
+        body(scenario, place)
     })
 }
 
@@ -240,11 +285,12 @@ pub fn system(function: &str, reload: bool, body: impl FnOnce(&Scenario) -> Call
     call(function, reload, Target::System, |scenario, _| body(scenario))
 }
 
-/// A call about the device behind `handle`.
+/// A call about the device behind `handle`: a GPU, or a MIG device (then
+/// `body` sees what its handle answers, see `Device::mig_handles`).
 pub fn device(function: &str, handle: Handle, body: impl FnOnce(&Device) -> CallResult) -> Ret {
-    call(function, false, Target::Handle(handle), |scenario, position| {
-        let position = position.ok_or(abi::ERROR_INVALID_ARGUMENT)?;
-        body(&scenario.devices[position])
+    call(function, false, Target::Handle(handle), |scenario, place| {
+        let place = place.ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+        body(place.device(scenario))
     })
 }
 
@@ -254,9 +300,9 @@ pub fn device(function: &str, handle: Handle, body: impl FnOnce(&Device) -> Call
 /// # Safety
 /// `out` is NULL or valid for writing an `nvmlDevice_t`.
 pub unsafe fn find_device(function: &str, find: &dyn Fn(&Scenario) -> Result<usize, Ret>, out: *mut Handle) -> Ret {
-    call(function, false, Target::Find(find), |_, position| {
-        let position = position.ok_or(abi::ERROR_INVALID_ARGUMENT)?;
-        put(out, handle_of(position))
+    call(function, false, Target::Find(find), |_, place| {
+        let place = place.ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+        put(out, handle_of(place.position))
     })
 }
 

@@ -401,3 +401,44 @@ fn shipped_example_scenario() {
     assert_eq!(graphics[0].used_gpu_memory, UsedGpuMemory::Unavailable);
     assert_eq!(d.process_utilization_stats(None).unwrap()[0].pid, 4242);
 }
+
+#[test]
+fn mig_devices_through_the_wrapper() {
+    let _s = Session::new(&json!({
+        "devices": [{
+            "name": "NVIDIA H100 80GB HBM3",
+            "memory": {"total": 85520809984u64, "used": 3000000000u64, "free": 82520809984u64},
+            "mig_mode": {"current": 1, "pending": 1}, "max_mig_device_count": 7,
+            "compute_processes": [
+                {"pid": 71, "used_memory": 1000000000u64, "gpu_instance_id": 3, "compute_instance_id": 0},
+                {"pid": 72, "used_memory": 2000000000u64, "gpu_instance_id": 5, "compute_instance_id": 1}
+            ],
+            "mig_devices": [
+                {"gpu_instance_id": 3, "compute_instance_id": 0, "name": "NVIDIA H100 80GB HBM3 MIG 4g.40gb",
+                 "uuid": "MIG-3", "memory": {"total": 42949672960u64, "used": 1000000000u64, "free": 41949672960u64}},
+                {"gpu_instance_id": 5, "compute_instance_id": 1, "name": "NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb",
+                 "uuid": "MIG-5-1", "memory": {"total": 42949672960u64, "used": 2000000000u64, "free": 40949672960u64}}
+            ]
+        }]
+    }));
+    let nvml = init().unwrap();
+    assert_eq!(nvml.device_count().unwrap(), 1, "MIG devices are not GPUs");
+    let gpu = nvml.device_by_index(0).unwrap();
+    let mode = gpu.mig_mode().unwrap();
+    assert_eq!((mode.current, mode.pending), (1, 1));
+    assert_eq!(gpu.mig_device_count().unwrap(), 7);
+    assert!(!gpu.mig_is_mig_device_handle().unwrap());
+    let second = gpu.mig_device_by_index(1).unwrap();
+    assert!(second.mig_is_mig_device_handle().unwrap());
+    assert_eq!(second.name().unwrap(), "NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb");
+    assert_eq!(second.uuid().unwrap(), "MIG-5-1");
+    assert_eq!(second.memory_info().unwrap().used, 2000000000);
+    assert_eq!(pids(&second.running_compute_processes().unwrap()), vec![72]);
+    assert_eq!(pids(&gpu.running_compute_processes().unwrap()), vec![71, 72]);
+    assert!(matches!(second.utilization_rates(), Err(NvmlError::NotSupported)));
+    assert_eq!(
+        second.mig_parent_device().unwrap().name().unwrap(),
+        "NVIDIA H100 80GB HBM3"
+    );
+    assert!(matches!(gpu.mig_device_by_index(2), Err(NvmlError::NotFound)));
+}

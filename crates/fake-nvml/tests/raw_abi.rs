@@ -510,3 +510,151 @@ fn process_utilization_samples() {
         );
     }
 }
+
+/// An A100 in MIG mode with a 3g.40gb and a 2g.20gb instance, a process in
+/// each, and a second GPU without MIG.
+fn mig_scenario() -> serde_json::Value {
+    json!({
+        "devices": [{
+            "name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100",
+            "memory": {"total": 85899345920u64, "used": 7516192768u64, "free": 78383153152u64},
+            "mig_mode": {"current": 1, "pending": 1}, "max_mig_device_count": 7,
+            "compute_processes": [
+                {"pid": 501, "used_memory": 2147483648u64, "gpu_instance_id": 1, "compute_instance_id": 0},
+                {"pid": 502, "used_memory": 5368709120u64, "gpu_instance_id": 2, "compute_instance_id": 0}
+            ],
+            "mig_devices": [
+                {"gpu_instance_id": 1, "compute_instance_id": 0, "name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+                 "uuid": "MIG-11111111-2222-3333-4444-555555555555",
+                 "memory": {"total": 42949672960u64, "used": 2181038080u64, "free": 40768634880u64}},
+                {"gpu_instance_id": 2, "compute_instance_id": 0, "name": "NVIDIA A100-SXM4-80GB MIG 2g.20gb",
+                 "uuid": "MIG-66666666-7777-8888-9999-000000000000",
+                 "memory": {"total": 21474836480u64, "used": 5402263552u64, "free": 16072572928u64},
+                 "errors": {"nvmlDeviceGetGraphicsRunningProcesses_v3": 4}}
+            ]
+        }, {
+            "name": "NVIDIA L4", "uuid": "GPU-l4", "compute_processes": []
+        }]
+    })
+}
+
+#[test]
+fn mig_devices_answer_on_their_own_handles() {
+    let _s = Session::new(&mig_scenario());
+    let raw = Raw::load();
+    raw.init();
+    let (a100, l4) = (raw.device(0), raw.device(1));
+    unsafe {
+        let (mut current, mut pending, mut count, mut is_mig) = (9, 9, 0, 9);
+        assert_eq!(raw.lib.nvmlDeviceGetMigMode(a100, &mut current, &mut pending), SUCCESS);
+        assert_eq!((current, pending), (1, 1));
+        assert_eq!(raw.lib.nvmlDeviceGetMaxMigDeviceCount(a100, &mut count), SUCCESS);
+        assert_eq!(count, 7);
+        assert_eq!(raw.lib.nvmlDeviceIsMigDeviceHandle(a100, &mut is_mig), SUCCESS);
+        assert_eq!(is_mig, 0);
+        assert_eq!(raw.lib.nvmlDeviceGetMaxMigDeviceCount(l4, &mut count), NOT_SUPPORTED);
+
+        let mut handles = [null_mut(); 2];
+        for (index, handle) in handles.iter_mut().enumerate() {
+            assert_eq!(
+                raw.lib.nvmlDeviceGetMigDeviceHandleByIndex(a100, index as u32, handle),
+                SUCCESS
+            );
+        }
+        let mut missing = null_mut();
+        assert_eq!(
+            raw.lib.nvmlDeviceGetMigDeviceHandleByIndex(a100, 2, &mut missing),
+            NOT_FOUND
+        );
+        assert_eq!(
+            raw.lib.nvmlDeviceGetMigDeviceHandleByIndex(a100, 7, &mut missing),
+            INVALID_ARGUMENT
+        );
+        assert_eq!(
+            raw.lib.nvmlDeviceGetMigDeviceHandleByIndex(l4, 0, &mut missing),
+            NOT_SUPPORTED
+        );
+
+        let mig = handles[1];
+        assert_eq!(raw.lib.nvmlDeviceIsMigDeviceHandle(mig, &mut is_mig), SUCCESS);
+        assert_eq!(is_mig, 1);
+        let (mut gi, mut ci) = (0, 9);
+        assert_eq!(raw.lib.nvmlDeviceGetGpuInstanceId(mig, &mut gi), SUCCESS);
+        assert_eq!(raw.lib.nvmlDeviceGetComputeInstanceId(mig, &mut ci), SUCCESS);
+        assert_eq!((gi, ci), (2, 0));
+        assert_eq!(raw.lib.nvmlDeviceGetGpuInstanceId(a100, &mut gi), NOT_SUPPORTED);
+        let mut parent = null_mut();
+        assert_eq!(
+            raw.lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mig, &mut parent),
+            SUCCESS
+        );
+        assert_eq!(parent, a100);
+        assert_eq!(
+            raw.lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(a100, &mut parent),
+            INVALID_ARGUMENT
+        );
+
+        let mut name = [0 as c_char; 96];
+        assert_eq!(raw.lib.nvmlDeviceGetName(mig, name.as_mut_ptr(), 96), SUCCESS);
+        assert_eq!(text(&name), "NVIDIA A100-SXM4-80GB MIG 2g.20gb");
+        assert_eq!(raw.lib.nvmlDeviceGetUUID(mig, name.as_mut_ptr(), 96), SUCCESS);
+        assert_eq!(text(&name), "MIG-66666666-7777-8888-9999-000000000000");
+        let mut memory: nvmlMemory_t = zeroed();
+        assert_eq!(raw.lib.nvmlDeviceGetMemoryInfo(mig, &mut memory), SUCCESS);
+        assert_eq!((memory.total, memory.used), (21474836480, 5402263552));
+        // Per instance NVML has no utilization, temperature or power.
+        let mut utilization: nvmlUtilization_t = zeroed();
+        assert_eq!(
+            raw.lib.nvmlDeviceGetUtilizationRates(mig, &mut utilization),
+            NOT_SUPPORTED
+        );
+        let mut temperature = 0;
+        assert_eq!(
+            raw.lib.nvmlDeviceGetTemperature(mig, 0, &mut temperature),
+            NOT_SUPPORTED
+        );
+
+        // The parent lists every process with its instance; the MIG handle
+        // only its own, and answers its own injected errors.
+        let mut records: Vec<nvmlProcessInfo_t> = vec![zeroed(); 4];
+        let mut count = 4;
+        assert_eq!(
+            raw.lib
+                .nvmlDeviceGetComputeRunningProcesses_v3(a100, &mut count, records.as_mut_ptr()),
+            SUCCESS
+        );
+        let listed: Vec<_> = records[..count as usize]
+            .iter()
+            .map(|r| (r.pid, r.gpuInstanceId, r.computeInstanceId))
+            .collect();
+        assert_eq!(listed, vec![(501, 1, 0), (502, 2, 0)]);
+        let mut count = 4;
+        assert_eq!(
+            raw.lib
+                .nvmlDeviceGetComputeRunningProcesses_v3(mig, &mut count, records.as_mut_ptr()),
+            SUCCESS
+        );
+        assert_eq!((count, records[0].pid, records[0].usedGpuMemory), (1, 502, 5368709120));
+        let mut count = 4;
+        assert_eq!(
+            raw.lib
+                .nvmlDeviceGetGraphicsRunningProcesses_v3(mig, &mut count, records.as_mut_ptr()),
+            nvmlReturn_enum_NVML_ERROR_NO_PERMISSION
+        );
+        // A handle past the instances is no handle.
+        let forged = (mig as usize + 5) as nvmlDevice_t;
+        assert_eq!(
+            raw.lib.nvmlDeviceGetName(forged, name.as_mut_ptr(), 96),
+            INVALID_ARGUMENT
+        );
+    }
+}
+
+#[test]
+fn mig_devices_need_mig_mode() {
+    let mut scenario = mig_scenario();
+    scenario["devices"][0]["mig_mode"] = json!({"current": 0, "pending": 1});
+    let _s = Session::new(&scenario);
+    let raw = Raw::load();
+    assert_eq!(unsafe { raw.lib.nvmlInit_v2() }, nvmlReturn_enum_NVML_ERROR_UNKNOWN);
+}

@@ -185,7 +185,7 @@ impl App {
 
     /// Whether the process has an entry on the chosen device(s).
     pub fn on_gpu(&self, p: &Process) -> bool {
-        p.gpu.iter().any(|g| self.gpu.is_none_or(|d| g.device == d))
+        self.usages(p).next().is_some()
     }
 
     /// Processes the top view leaves out (shown with `a`).
@@ -233,9 +233,13 @@ impl App {
     }
 
     /// The process's entries on the chosen device(s).
-    pub fn usages<'a>(&self, p: &'a Process) -> impl Iterator<Item = &'a GpuUsage> + 'a {
+    /// A GPU in MIG mode brings its instances' entries.
+    pub fn usages<'a>(&'a self, p: &'a Process) -> impl Iterator<Item = &'a GpuUsage> + 'a {
         let gpu = self.gpu;
-        p.gpu.iter().filter(move |g| gpu.is_none_or(|d| g.device == d))
+        let devices = self.snapshot.as_ref().map_or(&[][..], |s| &s.devices[..]);
+        p.gpu
+            .iter()
+            .filter(move |g| gpu.is_none_or(|d| crate::snapshot::on_or_inside(devices, g.device, d)))
     }
 
     /// A figure of the process on the chosen device(s): per device the
@@ -400,7 +404,13 @@ impl App {
         Action::Redraw
     }
 
-    /// All devices, then each device in turn.
+    /// How the chosen device is named (`1`, `0/1`), if one is.
+    pub fn gpu_label(&self) -> Option<String> {
+        let devices = self.snapshot.as_ref().map_or(&[][..], |s| &s.devices[..]);
+        self.gpu.map(|g| crate::snapshot::device_label(devices, g))
+    }
+
+    /// All devices, then each device in turn (a MIG instance after its GPU).
     fn next_gpu(&mut self) {
         let Some(s) = &self.snapshot else { return };
         let indices: Vec<u32> = s.devices.iter().map(|d| d.index).collect();

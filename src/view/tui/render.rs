@@ -8,7 +8,7 @@
 use super::app::{sum, App, Layout as Placed};
 use super::describe::{self, Part};
 use super::history::{self, sparkline};
-use crate::snapshot::{Device, Process, Snapshot};
+use crate::snapshot::{device_label, on_or_inside, Device, Process, Snapshot};
 use crate::units::bytes;
 use crate::view::safe_text::{clip, escape};
 use crate::view::{explain, opt, percent};
@@ -293,10 +293,7 @@ fn status_line(app: &App, theme: Theme) -> Line<'static> {
                 escape(format!("filter:{}", app.filter)).into_owned()
             },
         ),
-        (
-            "g",
-            format!("GPU {}", app.gpu.map(|g| g.to_string()).unwrap_or_else(|| "all".into())),
-        ),
+        ("g", format!("GPU {}", app.gpu_label().unwrap_or_else(|| "all".into()))),
         ("?", "explain".into()),
         ("q", "quit".into()),
     ]);
@@ -327,7 +324,7 @@ fn table_title(app: &App, shown: usize, theme: Theme) -> Line<'static> {
     if !app.filter.is_empty() {
         text.push_str(&format!(", filter \"{}\"", escape(app.filter.as_str())));
     }
-    if let Some(g) = app.gpu {
+    if let Some(g) = app.gpu_label() {
         text.push_str(&format!(", GPU {g} only"));
     }
     Line::from(Span::styled(text, theme.bold()))
@@ -365,12 +362,20 @@ fn header_lines(app: &App, snap: &Snapshot, theme: Theme, width: u16, compact: b
     out
 }
 
+/// `GPU 0`, or a MIG instance indented under its GPU: `  MIG 0/1 3g.40gb`.
+fn device_title(d: &Device) -> String {
+    match &d.mig {
+        Some(mig) => format!("  MIG {} {}", d.label(), escape(opt(mig.profile.as_deref()))),
+        None => format!("GPU {}", d.label()),
+    }
+}
+
 fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16, compact: bool) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     // Narrow terminals keep the readings and leave the versions out.
     let narrow = width < 130;
     let mut first = vec![
-        Span::styled(format!("GPU {} ", d.index), theme.bold()),
+        Span::styled(format!("{} ", device_title(d)), theme.bold()),
         Span::styled(escape(opt(d.name.as_deref())).into_owned(), theme.bold()),
     ];
     if !narrow {
@@ -530,7 +535,7 @@ impl Bar {
                 let v = p
                     .gpu
                     .iter()
-                    .filter(|g| g.device == d.index)
+                    .filter(|g| on_or_inside(&snap.devices, g.device, d.index))
                     .filter_map(|g| g.vram_bytes)
                     .max()?;
                 Some((p, v))
@@ -967,7 +972,7 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
             engines.push("engines n/a".into());
         }
         out.push(Line::from(vec![
-            Span::raw(format!("GPU {}: ", g.device)),
+            Span::raw(format!("GPU {}: ", device_label(&snap.devices, g.device))),
             Span::styled(format!("VRAM {}", bytes(g.vram_bytes)), theme.bold()),
             Span::raw(escape(format!(
                 " measured ({}{pairing}) · spill {} · paged {} · contexts {} · {}",

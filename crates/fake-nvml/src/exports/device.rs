@@ -4,7 +4,7 @@ use std::os::raw::{c_char, c_int, c_uint, c_ulong};
 
 use crate::abi::{self, Ret};
 use crate::scenario::{Clocks, Device};
-use crate::state::{get, put, put_str, supported, CallResult};
+use crate::state::{get, handle_of, mig_handle_of, put, put_str, supported, CallResult};
 
 /// NVML_ERROR_INVALID_ARGUMENT unless the caller's struct says `expected`;
 /// NVML_ERROR_ARGUMENT_VERSION_MISMATCH when it says another version.
@@ -304,5 +304,38 @@ device_fn!(nvmlDeviceGetCpuAffinity => (cpuSetSize: c_uint, cpuSet: *mut c_ulong
     Ok(())
 });
 
-// MIG device handles are not modelled: every handle is a whole GPU.
-device_fn!(nvmlDeviceIsMigDeviceHandle => (isMigDevice: *mut c_uint) |_d| put(isMigDevice, 0));
+device_fn!(nvmlDeviceIsMigDeviceHandle => (isMigDevice: *mut c_uint) |d| {
+    put(isMigDevice, c_uint::from(d.mig.is_some()))
+});
+
+// A MIG handle has no MIG devices of its own: no `max_mig_device_count`.
+device_fn!(nvmlDeviceGetMaxMigDeviceCount => (count: *mut c_uint) |d| {
+    put(count, supported(d.max_mig_device_count)?)
+});
+
+// An index past the maximum is not an index; one below it with no MIG
+// device there (or MIG off) is NOT_FOUND, as nvml.h says.
+device_fn!(nvmlDeviceGetMigDeviceHandleByIndex => (index: c_uint, migDevice: *mut abi::Handle) |d| {
+    let max = supported(d.max_mig_device_count)?;
+    if index >= max {
+        return Err(abi::ERROR_INVALID_ARGUMENT);
+    }
+    if !d.mig_enabled() || index as usize >= d.mig_handles.len() {
+        return Err(abi::ERROR_NOT_FOUND);
+    }
+    put(migDevice, mig_handle_of(d.position, index as usize))
+});
+
+device_fn!(nvmlDeviceGetDeviceHandleFromMigDeviceHandle => (device: *mut abi::Handle) |d| {
+    let place = d.mig.ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+    put(device, handle_of(place.parent))
+});
+
+// Instance ids exist on MIG handles only.
+device_fn!(nvmlDeviceGetGpuInstanceId => (id: *mut c_uint) |d| {
+    put(id, supported(d.mig.map(|m| m.gpu_instance_id))?)
+});
+
+device_fn!(nvmlDeviceGetComputeInstanceId => (id: *mut c_uint) |d| {
+    put(id, supported(d.mig.map(|m| m.compute_instance_id))?)
+});
