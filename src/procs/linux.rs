@@ -122,6 +122,8 @@ impl ProcScanner {
             let ai = *kind == crate::snapshot::ProcessKind::Ai;
             out.push(ProcInfo {
                 pid,
+                // The kernel's idle task and kthreadd's children say 0: no parent.
+                ppid: (stat.ppid != 0).then_some(stat.ppid),
                 start_ticks: stat.starttime,
                 name: stat.comm,
                 start_time: fixed.start_time.clone(),
@@ -329,6 +331,7 @@ fn brief_io(e: &std::io::Error) -> String {
 
 pub struct Stat {
     pub comm: String,
+    pub ppid: u32,
     pub utime: u64,
     pub stime: u64,
     pub starttime: u64,
@@ -388,16 +391,18 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
     let comm = String::from_utf8_lossy(bytes.get(open + 1..close)?).into_owned();
     let text = std::str::from_utf8(bytes.get(close + 2..)?).ok()?;
     let mut fields = text.split_ascii_whitespace();
-    // Fields after the comm, from 0: state is 0; utime 11, stime 12,
-    // starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
+    // Fields after the comm, from 0: state is 0, ppid 1; utime 11,
+    // stime 12, starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
     let mut nth = |skip: usize| -> Option<u64> { fields.nth(skip)?.parse().ok() };
-    let utime = nth(11)?;
+    let ppid = u32::try_from(nth(1)?).ok()?;
+    let utime = nth(9)?;
     let stime = nth(0)?;
     let starttime = nth(6)?;
     let vsize = nth(0)?;
     let rss = nth(0)?;
     Some(Stat {
         comm,
+        ppid,
         utime,
         stime,
         starttime,
@@ -459,6 +464,7 @@ mod tests {
         child.kill().ok();
         child.wait().ok();
         let me = procs.iter().find(|p| p.pid == pid).expect("child is listed");
+        assert_eq!(me.ppid, Some(std::process::id()));
         let cmdline = me.cmdline.as_deref().expect("own child's cmdline is readable");
         assert!(cmdline.contains("--api-key <redacted>"), "{cmdline}");
         assert!(!cmdline.contains("topsecret"));
@@ -551,6 +557,7 @@ mod tests {
         let stat = parse_stat(&line).expect("parsed");
         assert_eq!(stat.comm, "llama\u{fffd}\u{fffd}) evil");
         assert_eq!(stat.ticks(), u64::MAX);
+        assert_eq!(stat.ppid, 1);
         assert_eq!(stat.starttime, 777);
         assert_eq!(stat.rss, u64::MAX);
     }

@@ -87,6 +87,8 @@ pub const MAPS_REFRESH: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct ProcInfo {
     pub pid: u32,
+    /// The parent's PID; None where the platform does not say.
+    pub ppid: Option<u32>,
     /// Start time in clock ticks after boot: creation order, for pairing
     /// host PIDs inside containers.
     pub start_ticks: u64,

@@ -29,6 +29,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
     Process {
         pid,
         host_pid: None,
+        ppid: None,
         name: Some(name.into()),
         start_time: Some("2026-11-30T09:00:00.000Z".into()),
         user: Some("ana".into()),
