@@ -210,10 +210,9 @@ impl ProcScanner {
         let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
         let exe = process.exe().ok().map(|p| p.to_string_lossy().into_owned());
         let user = process.uid().ok().map(|uid| self.user_name(uid));
-        let start_time = self.boot_time_secs.and_then(|boot| {
-            let nanos = boot as i128 * 1_000_000_000 + start as i128 * 1_000_000_000 / self.ticks_per_second as i128;
-            format_unix_nanos(nanos)
-        });
+        let start_time = self
+            .boot_time_secs
+            .and_then(|boot| start_rfc3339(boot, start, self.ticks_per_second));
         Static {
             argv,
             cmdline,
@@ -345,6 +344,22 @@ impl Stat {
     pub fn ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }
+}
+
+/// A start time in ticks after boot as the snapshot's `start_time` says it.
+fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<String> {
+    let nanos =
+        boot_secs as i128 * 1_000_000_000 + start_ticks as i128 * 1_000_000_000 / ticks_per_second.max(1) as i128;
+    format_unix_nanos(nanos)
+}
+
+/// The `start_time` a scan of `root` would give the process `pid` now:
+/// with the PID it names the process, so a signal never reaches another
+/// one that took a reused PID.
+pub fn start_time_of(root: &Path, pid: u32) -> Option<String> {
+    let mut buf = [0u8; 2048];
+    let stat = read_stat(&root.join(pid.to_string()).join("stat"), &mut buf)?;
+    start_rfc3339(read_boot_time(root)?, stat.starttime, procfs::ticks_per_second())
 }
 
 /// Reads /proc/PID/stat with one open and one read into `buf`.

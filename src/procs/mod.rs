@@ -10,6 +10,7 @@
 
 pub mod classify;
 pub mod redact;
+pub mod signal;
 
 /// Public for fuzz/, which calls `linux::parse_stat` and `mapped_paths`.
 #[cfg(target_os = "linux")]
