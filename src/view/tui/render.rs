@@ -1031,7 +1031,8 @@ impl Column {
             Column::Container => 20,
             Column::Kind => 10,
             Column::Runtime => 16,
-            Column::Vram | Column::Spill | Column::Paged | Column::Rss => 10,
+            // "712.0 MiB"; a wider figure ("1023.9 MiB") widens its column.
+            Column::Vram | Column::Spill | Column::Paged | Column::Rss => 9,
             Column::Gpu => 4,
             Column::Cpu => 6,
             Column::Model => 26,
