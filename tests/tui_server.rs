@@ -233,12 +233,14 @@ fn k_and_its_confirmation_end_a_process_and_readonly_refuses() {
 /// a sleep), both killed when dropped.
 struct Family {
     parent: Child,
-    child: u32,
+    child: Option<u32>,
 }
 
 impl Drop for Family {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-KILL", &self.child.to_string()]).status();
+        if let Some(child) = self.child {
+            let _ = Command::new("kill").args(["-KILL", &child.to_string()]).status();
+        }
         let _ = self.parent.kill();
         let _ = self.parent.wait();
     }
@@ -261,11 +263,13 @@ fn family(dir: &Path) -> Family {
         .spawn()
         .unwrap();
     let pid = parent.id();
+    let mut family = Family { parent, child: None };
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
         let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
-        if let Some(child) = children.split_whitespace().next().and_then(|c| c.parse().ok()) {
-            return Family { parent, child };
+        family.child = children.split_whitespace().next().and_then(|c| c.parse().ok());
+        if family.child.is_some() {
+            return family;
         }
         assert!(std::time::Instant::now() < deadline, "the child did not start");
         std::thread::sleep(Duration::from_millis(10));
@@ -279,21 +283,22 @@ fn t_shows_a_child_under_its_parent() {
     let f = family(dir.path());
     let parent = f.parent.id();
     // The child holds more: sorted by VRAM it comes first, as a tree second.
-    let s = server(&[(parent, 300 * MIB), (f.child, 10 << 30)], &[]);
+    let child = f.child.unwrap();
+    let s = server(&[(parent, 300 * MIB), (child, 10 << 30)], &[]);
     let t = Tmux::new(tmux, "tree");
     t.start_sized(&view_command(s.scenario.path(), "--gpu 0"), 160, 45);
     let row_of = |screen: &str, pid: u32| screen.lines().position(|l| first_pid(l) == Some(pid));
     let screen = t.wait_for("both rows", Duration::from_secs(15), |screen| {
-        row_of(screen, parent).is_some() && row_of(screen, f.child).is_some()
+        row_of(screen, parent).is_some() && row_of(screen, child).is_some()
     });
-    assert!(row_of(&screen, f.child) < row_of(&screen, parent), "{screen}");
+    assert!(row_of(&screen, child) < row_of(&screen, parent), "{screen}");
     t.keys(&["t"]);
     let screen = t.wait_for("the tree", Duration::from_secs(5), |screen| {
         screen.contains("as a tree")
     });
     let at = row_of(&screen, parent).unwrap();
     let below = screen.lines().nth(at + 1).unwrap();
-    assert_eq!(first_pid(below), Some(f.child), "{screen}");
+    assert_eq!(first_pid(below), Some(child), "{screen}");
     assert!(below.contains("└─ ollama_llam"), "{below}");
 }
 
