@@ -569,7 +569,12 @@ fn ppid_is_the_parent_and_user_keeps_only_that_users_processes() {
     let me = llama["user"].as_str().expect("our own process has a user").to_string();
     // The PIDs of no process here have no user: --user leaves them out.
     let mine = d.scenario.json(&["--json", "--user", &me]);
-    let pids: Vec<u64> = mine["processes"].as_array().unwrap().iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+    let pids: Vec<u64> = mine["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
     let mut want = vec![u64::from(d.llama.pid()), u64::from(d.browser.pid())];
     want.sort_unstable();
     let mut got = pids.clone();
@@ -580,7 +585,12 @@ fn ppid_is_the_parent_and_user_keeps_only_that_users_processes() {
     assert_eq!(mine["devices"], all["devices"]);
     let nobody = d.scenario.json(&["--json", "--user", "no-such-user-here"]);
     assert_eq!(nobody["processes"], json!([]));
-    let text = d.scenario.command().args(["--once", "--user", "no-such-user-here"]).output().unwrap();
+    let text = d
+        .scenario
+        .command()
+        .args(["--once", "--user", "no-such-user-here"])
+        .output()
+        .unwrap();
     assert!(text.status.success());
     assert!(!String::from_utf8_lossy(&text.stdout).contains("llama-server"));
 }

@@ -183,6 +183,53 @@ fn assert_honest(app: &mut App, w: u16, h: u16, what: &str) {
             "{what} {w}x{h}: {figure:?} is no figure of the snapshot\n{s}"
         );
     }
+    // The devices' readings: each one the snapshot's, none cut at the
+    // edge (every reading ends in its unit, never in a digit).
+    let mut readings: BTreeSet<String> = BTreeSet::new();
+    for d in &snap.devices {
+        readings.extend(
+            [d.gpu_util_percent, d.memory_activity_percent, d.temperature_c]
+                .into_iter()
+                .flatten()
+                .map(|v| v.to_string()),
+        );
+        readings.extend(
+            [d.power_w, d.power_limit_w]
+                .into_iter()
+                .flatten()
+                .map(|v| format!("{v:.0}")),
+        );
+    }
+    for line in s.lines().take_while(|l| !l.starts_with("PROCESSES")).skip(1) {
+        assert!(
+            !line.trim_end().ends_with(|c: char| c.is_ascii_digit()),
+            "{what} {w}x{h}: a figure cut at the edge: {line:?}\n{s}"
+        );
+        let chars: Vec<char> = line.chars().collect();
+        let mut at = 0;
+        while at < chars.len() {
+            if !chars[at].is_ascii_digit() || (at > 0 && (chars[at - 1].is_alphanumeric() || chars[at - 1] == '.')) {
+                at += 1;
+                continue;
+            }
+            let end = (at..chars.len())
+                .find(|&i| !(chars[i].is_ascii_digit() || chars[i] == '.'))
+                .unwrap_or(chars.len());
+            let number: String = chars[at..end].iter().collect();
+            let rest: String = chars[end..].iter().take(3).collect();
+            if rest.starts_with('%')
+                || rest.starts_with(" °C")
+                || rest.starts_with(" W")
+                || rest.starts_with('/') && !rest.starts_with("/ ")
+            {
+                assert!(
+                    readings.contains(&number),
+                    "{what} {w}x{h}: {number}{rest} is no reading of the snapshot: {line:?}\n{s}"
+                );
+            }
+            at = end;
+        }
+    }
     let rows = table_rows(&s);
     assert!(!rows.is_empty(), "{what} {w}x{h}: no process row\n{s}");
     let header_at = s

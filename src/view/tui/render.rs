@@ -579,7 +579,14 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
     let narrow = width < 130;
     let mut first = vec![
         Span::styled(format!("GPU {} ", d.index), theme.bold()),
-        Span::styled(escape(opt(d.name.as_deref())).into_owned(), theme.bold()),
+        Span::styled(
+            clip_marked(
+                opt(d.name.as_deref()),
+                (width as usize).saturating_sub(8),
+                theme.ellipsis(),
+            ),
+            theme.bold(),
+        ),
     ];
     if !narrow {
         first.push(Span::raw(escape(format!(
@@ -597,42 +604,50 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
         (Some(p), None) => format!("power {p:.0} W"),
         _ => "power n/a".into(),
     };
-    first.push(Span::raw(format!(
-        "  {}gpu {}  mem act {}  {}  {power}",
-        if narrow { "" } else { theme.separator() },
-        percent(d.gpu_util_percent),
-        percent(d.memory_activity_percent),
-        d.temperature_c
-            .map(|t| format!("{t} °C"))
-            .unwrap_or_else(|| "temp n/a".into()),
-    )));
-    out.push(Line::from(first));
+    // One span a reading: a narrow screen drops whole readings, never
+    // half a figure.
+    first.extend([
+        Span::raw(format!(
+            "  {}gpu {}",
+            if narrow { "" } else { theme.separator() },
+            percent(d.gpu_util_percent)
+        )),
+        Span::raw(format!("  mem act {}", percent(d.memory_activity_percent))),
+        Span::raw(
+            d.temperature_c
+                .map(|t| format!("  {t} °C"))
+                .unwrap_or_else(|| "  temp n/a".into()),
+        ),
+        Span::raw(format!("  {power}")),
+    ]);
+    out.push(fit(first, width));
 
     // The memory bar.
     let bar = Bar::of(snap, d, theme);
-    let mut figures = format!(
-        " {} used of {}, {} free",
-        bytes(d.memory_used_bytes),
-        bytes(d.memory_total_bytes),
-        bytes(d.memory_free_bytes),
-    );
+    let mut figures = vec![
+        Span::raw(format!(
+            " {} used of {}",
+            bytes(d.memory_used_bytes),
+            bytes(d.memory_total_bytes)
+        )),
+        Span::raw(format!(", {} free", bytes(d.memory_free_bytes))),
+    ];
     let shared = format!("shared {}", bytes(d.shared_memory_used_bytes));
     if !narrow {
-        figures = format!("{figures}  {shared}");
+        figures.push(Span::raw(format!("  {shared}")));
     }
-    let bar_width = (width as usize)
-        .saturating_sub(figures.chars().count() + 6)
-        .clamp(10, 80);
+    let figures_width: usize = figures.iter().map(Span::width).sum();
+    let bar_width = (width as usize).saturating_sub(figures_width + 6).clamp(10, 80);
     let mut line = vec![Span::raw("mem [")];
     line.extend(bar.spans(theme, bar_width));
     line.push(Span::raw("]"));
-    line.push(Span::raw(figures));
-    out.push(Line::from(line));
+    line.extend(figures);
+    out.push(fit(line, width));
 
     // What the segments are, packed into as few lines as the width allows.
     let mut entries = Vec::new();
     if let Some(n) = &bar.normalized {
-        entries.push(vec![Span::styled(format!("NORMALIZED: {n}."), theme.warn())]);
+        entries.push(n.iter().map(|part| Span::styled(part.clone(), theme.warn())).collect());
     }
     entries.extend(bar.legend(theme));
     if narrow {
@@ -662,7 +677,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
                 theme.warn(),
             ));
         }
-        out.push(Line::from(line));
+        out.push(fit(line, width));
     } else if !d.process_list_complete {
         out.push(Line::from(Span::styled(
             "  ! process list incomplete: a query failed",
@@ -685,11 +700,16 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
 }
 
 /// Lays entries out left to right, two spaces apart, starting a new line
-/// when one would not fit; at most `max_lines` (the rest is cut).
+/// when one would not fit; at most `max_lines` (the rest is cut). An entry
+/// wider than a line keeps the spans that fit whole, or is left out.
 fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, max_lines: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
     let mut used = 0;
     for entry in entries {
+        let entry = fit(entry, width.min(u16::MAX as usize) as u16).spans;
+        if entry.is_empty() {
+            continue;
+        }
         let w: usize = entry.iter().map(|s| s.width()).sum();
         let count = lines.len();
         match lines.last_mut() {
@@ -722,10 +742,11 @@ pub struct Bar {
     total: Option<u64>,
     /// (bytes drawn, what)
     segments: Vec<(f64, Seg)>,
-    /// (glyph, label) of the legend, in order.
-    legend: Vec<(String, String, Seg)>,
-    /// Why the bar is scaled, when it is.
-    normalized: Option<String>,
+    /// (glyph, label, what it is made of) of the legend, in order.
+    legend: Vec<(String, String, Option<String>, Seg)>,
+    /// Why the bar is scaled, when it is, in parts a narrow line drops
+    /// from the end.
+    normalized: Option<[String; 3]>,
 }
 
 impl Bar {
@@ -752,11 +773,11 @@ impl Bar {
         let (scale, normalized) = match used {
             Some(u) if measured > u && measured > 0 => (
                 u as f64 / measured as f64,
-                Some(format!(
-                    "rows add up to {}, more than the {} the device reports used; segments scaled to it",
-                    bytes(Some(measured)),
-                    bytes(Some(u))
-                )),
+                Some([
+                    format!("NORMALIZED: rows add up to {},", bytes(Some(measured))),
+                    format!(" more than the {} the device reports used;", bytes(Some(u))),
+                    " segments scaled to it.".to_string(),
+                ]),
             ),
             _ => (1.0, None),
         };
@@ -765,7 +786,8 @@ impl Bar {
         for (i, (p, v)) in holders.iter().take(BAR_PROCESSES).enumerate() {
             let name = escape(opt(p.name.as_deref()));
             let mut drawn = 0u64;
-            let mut label = format!("{name} {}", bytes(Some(*v)));
+            let label = format!("{name} {}", bytes(Some(*v)));
+            let mut parts_label = None;
             if let Some((parts, how)) = describe::model_split(p, d.index) {
                 let parts_sum: u64 = parts.iter().map(|(_, b)| b).sum();
                 // Parts never outgrow the measured segment they sit in.
@@ -780,10 +802,10 @@ impl Bar {
                     drawn += (*b as f64 * fit) as u64;
                     words.push(format!("{} {}", part.glyph(), bytes(Some(*b))));
                 }
-                label = format!("{label} = {} {how}", words.join(" "));
+                parts_label = Some(format!("= {} {how}", words.join(" ")));
             }
             segments.push((v.saturating_sub(drawn) as f64 * scale, Seg::Process(i)));
-            legend.push((theme.process_glyph(i).to_string(), label, Seg::Process(i)));
+            legend.push((theme.process_glyph(i).to_string(), label, parts_label, Seg::Process(i)));
         }
         let rest: Vec<u64> = holders.iter().skip(BAR_PROCESSES).map(|(_, v)| *v).collect();
         if !rest.is_empty() {
@@ -792,6 +814,7 @@ impl Bar {
             legend.push((
                 OTHERS_GLYPH.to_string(),
                 format!("{} more {}", rest.len(), bytes(Some(r))),
+                None,
                 Seg::Others,
             ));
         }
@@ -802,6 +825,7 @@ impl Bar {
                 legend.push((
                     UNLISTED_GLYPH.to_string(),
                     format!("no listed process {}", bytes(Some(unlisted))),
+                    None,
                     Seg::Unlisted,
                 ));
             }
@@ -876,13 +900,15 @@ impl Bar {
     /// One entry (a few spans) per segment.
     fn legend(&self, theme: Theme) -> Vec<Vec<Span<'static>>> {
         let mut out = Vec::new();
-        for (glyph, label, seg) in &self.legend {
-            out.push(vec![
+        for (glyph, label, parts, seg) in &self.legend {
+            let mut entry = vec![
                 Span::styled(glyph.clone(), Bar::style(theme, Some(*seg))),
                 Span::raw(format!(" {label}")),
-            ]);
+            ];
+            entry.extend(parts.as_ref().map(|p| Span::raw(format!(" {p}"))));
+            out.push(entry);
         }
-        if self.legend.iter().any(|(_, l, _)| l.contains(" = ")) {
+        if self.legend.iter().any(|(_, _, parts, _)| parts.is_some()) {
             out.push(vec![Span::styled(
                 "W weights K KV cache C compute: not measured".to_string(),
                 theme.not_measured(),
