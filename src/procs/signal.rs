@@ -64,7 +64,7 @@ impl Signal {
 }
 
 /// A process as the snapshot named it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Target {
     pub pid: u32,
     pub start_time: Option<String>,

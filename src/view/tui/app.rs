@@ -127,8 +127,9 @@ pub struct App {
     pub readonly: bool,
     /// `k`: the signal picker.
     pub picker: Option<Picker>,
-    /// Space: processes tagged for `k`, by PID.
-    pub tagged: std::collections::BTreeSet<u32>,
+    /// Space: processes tagged for `k`, by PID and start time (a reused
+    /// PID is not tagged).
+    pub tagged: std::collections::BTreeSet<Target>,
     /// `t`: children under their parents.
     pub tree: bool,
     /// `u` and `--user`: only this user's processes.
@@ -534,7 +535,7 @@ impl App {
             return;
         }
         let rows = self.rows();
-        let mut chosen: Vec<&Process> = rows.iter().copied().filter(|p| self.tagged.contains(&p.pid)).collect();
+        let mut chosen: Vec<&Process> = rows.iter().copied().filter(|p| self.is_tagged(p)).collect();
         if chosen.is_empty() {
             chosen.extend(self.selected(&rows).map(|(_, p)| p));
         }
@@ -545,10 +546,7 @@ impl App {
         let chosen = chosen
             .into_iter()
             .map(|p| Chosen {
-                target: Target {
-                    pid: p.pid,
-                    start_time: p.start_time.clone(),
-                },
+                target: target(p),
                 name: crate::view::opt(p.name.as_deref()).to_string(),
                 user: crate::view::opt(p.user.as_deref()).to_string(),
             })
@@ -565,11 +563,16 @@ impl App {
     fn toggle_tag(&mut self) {
         let rows = self.rows();
         let Some((i, p)) = self.selected(&rows) else { return };
-        let pid = p.pid;
-        if !self.tagged.remove(&pid) {
-            self.tagged.insert(pid);
+        let tag = target(p);
+        if !self.tagged.remove(&tag) {
+            self.tagged.insert(tag);
         }
         self.select(i + 1);
+    }
+
+    /// Whether space tagged this process (this one: PID and start time).
+    pub fn is_tagged(&self, p: &Process) -> bool {
+        !self.tagged.is_empty() && self.tagged.contains(&target(p))
     }
 
     /// `u`: every user, then each user of the snapshot in turn.
@@ -631,6 +634,14 @@ pub fn sum(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.flatten().fold(None, |acc, v| Some(acc.unwrap_or(0) + v))
 }
 
+/// What names a process for a signal: its PID and start time.
+fn target(p: &Process) -> Target {
+    Target {
+        pid: p.pid,
+        start_time: p.start_time.clone(),
+    }
+}
+
 /// `/`: the needle (lowercase) in the name, command line, user, kind,
 /// runtimes or models, or the PID whole.
 fn matches_filter(p: &Process, needle: &str) -> bool {
@@ -666,8 +677,12 @@ fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String
     } else {
         ("├─ ", "└─ ", "│  ", "   ")
     };
+    // Deeper than this the branches are not drawn further in (a forged
+    // chain thousands deep must not cost thousands of columns a row).
+    const DEEPEST: usize = 8 * 3;
     let mut out = Vec::with_capacity(rows.len());
     let mut placed = HashSet::new();
+    let mut unplaced = 0..rows.len();
     // (row, the bars of its ancestors, its own branch)
     let mut stack: Vec<(usize, String, &str)> = roots.iter().rev().map(|&r| (r, String::new(), "")).collect();
     loop {
@@ -676,7 +691,7 @@ fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String
                 continue;
             }
             out.push((rows[i], format!("{indent}{own}")));
-            let below = if own.is_empty() {
+            let below = if own.is_empty() || indent.chars().count() >= DEEPEST {
                 indent
             } else if own == last {
                 format!("{indent}{blank}")
@@ -689,7 +704,7 @@ fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String
             }
         }
         // Rows only a loop reaches: each such loop starts at its first row.
-        match (0..rows.len()).find(|i| !placed.contains(i)) {
+        match unplaced.find(|i| !placed.contains(i)) {
             Some(i) => stack.push((i, String::new(), "")),
             None => break,
         }

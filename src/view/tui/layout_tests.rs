@@ -481,6 +481,27 @@ fn t_draws_children_under_their_parents_and_a_loop_once() {
     let mut pids: Vec<u32> = app.rows().iter().map(|p| p.pid).collect();
     pids.sort_unstable();
     assert_eq!(pids, (10_000..10_006).collect::<Vec<_>>());
+    // A forged chain 5000 deep: every row once, the branches drawn only
+    // so deep (not 15,000 columns a row).
+    let mut deep = server(1, 3);
+    let template = deep.processes[0].clone();
+    deep.processes = (0..5000u32)
+        .map(|n| crate::snapshot::Process {
+            pid: 50_000 + n,
+            ppid: n.checked_sub(1).map(|p| 50_000 + p),
+            ..template.clone()
+        })
+        .collect();
+    let mut app = app_with(deep);
+    chars(&mut app, "t");
+    let rows = app.tree_rows();
+    assert_eq!(rows.len(), 5000);
+    assert!(
+        rows.iter().all(|(_, branch)| branch.chars().count() <= 27),
+        "{:?}",
+        rows.last()
+    );
+    screen(&mut app, 120, 30);
 }
 
 #[test]

@@ -1222,7 +1222,7 @@ fn draw_table(
             wanted
                 .iter()
                 .map(|c| match c {
-                    Column::Name if app.tagged.contains(&p.pid) => format!("{branch}+{}", c.value(app, p)),
+                    Column::Name if app.is_tagged(p) => format!("{branch}+{}", c.value(app, p)),
                     Column::Name => format!("{branch}{}", c.value(app, p)),
                     _ => c.value(app, p),
                 })
@@ -1296,7 +1296,7 @@ fn draw_table(
                 let i = offset + n;
                 if Some(i) == selected {
                     row.style(theme.selected())
-                } else if app.tagged.contains(&p.pid) {
+                } else if app.is_tagged(p) {
                     row.style(theme.tagged())
                 } else {
                     row
