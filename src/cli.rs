@@ -55,6 +55,19 @@ pub struct Cli {
     #[arg(long)]
     pub ascii: bool,
 
+    /// The live view sends no signal (`k` is refused).
+    #[arg(long)]
+    pub readonly: bool,
+
+    /// Only this user's processes (the live view, --once and --json; `u`
+    /// cycles users in the live view).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// The config file's `columns` (no flag sets them).
+    #[arg(skip)]
+    pub columns: Option<Vec<crate::view::tui::render::Column>>,
+
     /// Do not ask runtimes' local HTTP APIs which models they hold.
     #[arg(long)]
     pub no_discovery: bool,
@@ -175,6 +188,11 @@ impl Cli {
             light: self.light,
             no_color: self.no_color,
             ascii: self.ascii,
+            // PIDs from a procfs tree that is not this system's name no
+            // process here that a signal should reach.
+            readonly: self.readonly || self.proc_root != std::path::Path::new("/proc"),
+            user: self.user.clone(),
+            columns: self.columns.clone(),
         }
     }
 }

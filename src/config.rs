@@ -6,6 +6,7 @@
 
 use crate::cli::Cli;
 use crate::view::tui::app::SortKey;
+use crate::view::tui::render::Column;
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::ArgMatches;
@@ -44,9 +45,14 @@ remote = []
 # hold, over their local HTTP APIs (--no-discovery turns it off).
 discovery = true
 
-# Reserved for a later version (setting them is an error today):
-# columns = ["pid", "user", "vram", ...]   the live view's columns, in order
-# readonly = true                          no action that changes a process
+# The live view sends no signal: `k` is refused (--readonly).
+readonly = false
+
+# The live view's columns, in this order (`m` still shows them all). Known:
+# "pid", "device" (the GPU index), "name", "user", "container", "kind",
+# "runtime", "vram", "spill", "paged", "gpu" (GPU%), "cpu", "rss", "model",
+# "inside". A narrow terminal leaves some out (README: columns).
+# columns = ["pid", "device", "name", "user", "vram", "gpu", "cpu", "model"]
 "#;
 
 /// The `theme` key; the flags are `--light` and `--no-color`.
@@ -70,10 +76,9 @@ struct File {
     remote: Option<Vec<String>>,
     remote_token_file: Option<PathBuf>,
     discovery: Option<bool>,
-    #[serde(default, rename = "columns", deserialize_with = "reserved")]
-    _columns: (),
-    #[serde(default, rename = "readonly", deserialize_with = "reserved")]
-    _readonly: (),
+    readonly: Option<bool>,
+    #[serde(default, deserialize_with = "columns")]
+    columns: Option<Vec<Column>>,
 }
 
 /// Bounded as the flag is (`cli::seconds`), so the error has the line.
@@ -84,10 +89,28 @@ fn seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         .map_err(serde::de::Error::custom)
 }
 
-fn reserved<'de, D: Deserializer<'de>>(_: D) -> Result<(), D::Error> {
-    Err(serde::de::Error::custom(
-        "reserved for a later version of gputaskman: this one has no such setting yet",
-    ))
+/// Column names, each known and named once, at least one.
+fn columns<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<Column>>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in &names {
+        let column = Column::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
+            serde::de::Error::custom(format!(
+                "columns: no column {}; known: {}",
+                crate::view::safe_text::safe(name),
+                known.join(", ")
+            ))
+        })?;
+        if out.contains(&column) {
+            return Err(serde::de::Error::custom(format!("columns: {name} is named twice")));
+        }
+        out.push(column);
+    }
+    if out.is_empty() {
+        return Err(serde::de::Error::custom("columns: name at least one"));
+    }
+    Ok(Some(out))
 }
 
 /// Where the config file is when `--config` does not say.
@@ -131,6 +154,8 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     }
     cli.ascii |= file.ascii == Some(true);
     cli.no_discovery |= file.discovery == Some(false);
+    cli.readonly |= file.readonly == Some(true);
+    cli.columns = file.columns;
     if cli.remote.is_none() {
         cli.remote = file
             .remote
@@ -209,6 +234,8 @@ mod tests {
         assert_eq!(file.ascii, Some(plain.ascii));
         assert_eq!(file.discovery, Some(!plain.no_discovery));
         assert_eq!(file.remote, Some(vec![]));
+        assert_eq!(file.readonly, Some(plain.readonly));
+        assert_eq!(file.columns, None);
         let cli = with_config(DEFAULTS, &[]).unwrap();
         assert_eq!(cli.remote, None);
         assert!(!cli.light && !cli.no_color && !cli.ascii && !cli.no_discovery);
@@ -218,13 +245,15 @@ mod tests {
     fn every_key_is_applied() {
         let cli = with_config(
             "interval = 2.5\nsort = \"name\"\ntheme = \"light\"\nascii = true\n\
-             remote = [\"http://a:9464\", \"http://b:9464\"]\nremote_token_file = \"tok\"\ndiscovery = false\n",
+             remote = [\"http://a:9464\", \"http://b:9464\"]\nremote_token_file = \"tok\"\ndiscovery = false\n\
+             readonly = true\ncolumns = [\"vram\", \"pid\", \"user\"]\n",
             &[],
         )
         .unwrap();
         assert_eq!(cli.interval, 2.5);
         assert_eq!(cli.sort, Some(SortKey::Name));
-        assert!(cli.light && !cli.no_color && cli.ascii && cli.no_discovery);
+        assert!(cli.light && !cli.no_color && cli.ascii && cli.no_discovery && cli.readonly);
+        assert_eq!(cli.columns, Some(vec![Column::Vram, Column::Pid, Column::User]));
         assert_eq!(cli.remote.as_deref(), Some("http://a:9464,http://b:9464"));
         let token = cli.remote_token_file.unwrap();
         assert_eq!(token.file_name().unwrap(), "tok");
@@ -266,14 +295,24 @@ mod tests {
     }
 
     #[test]
-    fn reserved_keys_and_bad_values_are_errors_with_their_line() {
+    fn bad_values_are_errors_with_their_line() {
         for (text, line, says) in [
-            ("readonly = true\n", "line 1", "reserved for a later version"),
             (
-                "sort = \"vram\"\ncolumns = [\"pid\"]\n",
-                "line 2",
-                "reserved for a later version",
+                "readonly = \"yes\"\n",
+                "line 1",
+                "invalid type: string \"yes\", expected a boolean",
             ),
+            (
+                "sort = \"vram\"\ncolumns = [\"pid\", \"vrma\"]\n",
+                "line 2",
+                "columns: no column vrma; known: pid, device, name",
+            ),
+            (
+                "\n\ncolumns = [\"pid\", \"pid\"]\n",
+                "line 3",
+                "columns: pid is named twice",
+            ),
+            ("columns = []\n", "line 1", "columns: name at least one"),
             ("\ninterval = 0\n", "line 2", "more than 0 and at most 86400"),
             ("sort = \"size\"\n", "line 1", "unknown variant `size`"),
             ("theme = \"solarized\"\n", "line 1", "unknown variant `solarized`"),

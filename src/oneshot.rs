@@ -32,8 +32,13 @@ pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
     if let Some(rest) = CPU_WINDOW.checked_sub(started.elapsed()) {
         std::thread::sleep(rest);
     }
-    let snap = collector.sample();
+    let mut snap = collector.sample();
     check_gpu_exists(cli, &snap)?;
+    if let Some(user) = &cli.user {
+        // The devices' figures stay the whole device's: they are measured
+        // per device, not per user.
+        snap.processes.retain(|p| p.user.as_deref() == Some(user.as_str()));
+    }
     // One write: stdout is line-buffered, and a snapshot of 250 processes
     // is some 10,000 lines of JSON (as many write calls).
     let mut out = Vec::new();

@@ -79,3 +79,35 @@ fn remote_hosts_come_from_the_file_and_the_flag_wins() {
     let text = String::from_utf8_lossy(&flag.stdout).to_string() + &String::from_utf8_lossy(&flag.stderr);
     assert!(text.contains("127.0.0.1:2") && !text.contains("127.0.0.1:1"), "{text}");
 }
+
+#[test]
+fn columns_and_readonly_are_read_and_a_wrong_column_stops_with_its_line() {
+    let xdg = tempfile::tempdir().unwrap();
+    let path = xdg.path().join("view.toml");
+    std::fs::write(
+        &path,
+        "readonly = true\ncolumns = [\"pid\", \"device\", \"vram\", \"user\"]\n",
+    )
+    .unwrap();
+    let ok = gputaskman(xdg.path())
+        .arg("--config")
+        .arg(&path)
+        .arg("--once")
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    std::fs::write(&path, "readonly = true\n\ncolumns = [\"pid\", \"VRAM\"]\n").unwrap();
+    let bad = gputaskman(xdg.path())
+        .arg("--config")
+        .arg(&path)
+        .arg("--once")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains(&format!("config {}", path.display())), "{err}");
+    assert!(
+        err.contains("line 3") && err.contains("columns: no column VRAM; known: pid, device"),
+        "{err}"
+    );
+}

@@ -559,3 +559,34 @@ fn implausible_driver_values_are_unknown_with_a_note_never_facts() {
     assert!(text.contains("gpu n/a  mem activity 30%  temp n/a"), "{text}");
     assert!(text.contains("processes: n/a measured"), "{text}");
 }
+
+#[test]
+fn ppid_is_the_parent_and_user_keeps_only_that_users_processes() {
+    let d = desktop_scenario();
+    let all = d.scenario.json(&["--json"]);
+    let llama = process(&all, d.llama.pid());
+    assert_eq!(llama["ppid"], json!(std::process::id()), "{llama}");
+    let me = llama["user"].as_str().expect("our own process has a user").to_string();
+    // The PIDs of no process here have no user: --user leaves them out.
+    // (Other AI processes of this user on the machine may be listed too.)
+    let mine = d.scenario.json(&["--json", "--user", &me]);
+    let listed = mine["processes"].as_array().unwrap();
+    assert!(listed.iter().all(|p| p["user"] == json!(me)), "{mine}");
+    let pids: Vec<u64> = listed.iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+    for pid in [d.llama.pid(), d.browser.pid()] {
+        assert!(pids.contains(&u64::from(pid)), "{pid} missing: {mine}");
+    }
+    assert!(all["processes"].as_array().unwrap().len() > pids.len());
+    // The devices are the whole devices' still.
+    assert_eq!(mine["devices"], all["devices"]);
+    let nobody = d.scenario.json(&["--json", "--user", "no-such-user-here"]);
+    assert_eq!(nobody["processes"], json!([]));
+    let text = d
+        .scenario
+        .command()
+        .args(["--once", "--user", "no-such-user-here"])
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("llama-server"));
+}

@@ -245,9 +245,19 @@ fn the_live_view_nests_instances_under_their_gpu() {
         fake_nvml().display(),
         env!("CARGO_BIN_EXE_gputaskman"),
     ));
+    // One line per device (four of them), words apart by any spaces.
+    let spaced = |s: &str| {
+        s.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     let s = t.wait_for("the devices", Duration::from_secs(15), |s| {
+        let s = spaced(s);
         s.contains("MIG 0/2 2g.20gb") && s.contains("GPU 1 NVIDIA L4")
     });
+    let indented = s.lines().any(|l| l.starts_with("  MIG 0/1"));
+    let s = spaced(&s);
     let line_of = |what: &str| {
         s.lines()
             .position(|l| l.contains(what))
@@ -260,11 +270,11 @@ fn the_live_view_nests_instances_under_their_gpu() {
         line_of("GPU 1 NVIDIA L4"),
     );
     assert!(gpu < first && first < second && second < next, "{s}");
-    assert!(s.lines().nth(first).unwrap().contains("  MIG 0/1"), "indented: {s}");
+    assert!(indented, "indented: {s}");
     // `g` picks the GPU, then its first instance: only its process is left.
     t.keys(&["g", "g"]);
     let s = t.wait_for("instance 0/1 alone", Duration::from_secs(10), |s| {
-        s.contains("GPU 0/1 only")
+        s.contains("on GPU 0/1")
     });
     let pids = |s: &str, pid: u32| {
         s.lines()

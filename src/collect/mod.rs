@@ -239,6 +239,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
         }
         out.push(Process {
             pid: info.pid,
+            ppid: info.ppid,
             host_pid,
             name: Some(info.name.clone()),
             start_time: info.start_time.clone(),

@@ -1358,6 +1358,7 @@ mod tests {
             let child = Command::new("sleep").arg("60").current_dir(cwd).spawn().expect("sleep");
             let info = ProcInfo {
                 pid: child.id(),
+                ppid: None,
                 start_ticks: 0,
                 name: "llama-server".into(),
                 start_time: Some(format!("start-{}", child.id())),

@@ -122,6 +122,8 @@ impl ProcScanner {
             let ai = *kind == crate::snapshot::ProcessKind::Ai;
             out.push(ProcInfo {
                 pid,
+                // The kernel's idle task and kthreadd's children say 0: no parent.
+                ppid: (stat.ppid != 0).then_some(stat.ppid),
                 start_ticks: stat.starttime,
                 name: stat.comm,
                 start_time: fixed.start_time.clone(),
@@ -208,10 +210,9 @@ impl ProcScanner {
         let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
         let exe = process.exe().ok().map(|p| p.to_string_lossy().into_owned());
         let user = process.uid().ok().map(|uid| self.user_name(uid));
-        let start_time = self.boot_time_secs.and_then(|boot| {
-            let nanos = boot as i128 * 1_000_000_000 + start as i128 * 1_000_000_000 / self.ticks_per_second as i128;
-            format_unix_nanos(nanos)
-        });
+        let start_time = self
+            .boot_time_secs
+            .and_then(|boot| start_rfc3339(boot, start, self.ticks_per_second));
         Static {
             argv,
             cmdline,
@@ -329,6 +330,7 @@ fn brief_io(e: &std::io::Error) -> String {
 
 pub struct Stat {
     pub comm: String,
+    pub ppid: u32,
     pub utime: u64,
     pub stime: u64,
     pub starttime: u64,
@@ -342,6 +344,22 @@ impl Stat {
     pub fn ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }
+}
+
+/// A start time in ticks after boot as the snapshot's `start_time` says it.
+fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<String> {
+    let nanos =
+        boot_secs as i128 * 1_000_000_000 + start_ticks as i128 * 1_000_000_000 / ticks_per_second.max(1) as i128;
+    format_unix_nanos(nanos)
+}
+
+/// The `start_time` a scan of `root` would give the process `pid` now:
+/// with the PID it names the process, so a signal never reaches another
+/// one that took a reused PID.
+pub fn start_time_of(root: &Path, pid: u32) -> Option<String> {
+    let mut buf = [0u8; 2048];
+    let stat = read_stat(&root.join(pid.to_string()).join("stat"), &mut buf)?;
+    start_rfc3339(read_boot_time(root)?, stat.starttime, procfs::ticks_per_second())
 }
 
 /// Reads /proc/PID/stat with one open and one read into `buf`.
@@ -388,16 +406,18 @@ pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
     let comm = String::from_utf8_lossy(bytes.get(open + 1..close)?).into_owned();
     let text = std::str::from_utf8(bytes.get(close + 2..)?).ok()?;
     let mut fields = text.split_ascii_whitespace();
-    // Fields after the comm, from 0: state is 0; utime 11, stime 12,
-    // starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
+    // Fields after the comm, from 0: state is 0, ppid 1; utime 11,
+    // stime 12, starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
     let mut nth = |skip: usize| -> Option<u64> { fields.nth(skip)?.parse().ok() };
-    let utime = nth(11)?;
+    let ppid = u32::try_from(nth(1)?).ok()?;
+    let utime = nth(9)?;
     let stime = nth(0)?;
     let starttime = nth(6)?;
     let vsize = nth(0)?;
     let rss = nth(0)?;
     Some(Stat {
         comm,
+        ppid,
         utime,
         stime,
         starttime,
@@ -459,6 +479,7 @@ mod tests {
         child.kill().ok();
         child.wait().ok();
         let me = procs.iter().find(|p| p.pid == pid).expect("child is listed");
+        assert_eq!(me.ppid, Some(std::process::id()));
         let cmdline = me.cmdline.as_deref().expect("own child's cmdline is readable");
         assert!(cmdline.contains("--api-key <redacted>"), "{cmdline}");
         assert!(!cmdline.contains("topsecret"));
@@ -551,6 +572,7 @@ mod tests {
         let stat = parse_stat(&line).expect("parsed");
         assert_eq!(stat.comm, "llama\u{fffd}\u{fffd}) evil");
         assert_eq!(stat.ticks(), u64::MAX);
+        assert_eq!(stat.ppid, 1);
         assert_eq!(stat.starttime, 777);
         assert_eq!(stat.rss, u64::MAX);
     }

@@ -285,6 +285,7 @@ mod sys {
                 let ai = fixed.classified == crate::snapshot::ProcessKind::Ai;
                 out.push(ProcInfo {
                     pid,
+                    ppid: (bsd.pbi_ppid != 0).then_some(bsd.pbi_ppid),
                     start_ticks: start,
                     name,
                     start_time: fixed.start_time.clone(),

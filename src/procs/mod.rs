@@ -10,6 +10,7 @@
 
 pub mod classify;
 pub mod redact;
+pub mod signal;
 
 /// Public for fuzz/, which calls `linux::parse_stat` and `mapped_paths`.
 #[cfg(target_os = "linux")]
@@ -87,6 +88,8 @@ pub const MAPS_REFRESH: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct ProcInfo {
     pub pid: u32,
+    /// The parent's PID; None where the platform does not say.
+    pub ppid: Option<u32>,
     /// Start time in clock ticks after boot: creation order, for pairing
     /// host PIDs inside containers.
     pub start_ticks: u64,

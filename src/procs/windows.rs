@@ -102,7 +102,7 @@ impl ProcScanner {
         let mut out = Vec::new();
         let mut seen_cpu = HashMap::new();
         let mut seen_static = HashMap::new();
-        for (pid, name) in list_processes()? {
+        for (pid, ppid, name) in list_processes()? {
             let handle = open(pid);
             let times = handle.as_ref().and_then(process_times);
             let created = times.map(|t| t.0).unwrap_or(0);
@@ -131,6 +131,7 @@ impl ProcScanner {
             let ai = fixed.kind == crate::snapshot::ProcessKind::Ai;
             out.push(ProcInfo {
                 pid,
+                ppid,
                 start_ticks: created,
                 name: name.clone(),
                 start_time: fixed.start_time.clone(),
@@ -154,7 +155,10 @@ impl ProcScanner {
     }
 }
 
-fn list_processes() -> anyhow::Result<Vec<(u32, String)>> {
+/// (PID, parent PID, exe name) of every process. Windows keeps the
+/// parent's PID after the parent exits, and may give it to a new process:
+/// a parent is one only while it started before its child.
+fn list_processes() -> anyhow::Result<Vec<(u32, Option<u32>, String)>> {
     // SAFETY: a process snapshot; the handle is closed below.
     let snap = unsafe { CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0) }?;
     let snap = Process(snap);
@@ -167,7 +171,8 @@ fn list_processes() -> anyhow::Result<Vec<(u32, String)>> {
     let mut more = unsafe { Process32FirstW(snap.0, &mut entry) }.is_ok();
     while more {
         if entry.th32ProcessID != 0 {
-            out.push((entry.th32ProcessID, wide(&entry.szExeFile)));
+            let ppid = (entry.th32ParentProcessID != 0).then_some(entry.th32ParentProcessID);
+            out.push((entry.th32ProcessID, ppid, wide(&entry.szExeFile)));
         }
         // SAFETY: as above.
         more = unsafe { Process32NextW(snap.0, &mut entry) }.is_ok();

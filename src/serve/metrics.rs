@@ -546,6 +546,7 @@ pub(crate) mod tests {
         let process = |pid, name: &str, vram| Process {
             pid,
             host_pid: None,
+            ppid: None,
             name: Some(name.into()),
             start_time: Some("2026-01-01T00:00:00Z".into()),
             user: Some("me".into()),

@@ -367,6 +367,8 @@ pub fn run_live(
     // Bounded (more than 0, at most a day) by `cli::seconds`.
     let interval = Duration::from_secs_f64(interval);
     crate::view::tui::term::require_terminal()?;
+    // Other machines' PIDs: no signal from here ever reaches them.
+    let look = crate::view::tui::Look { readonly: true, ..look };
     crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, interval)), look)
 }
 

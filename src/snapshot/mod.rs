@@ -270,6 +270,12 @@ pub struct Process {
     /// container NVML reports host PIDs (shown as `H:<pid>` when no process
     /// here pairs with it).
     pub host_pid: Option<u32>,
+    /// The parent's PID (in the same namespace as `pid`). Absent where the
+    /// platform does not say or for a process not in this /proc, as in
+    /// recordings made before it existed, so those rows' JSON (and
+    /// recordings) stay as they were, as `container` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ppid: Option<u32>,
     /// The short name (comm); null when the process is not visible in /proc.
     pub name: Option<String>,
     /// RFC 3339 UTC: with the PID it names the process, so a reused PID is

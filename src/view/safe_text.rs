@@ -74,9 +74,10 @@ impl fmt::Write for Count {
 }
 
 /// Writes `s` escaped, cut to `max` columns when it is wider (the last
-/// column then a `~`); an escape is written whole or not at all.
-fn write_fitted(s: &str, max: Option<usize>, out: &mut impl fmt::Write) -> fmt::Result {
-    // Cut: the room left beside the `~` (none at all in zero columns).
+/// column then `marker`, one column wide); an escape is written whole or
+/// not at all.
+fn write_fitted(s: &str, max: Option<usize>, marker: char, out: &mut impl fmt::Write) -> fmt::Result {
+    // Cut: the room left beside the marker (none at all in zero columns).
     let (room, marked) = match max {
         Some(m) if width(s) > m => (Some(m.saturating_sub(1)), m > 0),
         _ => (None, false),
@@ -97,7 +98,7 @@ fn write_fitted(s: &str, max: Option<usize>, out: &mut impl fmt::Write) -> fmt::
         }
     }
     if marked {
-        out.write_char('~')?;
+        out.write_char(marker)?;
     }
     Ok(())
 }
@@ -110,7 +111,7 @@ pub fn escape<'a>(s: impl Into<Cow<'a, str>>) -> Cow<'a, str> {
         return s;
     }
     let mut out = String::with_capacity(s.len() + 8);
-    let _ = write_fitted(&s, None, &mut out);
+    let _ = write_fitted(&s, None, '~', &mut out);
     Cow::Owned(out)
 }
 
@@ -122,8 +123,14 @@ pub fn width(s: &str) -> usize {
 /// `s` escaped and cut to at most `max` columns, a `~` in the last one
 /// when cut. Cutting counts escapes whole, so none is left in half.
 pub fn clip(s: &str, max: usize) -> String {
+    clip_marked(s, max, '~')
+}
+
+/// [`clip`] with another one-column marker of the cut (the live view's
+/// `…`).
+pub fn clip_marked(s: &str, max: usize, marker: char) -> String {
     let mut out = String::new();
-    let _ = write_fitted(s, Some(max), &mut out);
+    let _ = write_fitted(s, Some(max), marker, &mut out);
     out
 }
 
@@ -152,7 +159,7 @@ impl fmt::Display for Safe<'_> {
         for _ in 0..before {
             f.write_char(f.fill())?;
         }
-        write_fitted(self.0, f.precision(), f)?;
+        write_fitted(self.0, f.precision(), '~', f)?;
         for _ in 0..after {
             f.write_char(f.fill())?;
         }

@@ -3,6 +3,8 @@
 
 use super::feed::{FeedCommand, Update};
 use super::history::{self, History};
+use super::render::Column;
+use crate::procs::signal::{Signal, Target};
 use crate::snapshot::{GpuUsage, Process, Snapshot};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
@@ -54,12 +56,32 @@ impl SortKey {
 }
 
 /// What the main loop should do after an input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     None,
     Redraw,
     Quit,
     Feed(FeedCommand),
+    /// The person confirmed: send this signal to these processes.
+    Signal(Signal, Vec<Target>),
+}
+
+/// A process the signal picker will signal, with the words the
+/// confirmation names it by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    pub target: Target,
+    pub name: String,
+    pub user: String,
+}
+
+/// `k`: the signal picker, then its confirmation.
+#[derive(Debug, Clone)]
+pub struct Picker {
+    pub chosen: Vec<Chosen>,
+    /// Index into [`Signal::ALL`].
+    pub choice: usize,
+    pub confirming: bool,
 }
 
 /// Where the last frame put things, for the mouse and for paging.
@@ -101,6 +123,22 @@ pub struct App {
     /// `--ascii`: no box drawing or block glyphs.
     pub ascii: bool,
     pub replay: bool,
+    /// `--readonly`, replay, `--remote`: `k` sends nothing.
+    pub readonly: bool,
+    /// `k`: the signal picker.
+    pub picker: Option<Picker>,
+    /// Space: processes tagged for `k`, by PID and start time (a reused
+    /// PID is not tagged).
+    pub tagged: std::collections::BTreeSet<Target>,
+    /// `t`: children under their parents.
+    pub tree: bool,
+    /// `u` and `--user`: only this user's processes.
+    pub user: Option<String>,
+    /// The config file's `columns`, in its order (None: the built-in sets).
+    pub columns: Option<Vec<Column>>,
+    /// What the last action did (a signal sent, a key refused), shown in
+    /// the status line until the next key.
+    pub message: Option<String>,
     pub feed_status: String,
     pub layout: Layout,
 }
@@ -126,6 +164,13 @@ impl App {
             light: false,
             ascii: false,
             replay,
+            readonly: replay,
+            picker: None,
+            tagged: std::collections::BTreeSet::new(),
+            tree: false,
+            user: None,
+            columns: None,
+            message: None,
             feed_status: String::new(),
             layout: Layout::default(),
         }
@@ -169,18 +214,29 @@ impl App {
         }
     }
 
-    /// The processes shown, filtered and sorted.
+    /// The processes shown, filtered and sorted (in tree order with `t`).
     pub fn rows(&self) -> Vec<&Process> {
+        self.tree_rows().into_iter().map(|(p, _)| p).collect()
+    }
+
+    /// The rows with, under `t`, the branch drawn before each name ("" for
+    /// a root, or without `t`).
+    pub fn tree_rows(&self) -> Vec<(&Process, String)> {
         let Some(s) = &self.snapshot else { return Vec::new() };
         let needle = self.filter.to_lowercase();
         let mut rows: Vec<&Process> = s
             .processes
             .iter()
             .filter(|p| self.show_all || self.on_gpu(p) || !p.models.is_empty())
+            .filter(|p| self.user.is_none() || p.user == self.user)
             .filter(|p| needle.is_empty() || matches_filter(p, &needle))
             .collect();
         rows.sort_by(|a, b| self.compare(a, b).then(a.pid.cmp(&b.pid)));
-        rows
+        if self.tree {
+            tree_order(&rows, self.ascii)
+        } else {
+            rows.into_iter().map(|p| (p, String::new())).collect()
+        }
     }
 
     /// Whether the process has an entry on the chosen device(s).
@@ -188,12 +244,24 @@ impl App {
         self.usages(p).next().is_some()
     }
 
-    /// Processes the top view leaves out (shown with `a`).
+    /// Processes the top view leaves out (shown with `a`): on no GPU at
+    /// all (those on another GPU than the chosen one are counted apart).
     pub fn hidden_count(&self) -> usize {
+        self.count(|p| p.gpu.is_empty() && p.models.is_empty())
+    }
+
+    /// Processes on a GPU, but not on the chosen one.
+    pub fn elsewhere_count(&self) -> usize {
+        self.count(|p| !p.gpu.is_empty() && !self.on_gpu(p))
+    }
+
+    /// Of the processes the user filter lets through, those that `keep`.
+    fn count(&self, keep: impl Fn(&Process) -> bool) -> usize {
         let Some(s) = &self.snapshot else { return 0 };
         s.processes
             .iter()
-            .filter(|p| !self.on_gpu(p) && p.models.is_empty())
+            .filter(|p| self.user.is_none() || p.user == self.user)
+            .filter(|p| keep(p))
             .count()
     }
 
@@ -319,12 +387,16 @@ impl App {
             self.selected_index = 0;
             return Action::Redraw;
         }
+        self.message = None;
+        if self.picker.is_some() {
+            return self.on_picker_key(key);
+        }
         if let Some(scroll) = self.overlay {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
                 KeyCode::Esc | KeyCode::Char('?') | KeyCode::Enter => self.overlay = None,
                 KeyCode::Down | KeyCode::Char('j') => self.overlay = Some(scroll.saturating_add(1)),
-                KeyCode::Up | KeyCode::Char('k') => self.overlay = Some(scroll.saturating_sub(1)),
+                KeyCode::Up => self.overlay = Some(scroll.saturating_sub(1)),
                 KeyCode::PageDown | KeyCode::Char(' ') => self.overlay = Some(scroll.saturating_add(10)),
                 KeyCode::PageUp => self.overlay = Some(scroll.saturating_sub(10)),
                 KeyCode::Home => self.overlay = Some(0),
@@ -335,8 +407,9 @@ impl App {
         let page = self.layout.table_body.height.max(1) as isize;
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
-            KeyCode::Esc if !self.filter.is_empty() => self.filter.clear(),
-            KeyCode::Esc => return Action::Quit,
+            // Esc closes what is open, and never quits: someone leaving
+            // an overlay with one Esc too many keeps the view.
+            KeyCode::Esc => self.filter.clear(),
             KeyCode::Char('s') => {
                 self.sort = self.sort.next();
                 self.reversed = false;
@@ -354,8 +427,13 @@ impl App {
             }
             KeyCode::Char('/') => self.typing_filter = true,
             KeyCode::Char('g') => self.next_gpu(),
+            KeyCode::Char(c @ '0'..='9') => self.pick_gpu(c as u32 - '0' as u32),
+            KeyCode::Char('k') => self.open_picker(),
+            KeyCode::Char(' ') if !self.replay => self.toggle_tag(),
+            KeyCode::Char('t') => self.tree = !self.tree,
+            KeyCode::Char('u') => self.next_user(),
             KeyCode::Char('?') | KeyCode::F(1) => self.overlay = Some(0),
-            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
+            KeyCode::Up => self.move_selection(-1),
             KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
             KeyCode::PageUp => self.move_selection(-page),
             KeyCode::PageDown => self.move_selection(page),
@@ -410,6 +488,130 @@ impl App {
         self.gpu.map(|g| crate::snapshot::device_label(devices, g))
     }
 
+    /// The keys of the signal picker and its confirmation.
+    fn on_picker_key(&mut self, key: KeyEvent) -> Action {
+        let Some(picker) = &mut self.picker else {
+            return Action::None;
+        };
+        let last = Signal::ALL.len() - 1;
+        match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Esc | KeyCode::Char('n') => self.picker = None,
+            KeyCode::Enter | KeyCode::Char('y') if picker.confirming => {
+                let signal = Signal::ALL[picker.choice];
+                let targets = picker.chosen.iter().map(|c| c.target.clone()).collect();
+                self.picker = None;
+                self.tagged.clear();
+                return Action::Signal(signal, targets);
+            }
+            _ if picker.confirming => return Action::None,
+            KeyCode::Enter => picker.confirming = true,
+            KeyCode::Up => picker.choice = picker.choice.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => picker.choice = (picker.choice + 1).min(last),
+            KeyCode::Char(c @ '1'..='6') => picker.choice = (c as usize - '1' as usize).min(last),
+            _ => return Action::None,
+        }
+        Action::Redraw
+    }
+
+    /// Sends what the picker confirmed, and says in the status line what
+    /// became of it.
+    pub fn send(&mut self, signal: Signal, targets: &[Target]) {
+        let names: std::collections::HashMap<u32, &str> = self
+            .snapshot
+            .iter()
+            .flat_map(|s| &s.processes)
+            .map(|p| (p.pid, crate::view::opt(p.name.as_deref())))
+            .collect();
+        let said: Vec<String> = targets
+            .iter()
+            .map(|t| {
+                let outcome = crate::procs::signal::send(t, signal, std::path::Path::new("/proc"));
+                let name = names.get(&t.pid).copied().unwrap_or("");
+                format!("{} {name}: {}", t.pid, outcome.describe())
+            })
+            .collect();
+        self.message = Some(format!("{} to {}", signal.name(), said.join("; ")));
+    }
+
+    /// `k`: the tagged processes shown, else the selected one.
+    fn open_picker(&mut self) {
+        if self.readonly {
+            self.message = Some(if self.replay {
+                "a recording: no signal is sent from a replay".into()
+            } else {
+                "read-only view (--readonly, the config's readonly, or --remote): no signal is sent".into()
+            });
+            return;
+        }
+        let rows = self.rows();
+        let mut chosen: Vec<&Process> = rows.iter().copied().filter(|p| self.is_tagged(p)).collect();
+        if chosen.is_empty() {
+            chosen.extend(self.selected(&rows).map(|(_, p)| p));
+        }
+        if chosen.is_empty() {
+            self.message = Some("no process selected".into());
+            return;
+        }
+        let chosen = chosen
+            .into_iter()
+            .map(|p| Chosen {
+                target: target(p),
+                name: crate::view::opt(p.name.as_deref()).to_string(),
+                user: crate::view::opt(p.user.as_deref()).to_string(),
+            })
+            .collect();
+        self.picker = Some(Picker {
+            chosen,
+            choice: 0,
+            confirming: false,
+        });
+    }
+
+    /// Space: tags the selected process (or untags it) and moves on, as
+    /// htop does.
+    fn toggle_tag(&mut self) {
+        let rows = self.rows();
+        let Some((i, p)) = self.selected(&rows) else { return };
+        let tag = target(p);
+        if !self.tagged.remove(&tag) {
+            self.tagged.insert(tag);
+        }
+        self.select(i + 1);
+    }
+
+    /// Whether space tagged this process (this one: PID and start time).
+    pub fn is_tagged(&self, p: &Process) -> bool {
+        !self.tagged.is_empty() && self.tagged.contains(&target(p))
+    }
+
+    /// `u`: every user, then each user of the snapshot in turn.
+    fn next_user(&mut self) {
+        let Some(s) = &self.snapshot else { return };
+        let users: std::collections::BTreeSet<&str> = s.processes.iter().filter_map(|p| p.user.as_deref()).collect();
+        let next = match &self.user {
+            None => users.first(),
+            Some(u) => users
+                .range::<str, _>((std::ops::Bound::Excluded(u.as_str()), std::ops::Bound::Unbounded))
+                .next(),
+        };
+        self.user = next.map(|u| u.to_string());
+        self.selected_pid = None;
+        self.selected_index = 0;
+    }
+
+    /// A digit: that device alone; the same digit again, all devices.
+    fn pick_gpu(&mut self, index: u32) {
+        let Some(s) = &self.snapshot else { return };
+        if self.gpu == Some(index) {
+            self.gpu = None;
+        } else if s.devices.iter().any(|d| d.index == index) {
+            self.gpu = Some(index);
+        } else {
+            self.message = Some(format!("no GPU {index} (g cycles through those there are)"));
+        }
+    }
+
     /// All devices, then each device in turn (a MIG instance after its GPU).
     fn next_gpu(&mut self) {
         let Some(s) = &self.snapshot else { return };
@@ -442,12 +644,80 @@ pub fn sum(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
     values.flatten().fold(None, |acc, v| Some(acc.unwrap_or(0) + v))
 }
 
+/// What names a process for a signal: its PID and start time.
+fn target(p: &Process) -> Target {
+    Target {
+        pid: p.pid,
+        start_time: p.start_time.clone(),
+    }
+}
+
+/// `/`: the needle (lowercase) in the name, command line, user, kind,
+/// runtimes or models, or the PID whole.
 fn matches_filter(p: &Process, needle: &str) -> bool {
     let hit = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(needle));
     hit(p.name.as_deref())
         || hit(p.cmdline.as_deref())
+        || hit(p.user.as_deref())
+        || hit(Some(super::describe::kind_label(p.kind)))
+        || p.runtimes.iter().any(|r| hit(Some(r)))
         || p.pid.to_string() == needle
         || p.models
             .iter()
-            .any(|m| hit(m.name.as_deref()) || hit(m.path.as_deref()))
+            .any(|m| hit(m.name.as_deref()) || hit(m.path.as_deref()) || hit(m.architecture.as_deref()))
+}
+
+/// `rows` (sorted) as a tree: each process under its parent when the
+/// parent is among the rows, siblings in the rows' order, each with the
+/// branch drawn before its name. A parent link that loops (a forged
+/// recording) is cut where it closes: every row appears once.
+fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String)> {
+    use std::collections::{HashMap, HashSet};
+    let index: HashMap<u32, usize> = rows.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); rows.len()];
+    let mut roots = Vec::new();
+    for (i, p) in rows.iter().enumerate() {
+        match p.ppid.and_then(|pp| index.get(&pp)) {
+            Some(&parent) if parent != i => children[parent].push(i),
+            _ => roots.push(i),
+        }
+    }
+    let (branch, last, bar, blank) = if ascii {
+        ("|- ", "`- ", "|  ", "   ")
+    } else {
+        ("├─ ", "└─ ", "│  ", "   ")
+    };
+    // Deeper than this the branches are not drawn further in (a forged
+    // chain thousands deep must not cost thousands of columns a row).
+    const DEEPEST: usize = 8 * 3;
+    let mut out = Vec::with_capacity(rows.len());
+    let mut placed = HashSet::new();
+    let mut unplaced = 0..rows.len();
+    // (row, the bars of its ancestors, its own branch)
+    let mut stack: Vec<(usize, String, &str)> = roots.iter().rev().map(|&r| (r, String::new(), "")).collect();
+    loop {
+        while let Some((i, indent, own)) = stack.pop() {
+            if !placed.insert(i) {
+                continue;
+            }
+            out.push((rows[i], format!("{indent}{own}")));
+            let below = if own.is_empty() || indent.chars().count() >= DEEPEST {
+                indent
+            } else if own == last {
+                format!("{indent}{blank}")
+            } else {
+                format!("{indent}{bar}")
+            };
+            let kids = &children[i];
+            for (n, &k) in kids.iter().enumerate().rev() {
+                stack.push((k, below.clone(), if n + 1 == kids.len() { last } else { branch }));
+            }
+        }
+        // Rows only a loop reaches: each such loop starts at its first row.
+        match unplaced.find(|i| !placed.contains(i)) {
+            Some(i) => stack.push((i, String::new(), "")),
+            None => break,
+        }
+    }
+    out
 }

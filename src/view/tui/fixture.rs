@@ -29,6 +29,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
     Process {
         pid,
         host_pid: None,
+        ppid: None,
         name: Some(name.into()),
         start_time: Some("2026-11-30T09:00:00.000Z".into()),
         user: Some("ana".into()),
@@ -222,4 +223,89 @@ pub fn overcounted() -> Snapshot {
     s.devices[0].memory_free_bytes = Some(TOTAL - (4 << 30));
     s.attribution = Attribution::compute(&s.devices, &s.processes);
     s
+}
+
+/// A server of `gpus` H100s (80 GiB) with `per_gpu` processes on each:
+/// per GPU one vLLM API server (user `svc`) whose EngineCore children
+/// hold the memory, one process on two GPUs (`0,1`), a root-owned
+/// exporter, and PyTorch jobs of `ana`. Figures differ row to row, so a
+/// figure cut or taken from the wrong row shows.
+pub fn server(gpus: u32, per_gpu: u32) -> Snapshot {
+    const H100: u64 = 85_520_809_984; // 79.65 GiB
+    let mut devices = Vec::new();
+    let mut processes = Vec::new();
+    for index in 0..gpus {
+        let mut used = 0u64;
+        for n in 0..per_gpu {
+            let pid = 10_000 + index * 100 + n;
+            let (name, user, kind) = match n {
+                0 => ("vllm", "svc", ProcessKind::Ai),
+                1 => ("VLLM::EngineCore", "svc", ProcessKind::Ai),
+                2 => ("dcgm-exporter", "root", ProcessKind::Other),
+                _ => ("python3", "ana", ProcessKind::Ai),
+            };
+            let mut p = process(pid, name, kind, Some(f64::from(n) * 1.5), 512 + u64::from(n));
+            p.user = Some(user.into());
+            p.start_time = Some(format!("2026-11-30T09:{:02}:{:02}.000Z", index, n));
+            if n == 1 {
+                // The EngineCore under its API server.
+                p.ppid = Some(pid - 1);
+            }
+            // 9.00 GiB, 8.25 GiB, ...: distinct on every row.
+            let vram = match n {
+                0 => 512 * MIB,
+                2 => 0,
+                _ => (9 << 30) - u64::from(n) * 256 * MIB - u64::from(index) * 3 * MIB,
+            };
+            used += vram;
+            p.gpu = vec![usage(index, Some(vram), &["C"], Some(n * 7 % 100))];
+            if index == 0 && n == 3 && gpus > 1 {
+                // Data-parallel on GPU 0 and 1.
+                p.gpu.push(usage(1, Some(3 << 30), &["C"], Some(40)));
+            }
+            processes.push(p);
+        }
+        if index == 1 && per_gpu > 3 {
+            used += 3 << 30;
+        }
+        devices.push(Device {
+            index,
+            name: Some("NVIDIA H100 80GB HBM3".into()),
+            uuid: Some(format!("GPU-0000000{index}-0000-0000-0000-000000000000")),
+            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + index)),
+            driver_model: None,
+            memory_total_bytes: Some(H100),
+            // A little the driver holds that no process lists.
+            memory_used_bytes: Some(used + 600 * MIB),
+            memory_free_bytes: Some(H100 - used - 600 * MIB),
+            shared_memory_used_bytes: None,
+            gpu_util_percent: Some(20 + index * 9),
+            memory_activity_percent: Some(10 + index),
+            temperature_c: Some(40 + index),
+            power_w: Some(300.0 + f64::from(index) * 11.0),
+            power_limit_w: Some(700.0),
+            ..device()
+        });
+    }
+    let attribution = Attribution::compute(&devices, &processes);
+    Snapshot {
+        schema_version: SCHEMA_VERSION,
+        taken_at: "2026-11-30T17:31:58.000Z".into(),
+        host: Host {
+            hostname: Some("dgx".into()),
+            os: "linux".into(),
+            os_name: Some("Ubuntu 24.04".into()),
+            kernel: Some("6.8.0".into()),
+            wsl: false,
+            container: false,
+        },
+        backends: vec![Backend {
+            name: "nvml".into(),
+            status: BackendStatus::Ok,
+            detail: format!("{gpus} devices, driver 580.159.03, CUDA 13.0"),
+        }],
+        devices,
+        processes,
+        attribution,
+    }
 }

@@ -23,6 +23,8 @@ mod container_tests;
 #[cfg(test)]
 pub mod fixture;
 #[cfg(test)]
+mod layout_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod theme_tests;
@@ -40,12 +42,19 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 
 /// How the view starts, from the flags and the config file.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Look {
     pub sort: Option<app::SortKey>,
     pub light: bool,
     pub no_color: bool,
     pub ascii: bool,
+    /// `--readonly` (and the config's `readonly`; `--remote` sets it too):
+    /// no signal is sent.
+    pub readonly: bool,
+    /// `--user`: only this user's processes.
+    pub user: Option<String>,
+    /// The config file's `columns`.
+    pub columns: Option<Vec<render::Column>>,
 }
 
 impl Look {
@@ -56,6 +65,9 @@ impl Look {
         app.sort = self.sort.unwrap_or(app.sort);
         app.light = self.light;
         app.ascii = self.ascii;
+        app.readonly |= self.readonly;
+        app.user = self.user;
+        app.columns = self.columns;
         app
     }
 }
@@ -140,6 +152,10 @@ pub fn run_feed(mut feed: Box<dyn Feed>, look: Look) -> anyhow::Result<()> {
                 Action::Quit => quit = true,
                 Action::Feed(cmd) => {
                     feed.command(cmd, Instant::now());
+                    dirty = true;
+                }
+                Action::Signal(signal, targets) => {
+                    app.send(signal, &targets);
                     dirty = true;
                 }
                 Action::Redraw => dirty = true,

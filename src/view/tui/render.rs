@@ -10,7 +10,7 @@ use super::describe::{self, Part};
 use super::history::{self, sparkline};
 use crate::snapshot::{device_label, on_or_inside, Device, Process, Snapshot};
 use crate::units::bytes;
-use crate::view::safe_text::{clip, escape};
+use crate::view::safe_text::{clip_marked, escape};
 use crate::view::{explain, opt, percent};
 use ratatui::layout::{Alignment, Constraint, Flex, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -88,6 +88,14 @@ impl Theme {
             "│ "
         }
     }
+    /// What a cut text ends with.
+    fn ellipsis(self) -> char {
+        if self.ascii {
+            '~'
+        } else {
+            '…'
+        }
+    }
     fn cursor(self) -> char {
         if self.ascii {
             '_'
@@ -106,6 +114,10 @@ impl Theme {
     }
     fn selected(self) -> Style {
         Style::default().add_modifier(Modifier::REVERSED)
+    }
+    /// Rows tagged with space for `k`.
+    fn tagged(self) -> Style {
+        self.fg(Color::Yellow).add_modifier(Modifier::BOLD)
     }
     fn dim(self) -> Style {
         self.fg(Color::DarkGray)
@@ -153,11 +165,14 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     if let Some(scroll) = app.overlay {
         draw_overlay(f, theme, area, scroll);
     }
+    if let Some(picker) = &app.picker {
+        draw_picker(f, theme, area, picker);
+    }
 }
 
 fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
     let title = title_line(app, theme);
-    let status = status_line(app, theme);
+    let status = status_line(app, theme, area.width);
     let Some(snap) = &app.snapshot else {
         let [t, body, s] =
             Layout::vertical([Constraint::Length(1), Constraint::Fill(1), Constraint::Length(1)]).areas(area);
@@ -173,27 +188,35 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
         return Placed::default();
     };
 
-    let compact = area.height < 30 || snap.devices.len() > 2;
-    let header = header_lines(app, snap, theme, area.width, compact);
-    let rows = app.rows();
+    // The process table (its header row included) always gets at least
+    // half the screen; the devices take at most what is left beside the
+    // title, the table's title and the status line.
+    let table_min = area.height / 2;
+    let budget = area.height.saturating_sub(3 + table_min).max(1) as usize;
+    let header = header_lines(app, snap, theme, area, budget);
+    let tree_rows = app.tree_rows();
+    let rows: Vec<&Process> = tree_rows.iter().map(|(p, _)| *p).collect();
     let selected = app.selected(&rows);
     let detail = selected
         .map(|(_, p)| detail_lines(app, snap, p, theme, area.width))
         .unwrap_or_default();
 
-    // The table takes what its rows need, leaving the detail pane at least
-    // a few lines; the detail pane takes the rest.
+    // The table takes what its rows need (at least its half), leaving the
+    // detail pane a few lines; the detail pane takes the rest.
     let fixed = 1 + header.len() as u16 + 1 + 1; // title, header, table title, status
     let spare = area.height.saturating_sub(fixed);
+    let table_need = rows.len().max(1) as u16 + 1;
+    // Half the screen, or less when the rows need less.
+    let table_floor = table_min.min(table_need).max(3).min(spare);
     let detail_min = if detail.is_empty() {
         0
     } else {
-        (detail.len() as u16 + 1).min(9).min(spare / 2)
+        (detail.len() as u16 + 1).min(9).min(spare.saturating_sub(table_floor))
     };
-    let table_h = (rows.len().max(1) as u16 + 1)
-        .min(spare.saturating_sub(detail_min))
-        .max(spare.min(3));
-    let detail_h = if detail.is_empty() { 0 } else { spare - table_h };
+    // A detail pane of a line or two says nothing: the table has them.
+    let detail_min = if detail_min < 3 { 0 } else { detail_min };
+    let table_h = table_need.min(spare.saturating_sub(detail_min)).max(table_floor);
+    let detail_h = if detail_min == 0 { 0 } else { spare - table_h };
     let [t, h, tt, table_area, d, s] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(header.len() as u16),
@@ -206,8 +229,8 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
 
     f.render_widget(Paragraph::new(title), t);
     f.render_widget(Paragraph::new(header), h);
-    f.render_widget(Paragraph::new(table_title(app, rows.len(), theme)), tt);
-    let placed = draw_table(f, app, &rows, selected.map(|(i, _)| i), theme, table_area);
+    f.render_widget(Paragraph::new(table_title(app, &rows, theme)), tt);
+    let placed = draw_table(f, app, &tree_rows, selected.map(|(i, _)| i), theme, table_area);
     if detail_h > 0 {
         let (pid, name) = selected
             .map(|(_, p)| (p.pid, escape(opt(p.name.as_deref())).into_owned()))
@@ -247,7 +270,13 @@ fn title_line(app: &App, theme: Theme) -> Line<'static> {
     Line::from(spans)
 }
 
-fn status_line(app: &App, theme: Theme) -> Line<'static> {
+fn status_line(app: &App, theme: Theme, width: u16) -> Line<'static> {
+    if let Some(m) = &app.message {
+        return Line::from(vec![
+            Span::styled(" ! ", theme.key()),
+            Span::styled(escape(format!(" {m}")).into_owned(), theme.warn()),
+        ]);
+    }
     if app.typing_filter {
         return Line::from(vec![
             Span::styled(" / ", theme.key()),
@@ -268,8 +297,31 @@ fn status_line(app: &App, theme: Theme) -> Line<'static> {
             ("space", "play".into()),
         ]);
     }
+    // The most wanted first: a narrow status line keeps those.
     keys.extend([
         ("s", sort),
+        (
+            "/",
+            if app.filter.is_empty() {
+                "filter".into()
+            } else {
+                escape(format!("filter:{}", app.filter)).into_owned()
+            },
+        ),
+        ("g", format!("GPU {}", app.gpu_label().unwrap_or_else(|| "all".into()))),
+    ]);
+    if !app.readonly {
+        keys.push(("k", "signal".into()));
+        if !app.tagged.is_empty() {
+            keys.push(("space", format!("{} tagged", app.tagged.len())));
+        }
+    }
+    keys.extend([
+        ("t", if app.tree { "list".into() } else { "tree".into() }),
+        (
+            "u",
+            escape(format!("user {}", app.user.as_deref().unwrap_or("all"))).into_owned(),
+        ),
         ("S", "reverse".into()),
         ("a", if app.show_all { "all".into() } else { "top".into() }),
         (
@@ -284,24 +336,29 @@ fn status_line(app: &App, theme: Theme) -> Line<'static> {
     if !app.replay {
         keys.push(("p", if app.paused { "resume".into() } else { "pause".into() }));
     }
-    keys.extend([
-        (
-            "/",
-            if app.filter.is_empty() {
-                "filter".into()
-            } else {
-                escape(format!("filter:{}", app.filter)).into_owned()
-            },
-        ),
-        ("g", format!("GPU {}", app.gpu_label().unwrap_or_else(|| "all".into()))),
-        ("?", "explain".into()),
-        ("q", "quit".into()),
-    ]);
+    // Every key that fits, and help and the way out always.
+    let quit = [
+        Span::styled("?", theme.key()),
+        Span::raw(" explain "),
+        Span::styled("q", theme.key()),
+        Span::raw(" quit "),
+    ];
+    let room = (width as usize).saturating_sub(quit.iter().map(Span::width).sum());
     let mut spans = Vec::new();
+    let mut used = 0;
     for (k, label) in keys {
-        spans.push(Span::styled(k.to_string(), theme.key()));
-        spans.push(Span::raw(format!(" {label} ")));
+        let pair = [
+            Span::styled(k.to_string(), theme.key()),
+            Span::raw(format!(" {label} ")),
+        ];
+        let w: usize = pair.iter().map(Span::width).sum();
+        if used + w > room {
+            break;
+        }
+        used += w;
+        spans.extend(pair);
     }
+    spans.extend(quit);
     Line::from(spans)
 }
 
@@ -315,24 +372,83 @@ fn arrow(app: &App) -> &'static str {
     }
 }
 
-fn table_title(app: &App, shown: usize, theme: Theme) -> Line<'static> {
+/// What the table holds, counted per chosen GPU: "11 on GPU 0, 52 on
+/// other GPUs", not "52 more not on a GPU" when they are on other GPUs.
+fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'static> {
     let hidden = app.hidden_count();
-    let mut text = format!("PROCESSES  {shown} shown");
+    let mut text = match app.gpu_label() {
+        // Rows on no GPU (an AI runtime on the CPU) are not "on GPU g".
+        Some(g) => {
+            let on = rows.iter().filter(|p| app.on_gpu(p)).count();
+            let mut t = format!("PROCESSES  {on} on GPU {g}");
+            if rows.len() > on {
+                t.push_str(&format!(", {} on no GPU", rows.len() - on));
+            }
+            t
+        }
+        None => format!("PROCESSES  {} shown", rows.len()),
+    };
+    let elsewhere = app.elsewhere_count();
+    if elsewhere > 0 {
+        text.push_str(&format!(", {elsewhere} on other GPUs (g or a digit picks one)"));
+    }
     if !app.show_all && hidden > 0 {
         text.push_str(&format!(", {hidden} more not on a GPU (a shows all)"));
+    }
+    if let Some(u) = &app.user {
+        text.push_str(&format!(", user {}", escape(u.as_str())));
     }
     if !app.filter.is_empty() {
         text.push_str(&format!(", filter \"{}\"", escape(app.filter.as_str())));
     }
-    if let Some(g) = app.gpu_label() {
-        text.push_str(&format!(", GPU {g} only"));
+    if app.tree {
+        text.push_str(", as a tree");
     }
     Line::from(Span::styled(text, theme.bold()))
 }
 
 // ---------------------------------------------------------------- devices
 
-fn header_lines(app: &App, snap: &Snapshot, theme: Theme, width: u16, compact: bool) -> Vec<Line<'static>> {
+/// The devices' part of the screen in at most `budget` lines: full
+/// headers (bar, legend, sparkline) for one or two GPUs on a tall screen,
+/// then the same without the sparkline, then one dense line per GPU, then
+/// one line for all of them.
+fn header_lines(app: &App, snap: &Snapshot, theme: Theme, area: Rect, budget: usize) -> Vec<Line<'static>> {
+    let width = area.width;
+    let mut out = problem_lines(snap, theme);
+    let shown: Vec<&Device> = snap
+        .devices
+        .iter()
+        .filter(|d| app.gpu.is_none_or(|g| on_or_inside(&snap.devices, d.index, g)))
+        .collect();
+    let room = budget.saturating_sub(out.len()).max(1);
+    let mut choices: Vec<Vec<Line<'static>>> = Vec::new();
+    if shown.len() <= 2 {
+        for compact in [false, true] {
+            if compact || area.height >= 30 {
+                choices.push(
+                    shown
+                        .iter()
+                        .flat_map(|d| device_lines(app, snap, d, theme, width, compact))
+                        .collect(),
+                );
+            }
+        }
+    }
+    choices.push(shown.iter().map(|d| dense_line(snap, d, theme, width)).collect());
+    let lines = match choices.into_iter().find(|c| c.len() <= room) {
+        Some(lines) => lines,
+        None if shown.is_empty() => Vec::new(),
+        None => vec![summary_line(&shown, theme, width)],
+    };
+    // The devices before the sources' complaints when both do not fit.
+    out.truncate(budget.saturating_sub(lines.len()));
+    out.extend(lines);
+    out
+}
+
+/// Sources that are not ok, one line each.
+fn problem_lines(snap: &Snapshot, theme: Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if snap.devices.is_empty() {
         out.push(Line::from(Span::styled(
@@ -356,9 +472,6 @@ fn header_lines(app: &App, snap: &Snapshot, theme: Theme, width: u16, compact: b
             style,
         )));
     }
-    for d in snap.devices.iter().filter(|d| app.gpu.is_none_or(|g| g == d.index)) {
-        out.extend(device_lines(app, snap, d, theme, width, compact));
-    }
     out
 }
 
@@ -370,13 +483,127 @@ fn device_title(d: &Device) -> String {
     }
 }
 
+/// Keeps whole spans from the left while they fit in `width` columns: a
+/// figure is shown whole or not at all, never cut.
+fn fit(spans: Vec<Span<'static>>, width: u16) -> Line<'static> {
+    let mut used = 0;
+    let mut kept = Vec::new();
+    for s in spans {
+        let w = s.width();
+        if used + w > width as usize {
+            break;
+        }
+        used += w;
+        kept.push(s);
+    }
+    Line::from(kept)
+}
+
+/// One line for a device: index, name, memory bar with used/total, then
+/// util, temperature and power while they fit.
+fn dense_line(snap: &Snapshot, d: &Device, theme: Theme, width: u16) -> Line<'static> {
+    let head = Span::styled(format!("{:<6}", device_title(d)), theme.bold());
+    // An instance's name is its GPU's and its profile, both said already.
+    let name = match d.mig {
+        Some(_) => Span::raw(""),
+        None => Span::styled(
+            format!(" {}", clip_marked(opt(d.name.as_deref()), 22, theme.ellipsis())),
+            theme.bold(),
+        ),
+    };
+    let memory = Span::raw(format!(
+        " {}/{}",
+        bytes(d.memory_used_bytes),
+        bytes(d.memory_total_bytes)
+    ));
+    let mut flags = Vec::new();
+    if d.stale {
+        flags.push(Span::styled(" ! STALE", theme.warn()));
+    }
+    if !d.process_list_complete {
+        flags.push(Span::styled(" ! list incomplete", theme.warn()));
+    }
+    if !d.errors.is_empty() {
+        flags.push(Span::styled(format!(" ! {} failed", d.errors.len()), theme.warn()));
+    }
+    let power = match (d.power_w, d.power_limit_w) {
+        (Some(p), Some(l)) => format!("  {p:.0}/{l:.0} W"),
+        (Some(p), None) => format!("  {p:.0} W"),
+        _ => "  power n/a".into(),
+    };
+    let readings = [
+        Span::raw(format!("  gpu {}", percent(d.gpu_util_percent))),
+        Span::raw(
+            d.temperature_c
+                .map(|t| format!("  {t} °C"))
+                .unwrap_or_else(|| "  temp n/a".into()),
+        ),
+        Span::raw(power),
+    ];
+    let fixed: usize = [&head, &name, &memory].iter().map(|s| s.width()).sum::<usize>()
+        + flags.iter().map(Span::width).sum::<usize>()
+        + readings.iter().map(Span::width).sum::<usize>();
+    // The bar takes what the words leave, up to 40 columns; under 6 there
+    // is no bar worth drawing.
+    let bar_w = (width as usize).saturating_sub(fixed + 3).min(40);
+    let mut spans = vec![head, name];
+    if bar_w >= 6 {
+        spans.push(Span::raw(" ["));
+        spans.extend(Bar::of(snap, d, theme).spans(theme, bar_w));
+        spans.push(Span::raw("]"));
+    }
+    spans.push(memory);
+    spans.extend(flags);
+    spans.extend(readings);
+    fit(spans, width)
+}
+
+/// All the devices shown on one line, when not even a line each fits.
+fn summary_line(devices: &[&Device], theme: Theme, width: u16) -> Line<'static> {
+    // Only measured bytes are summed, and only when every device says:
+    // a sum with a hole in it is no total.
+    let all = |f: fn(&Device) -> Option<u64>| devices.iter().map(|d| f(d)).sum::<Option<u64>>();
+    let utils: Vec<u32> = devices.iter().filter_map(|d| d.gpu_util_percent).collect();
+    let hottest = devices.iter().filter_map(|d| d.temperature_c).max();
+    let mut spans = vec![
+        Span::styled(format!("{} GPUs", devices.len()), theme.bold()),
+        Span::raw(format!(
+            "  used {} of {}",
+            bytes(all(|d| d.memory_used_bytes)),
+            bytes(all(|d| d.memory_total_bytes))
+        )),
+    ];
+    if let (Some(lo), Some(hi)) = (utils.iter().min(), utils.iter().max()) {
+        spans.push(Span::raw(format!("  gpu {lo}-{hi}%")));
+    }
+    if let Some(t) = hottest {
+        spans.push(Span::raw(format!("  hottest {t} °C")));
+    }
+    let troubled = devices
+        .iter()
+        .filter(|d| d.stale || !d.errors.is_empty() || !d.process_list_complete)
+        .count();
+    if troubled > 0 {
+        spans.push(Span::styled(format!("  ! {troubled} with problems"), theme.warn()));
+    }
+    spans.push(Span::styled("  (a digit shows one GPU)", theme.dim()));
+    fit(spans, width)
+}
+
 fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16, compact: bool) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     // Narrow terminals keep the readings and leave the versions out.
     let narrow = width < 130;
     let mut first = vec![
         Span::styled(format!("{} ", device_title(d)), theme.bold()),
-        Span::styled(escape(opt(d.name.as_deref())).into_owned(), theme.bold()),
+        Span::styled(
+            clip_marked(
+                opt(d.name.as_deref()),
+                (width as usize).saturating_sub(8),
+                theme.ellipsis(),
+            ),
+            theme.bold(),
+        ),
     ];
     if !narrow {
         first.push(Span::raw(escape(format!(
@@ -394,42 +621,50 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
         (Some(p), None) => format!("power {p:.0} W"),
         _ => "power n/a".into(),
     };
-    first.push(Span::raw(format!(
-        "  {}gpu {}  mem act {}  {}  {power}",
-        if narrow { "" } else { theme.separator() },
-        percent(d.gpu_util_percent),
-        percent(d.memory_activity_percent),
-        d.temperature_c
-            .map(|t| format!("{t} °C"))
-            .unwrap_or_else(|| "temp n/a".into()),
-    )));
-    out.push(Line::from(first));
+    // One span a reading: a narrow screen drops whole readings, never
+    // half a figure.
+    first.extend([
+        Span::raw(format!(
+            "  {}gpu {}",
+            if narrow { "" } else { theme.separator() },
+            percent(d.gpu_util_percent)
+        )),
+        Span::raw(format!("  mem act {}", percent(d.memory_activity_percent))),
+        Span::raw(
+            d.temperature_c
+                .map(|t| format!("  {t} °C"))
+                .unwrap_or_else(|| "  temp n/a".into()),
+        ),
+        Span::raw(format!("  {power}")),
+    ]);
+    out.push(fit(first, width));
 
     // The memory bar.
     let bar = Bar::of(snap, d, theme);
-    let mut figures = format!(
-        " {} used of {}, {} free",
-        bytes(d.memory_used_bytes),
-        bytes(d.memory_total_bytes),
-        bytes(d.memory_free_bytes),
-    );
+    let mut figures = vec![
+        Span::raw(format!(
+            " {} used of {}",
+            bytes(d.memory_used_bytes),
+            bytes(d.memory_total_bytes)
+        )),
+        Span::raw(format!(", {} free", bytes(d.memory_free_bytes))),
+    ];
     let shared = format!("shared {}", bytes(d.shared_memory_used_bytes));
     if !narrow {
-        figures = format!("{figures}  {shared}");
+        figures.push(Span::raw(format!("  {shared}")));
     }
-    let bar_width = (width as usize)
-        .saturating_sub(figures.chars().count() + 6)
-        .clamp(10, 80);
+    let figures_width: usize = figures.iter().map(Span::width).sum();
+    let bar_width = (width as usize).saturating_sub(figures_width + 6).clamp(10, 80);
     let mut line = vec![Span::raw("mem [")];
     line.extend(bar.spans(theme, bar_width));
     line.push(Span::raw("]"));
-    line.push(Span::raw(figures));
-    out.push(Line::from(line));
+    line.extend(figures);
+    out.push(fit(line, width));
 
     // What the segments are, packed into as few lines as the width allows.
     let mut entries = Vec::new();
     if let Some(n) = &bar.normalized {
-        entries.push(vec![Span::styled(format!("NORMALIZED: {n}."), theme.warn())]);
+        entries.push(n.iter().map(|part| Span::styled(part.clone(), theme.warn())).collect());
     }
     entries.extend(bar.legend(theme));
     if narrow {
@@ -459,7 +694,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
                 theme.warn(),
             ));
         }
-        out.push(Line::from(line));
+        out.push(fit(line, width));
     } else if !d.process_list_complete {
         out.push(Line::from(Span::styled(
             "  ! process list incomplete: a query failed",
@@ -482,11 +717,16 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
 }
 
 /// Lays entries out left to right, two spaces apart, starting a new line
-/// when one would not fit; at most `max_lines` (the rest is cut).
+/// when one would not fit; at most `max_lines` (the rest is cut). An entry
+/// wider than a line keeps the spans that fit whole, or is left out.
 fn pack(entries: Vec<Vec<Span<'static>>>, width: usize, max_lines: usize) -> Vec<Line<'static>> {
     let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
     let mut used = 0;
     for entry in entries {
+        let entry = fit(entry, width.min(u16::MAX as usize) as u16).spans;
+        if entry.is_empty() {
+            continue;
+        }
         let w: usize = entry.iter().map(|s| s.width()).sum();
         let count = lines.len();
         match lines.last_mut() {
@@ -519,10 +759,11 @@ pub struct Bar {
     total: Option<u64>,
     /// (bytes drawn, what)
     segments: Vec<(f64, Seg)>,
-    /// (glyph, label) of the legend, in order.
-    legend: Vec<(String, String, Seg)>,
-    /// Why the bar is scaled, when it is.
-    normalized: Option<String>,
+    /// (glyph, label, what it is made of) of the legend, in order.
+    legend: Vec<(String, String, Option<String>, Seg)>,
+    /// Why the bar is scaled, when it is, in parts a narrow line drops
+    /// from the end.
+    normalized: Option<[String; 3]>,
 }
 
 impl Bar {
@@ -549,11 +790,11 @@ impl Bar {
         let (scale, normalized) = match used {
             Some(u) if measured > u && measured > 0 => (
                 u as f64 / measured as f64,
-                Some(format!(
-                    "rows add up to {}, more than the {} the device reports used; segments scaled to it",
-                    bytes(Some(measured)),
-                    bytes(Some(u))
-                )),
+                Some([
+                    format!("NORMALIZED: rows add up to {},", bytes(Some(measured))),
+                    format!(" more than the {} the device reports used;", bytes(Some(u))),
+                    " segments scaled to it.".to_string(),
+                ]),
             ),
             _ => (1.0, None),
         };
@@ -562,7 +803,8 @@ impl Bar {
         for (i, (p, v)) in holders.iter().take(BAR_PROCESSES).enumerate() {
             let name = escape(opt(p.name.as_deref()));
             let mut drawn = 0u64;
-            let mut label = format!("{name} {}", bytes(Some(*v)));
+            let label = format!("{name} {}", bytes(Some(*v)));
+            let mut parts_label = None;
             if let Some((parts, how)) = describe::model_split(p, d.index) {
                 let parts_sum: u64 = parts.iter().map(|(_, b)| b).sum();
                 // Parts never outgrow the measured segment they sit in.
@@ -577,10 +819,10 @@ impl Bar {
                     drawn += (*b as f64 * fit) as u64;
                     words.push(format!("{} {}", part.glyph(), bytes(Some(*b))));
                 }
-                label = format!("{label} = {} {how}", words.join(" "));
+                parts_label = Some(format!("= {} {how}", words.join(" ")));
             }
             segments.push((v.saturating_sub(drawn) as f64 * scale, Seg::Process(i)));
-            legend.push((theme.process_glyph(i).to_string(), label, Seg::Process(i)));
+            legend.push((theme.process_glyph(i).to_string(), label, parts_label, Seg::Process(i)));
         }
         let rest: Vec<u64> = holders.iter().skip(BAR_PROCESSES).map(|(_, v)| *v).collect();
         if !rest.is_empty() {
@@ -589,6 +831,7 @@ impl Bar {
             legend.push((
                 OTHERS_GLYPH.to_string(),
                 format!("{} more {}", rest.len(), bytes(Some(r))),
+                None,
                 Seg::Others,
             ));
         }
@@ -599,6 +842,7 @@ impl Bar {
                 legend.push((
                     UNLISTED_GLYPH.to_string(),
                     format!("no listed process {}", bytes(Some(unlisted))),
+                    None,
                     Seg::Unlisted,
                 ));
             }
@@ -673,13 +917,15 @@ impl Bar {
     /// One entry (a few spans) per segment.
     fn legend(&self, theme: Theme) -> Vec<Vec<Span<'static>>> {
         let mut out = Vec::new();
-        for (glyph, label, seg) in &self.legend {
-            out.push(vec![
+        for (glyph, label, parts, seg) in &self.legend {
+            let mut entry = vec![
                 Span::styled(glyph.clone(), Bar::style(theme, Some(*seg))),
                 Span::raw(format!(" {label}")),
-            ]);
+            ];
+            entry.extend(parts.as_ref().map(|p| Span::raw(format!(" {p}"))));
+            out.push(entry);
         }
-        if self.legend.iter().any(|(_, l, _)| l.contains(" = ")) {
+        if self.legend.iter().any(|(_, _, parts, _)| parts.is_some()) {
             out.push(vec![Span::styled(
                 "W weights K KV cache C compute: not measured".to_string(),
                 theme.not_measured(),
@@ -691,10 +937,15 @@ impl Bar {
 
 // ---------------------------------------------------------------- table
 
-#[derive(Clone, Copy, PartialEq)]
-enum Col {
+/// A column of the process table. Its [`Column::name`] is what the config
+/// file's `columns` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
     Pid,
+    /// The device index(es) the process is on: `0`, or `0,3`.
+    Device,
     Name,
+    User,
     Container,
     Kind,
     Runtime,
@@ -708,83 +959,154 @@ enum Col {
     Inside,
 }
 
-const FULL: [Col; 13] = [
-    Col::Pid,
-    Col::Name,
-    Col::Container,
-    Col::Kind,
-    Col::Runtime,
-    Col::Vram,
-    Col::Spill,
-    Col::Paged,
-    Col::Gpu,
-    Col::Cpu,
-    Col::Rss,
-    Col::Model,
-    Col::Inside,
+const FULL: [Column; 15] = [
+    Column::Pid,
+    Column::Device,
+    Column::Name,
+    Column::User,
+    Column::Container,
+    Column::Kind,
+    Column::Runtime,
+    Column::Vram,
+    Column::Spill,
+    Column::Paged,
+    Column::Gpu,
+    Column::Cpu,
+    Column::Rss,
+    Column::Model,
+    Column::Inside,
 ];
-const SLIM: [Col; 9] = [
-    Col::Pid,
-    Col::Name,
-    Col::Container,
-    Col::Vram,
-    Col::Spill,
-    Col::Gpu,
-    Col::Cpu,
-    Col::Model,
-    Col::Inside,
+const SLIM: [Column; 11] = [
+    Column::Pid,
+    Column::Device,
+    Column::Name,
+    Column::User,
+    Column::Container,
+    Column::Vram,
+    Column::Spill,
+    Column::Gpu,
+    Column::Cpu,
+    Column::Model,
+    Column::Inside,
 ];
 
-impl Col {
+/// When the columns are wider than the terminal, they are left out in this
+/// order (the first first) until the rest fit; the last text column left
+/// shrinks rather than go when it can. What is shown is never cut but for
+/// text, on the right. PID, GPU and VRAM go last: a row without them says
+/// nothing of who holds the card. Documented in README.
+pub const DROP_ORDER: [Column; 15] = [
+    Column::Paged,
+    Column::Rss,
+    Column::Kind,
+    Column::Runtime,
+    Column::User,
+    Column::Inside,
+    Column::Model,
+    Column::Spill,
+    Column::Container,
+    Column::Cpu,
+    Column::Gpu,
+    Column::Name,
+    Column::Device,
+    Column::Vram,
+    Column::Pid,
+];
+
+/// Text columns narrower than this are left out rather than shown.
+const MIN_TEXT: usize = 6;
+
+impl Column {
+    pub const ALL: [Column; 15] = FULL;
+
+    /// The config file's name of the column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Pid => "pid",
+            Column::Device => "device",
+            Column::Name => "name",
+            Column::User => "user",
+            Column::Container => "container",
+            Column::Kind => "kind",
+            Column::Runtime => "runtime",
+            Column::Vram => "vram",
+            Column::Spill => "spill",
+            Column::Paged => "paged",
+            Column::Gpu => "gpu",
+            Column::Cpu => "cpu",
+            Column::Rss => "rss",
+            Column::Model => "model",
+            Column::Inside => "inside",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Column> {
+        Column::ALL.into_iter().find(|c| c.name() == name)
+    }
+
     fn title(self) -> &'static str {
         match self {
-            Col::Pid => "PID",
-            Col::Name => "NAME",
-            Col::Container => "CONTAINER",
-            Col::Kind => "KIND",
-            Col::Runtime => "RUNTIME",
-            Col::Vram => "VRAM",
-            Col::Spill => "SPILL",
-            Col::Paged => "PAGED",
-            Col::Gpu => "GPU%",
-            Col::Cpu => "CPU%",
-            Col::Rss => "RSS",
-            Col::Model => "MODEL",
-            Col::Inside => "WHAT IS INSIDE",
+            Column::Pid => "PID",
+            Column::Device => "GPU",
+            Column::Name => "NAME",
+            Column::User => "USER",
+            Column::Container => "CONTAINER",
+            Column::Kind => "KIND",
+            Column::Runtime => "RUNTIME",
+            Column::Vram => "VRAM",
+            Column::Spill => "SPILL",
+            Column::Paged => "PAGED",
+            Column::Gpu => "GPU%",
+            Column::Cpu => "CPU%",
+            Column::Rss => "RSS",
+            Column::Model => "MODEL",
+            Column::Inside => "WHAT IS INSIDE",
         }
     }
 
-    fn width(self) -> Constraint {
+    /// The width it asks for; figures take more when a value needs it.
+    fn width(self) -> usize {
         match self {
-            Col::Pid => Constraint::Length(8),
-            Col::Name => Constraint::Length(15),
-            Col::Container => Constraint::Length(20),
-            Col::Kind => Constraint::Length(10),
-            Col::Runtime => Constraint::Length(16),
-            Col::Vram | Col::Spill | Col::Paged | Col::Rss => Constraint::Length(10),
-            Col::Gpu => Constraint::Length(4),
-            Col::Cpu => Constraint::Length(6),
-            Col::Model => Constraint::Length(26),
-            Col::Inside => Constraint::Min(14),
+            Column::Pid => 8,
+            Column::Device => 3,
+            Column::Name => 15,
+            Column::User => 8,
+            Column::Container => 20,
+            Column::Kind => 10,
+            Column::Runtime => 16,
+            // "712.0 MiB"; a wider figure ("1023.9 MiB") widens its column.
+            Column::Vram | Column::Spill | Column::Paged | Column::Rss => 9,
+            Column::Gpu => 4,
+            Column::Cpu => 6,
+            Column::Model => 26,
+            Column::Inside => 14,
         }
     }
 
-    fn right(self) -> bool {
+    /// Figures are right-aligned and never cut.
+    fn figure(self) -> bool {
         matches!(
             self,
-            Col::Vram | Col::Spill | Col::Paged | Col::Gpu | Col::Cpu | Col::Rss | Col::Pid
+            Column::Vram
+                | Column::Spill
+                | Column::Paged
+                | Column::Gpu
+                | Column::Cpu
+                | Column::Rss
+                | Column::Pid
+                | Column::Device
         )
     }
 
     fn sort_key(self) -> Option<super::app::SortKey> {
         use super::app::SortKey;
         Some(match self {
-            Col::Pid => SortKey::Pid,
-            Col::Name => SortKey::Name,
-            Col::Vram => SortKey::Vram,
-            Col::Spill => SortKey::Spill,
-            Col::Gpu => SortKey::Gpu,
-            Col::Cpu => SortKey::Cpu,
+            Column::Pid => SortKey::Pid,
+            Column::Name => SortKey::Name,
+            Column::Vram => SortKey::Vram,
+            Column::Spill => SortKey::Spill,
+            Column::Gpu => SortKey::Gpu,
+            Column::Cpu => SortKey::Cpu,
             _ => return None,
         })
     }
@@ -800,34 +1122,79 @@ impl Col {
             }
         };
         match self {
-            Col::Pid => format!("{}{}", describe::pid_label(p), describe::pairing_marker(&usages)),
-            Col::Name => opt(p.name.as_deref()).to_string(),
-            Col::Container => p
+            Column::Pid => format!("{}{}", describe::pid_label(p), describe::pairing_marker(&usages)),
+            Column::Device if !on_gpu => "-".into(),
+            Column::Device => {
+                let devices: std::collections::BTreeSet<u32> = usages.iter().map(|g| g.device).collect();
+                devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            }
+            Column::Name => opt(p.name.as_deref()).to_string(),
+            Column::User => opt(p.user.as_deref()).to_string(),
+            Column::Container => p
                 .container
                 .as_ref()
                 .map_or_else(|| "-".into(), describe::container_label),
-            Col::Kind => describe::kind_label(p.kind).to_string(),
-            Col::Runtime => describe::runtime_label(p),
-            Col::Vram => figure(|g| g.vram_bytes),
-            Col::Spill => figure(|g| g.spill_bytes),
-            Col::Paged => figure(|g| g.paged_bytes),
-            Col::Gpu if !on_gpu => "-".into(),
-            Col::Gpu => app
+            Column::Kind => describe::kind_label(p.kind).to_string(),
+            Column::Runtime => describe::runtime_label(p),
+            Column::Vram => figure(|g| g.vram_bytes),
+            Column::Spill => figure(|g| g.spill_bytes),
+            Column::Paged => figure(|g| g.paged_bytes),
+            Column::Gpu if !on_gpu => "-".into(),
+            Column::Gpu => app
                 .gpu_percent(p)
                 .map(|v| v.to_string())
                 .unwrap_or_else(|| "n/a".into()),
-            Col::Cpu => p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into()),
-            Col::Rss => bytes(p.rss_bytes),
-            Col::Model => describe::model_cell(p),
-            Col::Inside => describe::inside(p),
+            Column::Cpu => p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into()),
+            Column::Rss => bytes(p.rss_bytes),
+            Column::Model => describe::model_cell(p),
+            Column::Inside => describe::inside(p),
         }
     }
+}
+
+/// The columns to draw and their widths in `width` terminal columns
+/// (one space between two): the wanted ones, in their order, less those
+/// [`DROP_ORDER`] leaves out first until the rest fit. A figure column is as
+/// wide as its widest cell (`cells`: a column's cells, title included),
+/// never narrower; the last text column left takes what is spare.
+pub fn fit_columns(wanted: &[Column], cells: impl Fn(Column) -> usize, width: usize) -> Vec<(Column, usize)> {
+    let mut cols: Vec<(Column, usize)> = wanted
+        .iter()
+        .map(|&c| (c, if c.figure() { c.width().max(cells(c)) } else { c.width() }))
+        .collect();
+    let needed = |cols: &[(Column, usize)]| -> usize {
+        cols.iter().map(|(_, w)| w).sum::<usize>() + cols.len().saturating_sub(1)
+    };
+    for drop in DROP_ORDER {
+        if needed(&cols) <= width {
+            break;
+        }
+        // A text column that can shrink to fit is kept, shrunk.
+        let over = needed(&cols) - width;
+        let last_text = cols.iter().rposition(|(c, _)| !c.figure());
+        if let Some(i) = last_text {
+            if cols[i].0 == drop && cols[i].1 >= over + MIN_TEXT {
+                cols[i].1 -= over;
+                break;
+            }
+        }
+        cols.retain(|(c, _)| *c != drop);
+    }
+    if needed(&cols) > width {
+        // Not even the PID fits: nothing honest to draw.
+        return Vec::new();
+    }
+    let spare = width - needed(&cols);
+    if let Some(i) = cols.iter().rposition(|(c, _)| !c.figure()) {
+        cols[i].1 += spare;
+    }
+    cols
 }
 
 fn draw_table(
     f: &mut Frame,
     app: &App,
-    rows: &[&Process],
+    rows: &[(&Process, String)],
     selected: Option<usize>,
     theme: Theme,
     area: Rect,
@@ -835,18 +1202,20 @@ fn draw_table(
     // Slim columns leave SPILL out where no source can say it (NVML on
     // Linux): a column of n/a says nothing a glance needs. CONTAINER, a
     // column of "-" on most machines, only when a process is in one.
-    let in_container = rows.iter().any(|p| p.container.is_some());
-    let cols: Vec<Col> = if app.full_columns == Some(true) {
-        FULL.to_vec()
-    } else {
-        let spill_known = rows.iter().any(|p| app.figure(p, |g| g.spill_bytes).is_some());
-        SLIM.into_iter().filter(|c| *c != Col::Spill || spill_known).collect()
+    let in_container = rows.iter().any(|(p, _)| p.container.is_some());
+    let spill_known = rows.iter().any(|(p, _)| app.figure(p, |g| g.spill_bytes).is_some());
+    let wanted: Vec<Column> = match (&app.columns, app.full_columns == Some(true)) {
+        (_, true) => FULL.to_vec(),
+        (Some(configured), false) => configured.clone(),
+        (None, false) => SLIM
+            .into_iter()
+            .filter(|c| *c != Column::Spill || spill_known)
+            .collect(),
     };
-    let cols: Vec<Col> = cols
+    let wanted: Vec<Column> = wanted
         .into_iter()
-        .filter(|c| *c != Col::Container || in_container)
+        .filter(|c| *c != Column::Container || in_container)
         .collect();
-    let cols = cols.as_slice();
     let body = Rect {
         y: area.y + 1,
         height: area.height.saturating_sub(1),
@@ -862,13 +1231,42 @@ fn draw_table(
             offset = i + 1 - visible;
         }
     }
-    let header = Row::new(cols.iter().map(|c| {
+    let shown = &rows[offset.min(rows.len())..(offset + visible).min(rows.len())];
+    // Every visible cell, once: the figures' widths come from them.
+    let values: Vec<Vec<String>> = shown
+        .iter()
+        .map(|(p, branch)| {
+            wanted
+                .iter()
+                .map(|c| match c {
+                    Column::Name if app.is_tagged(p) => format!("{branch}+{}", c.value(app, p)),
+                    Column::Name => format!("{branch}{}", c.value(app, p)),
+                    _ => c.value(app, p),
+                })
+                .collect()
+        })
+        .collect();
+    let title = |c: Column| {
         let mut t = c.title().to_string();
         if c.sort_key() == Some(app.sort) {
             t.push_str(arrow(app));
         }
-        let line = Line::from(t);
-        Cell::from(if c.right() {
+        t
+    };
+    let cells = |c: Column| {
+        let i = wanted.iter().position(|w| *w == c).unwrap_or(0);
+        values
+            .iter()
+            .map(|row| crate::view::safe_text::width(&row[i]))
+            .chain([title(c).chars().count()])
+            .max()
+            .unwrap_or(0)
+    };
+    let cols = fit_columns(&wanted, cells, area.width as usize);
+    let cut = |s: &str, w: usize| clip_marked(s, w, theme.ellipsis());
+    let header = Row::new(cols.iter().map(|(c, w)| {
+        let line = Line::from(cut(&title(*c), *w));
+        Cell::from(if c.figure() {
             line.alignment(Alignment::Right)
         } else {
             line
@@ -878,53 +1276,55 @@ fn draw_table(
     let widths: Vec<Constraint> = if rows.is_empty() {
         vec![Constraint::Fill(1)]
     } else {
-        cols.iter().map(|c| c.width()).collect()
+        cols.iter().map(|(_, w)| Constraint::Length(*w as u16)).collect()
     };
-    // The columns as the table lays them out (its flex and spacing), so a
-    // cell is cut here, on its escaped text, and never by the table in the
-    // middle of an escape.
-    let cell_widths = Layout::horizontal(widths.clone())
-        .flex(Flex::Start)
-        .spacing(1)
-        .split(Rect { height: 1, ..area });
     let body_rows: Vec<Row> = if rows.is_empty() {
-        let msg = if app.filter.is_empty() {
+        let msg = if app.filter.is_empty() && app.user.is_none() {
             "No process holds GPU memory or runs an AI or GPU runtime."
         } else {
-            "No process matches the filter (/ then Esc clears it)."
+            "No process matches the filter (/ then Esc clears it; u cycles the users)."
         };
         vec![Row::new(vec![Cell::from(Line::from(Span::styled(msg, theme.dim())))])]
     } else {
-        rows.iter()
+        shown
+            .iter()
+            .zip(&values)
             .enumerate()
-            .skip(offset)
-            .take(visible)
-            .map(|(i, p)| {
-                let cells = cols.iter().zip(cell_widths.iter()).map(|(c, w)| {
-                    let v = clip(&c.value(app, p), w.width as usize);
+            .map(|(n, ((p, _), row_values))| {
+                let cells = cols.iter().map(|(c, w)| {
+                    let i = wanted.iter().position(|x| x == c).unwrap_or(0);
+                    // Figures fit (their column is as wide as the widest);
+                    // text is cut on the right, on its escaped form.
+                    let v = cut(&row_values[i], *w);
                     let style = match c {
-                        Col::Model | Col::Inside if p.models_pending && p.models.is_empty() => theme.warn(),
-                        Col::Inside if !p.models.is_empty() => theme.not_measured(),
+                        Column::Model | Column::Inside if p.models_pending && p.models.is_empty() => theme.warn(),
+                        Column::Inside if !p.models.is_empty() => theme.not_measured(),
                         _ if v == "n/a" => theme.dim(),
                         _ => Style::default(),
                     };
                     let line = Line::from(Span::styled(v, style));
-                    Cell::from(if c.right() {
+                    Cell::from(if c.figure() {
                         line.alignment(Alignment::Right)
                     } else {
                         line
                     })
                 });
                 let row = Row::new(cells);
+                let i = offset + n;
                 if Some(i) == selected {
                     row.style(theme.selected())
+                } else if app.is_tagged(p) {
+                    row.style(theme.tagged())
                 } else {
                     row
                 }
             })
             .collect()
     };
-    let table = Table::new(body_rows, widths).header(header).column_spacing(1);
+    let table = Table::new(body_rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .flex(Flex::Start);
     f.render_widget(table, area);
     Placed {
         table_body: body,
@@ -1256,4 +1656,73 @@ fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
         Paragraph::new(all).block(block).scroll((scroll.min(max_scroll), 0)),
         rect,
     );
+}
+
+// ---------------------------------------------------------------- signals
+
+/// `k`: which signal, then "send it?", naming every process it goes to.
+fn draw_picker(f: &mut Frame, theme: Theme, area: Rect, picker: &super::app::Picker) {
+    use crate::procs::signal::Signal;
+    let signal = Signal::ALL[picker.choice];
+    let named =
+        |c: &super::app::Chosen| escape(format!("PID {} {} (user {})", c.target.pid, c.name, c.user)).into_owned();
+    let mut lines = Vec::new();
+    if picker.confirming {
+        lines.push(Line::from(Span::styled(
+            format!("Send {} to:", signal.name()),
+            theme.warn(),
+        )));
+    } else {
+        lines.push(Line::from("Send a signal to:"));
+    }
+    const LISTED: usize = 4;
+    for c in picker.chosen.iter().take(LISTED) {
+        lines.push(Line::from(Span::styled(format!("  {}", named(c)), theme.bold())));
+    }
+    if picker.chosen.len() > LISTED {
+        lines.push(Line::from(format!(
+            "  and {} more tagged",
+            picker.chosen.len() - LISTED
+        )));
+    }
+    lines.push(Line::default());
+    if picker.confirming {
+        lines.push(Line::from(vec![
+            Span::styled(" y ", theme.key()),
+            Span::raw(" or Enter sends it  "),
+            Span::styled(" n ", theme.key()),
+            Span::raw(" or Esc cancels"),
+        ]));
+    } else {
+        for (i, s) in Signal::ALL.iter().enumerate() {
+            let line = format!(
+                "{} {} {:<8} {}",
+                if i == picker.choice { '>' } else { ' ' },
+                i + 1,
+                s.name(),
+                s.meaning()
+            );
+            lines.push(Line::from(if i == picker.choice {
+                Span::styled(line, theme.selected())
+            } else {
+                Span::raw(line)
+            }));
+        }
+        lines.push(Line::default());
+        lines.push(Line::from("↑↓ or 1-6 choose · Enter asks to confirm · Esc cancels"));
+    }
+    let w = area.width.saturating_sub(2).min(72);
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let rect = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    f.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_set(theme.border())
+        .title(Span::styled(" signal ", theme.title()));
+    f.render_widget(Paragraph::new(lines).block(block), rect);
 }

@@ -40,7 +40,7 @@ fn box_or_block(s: &str) -> Vec<char> {
 
 /// The main screen, the `?` overlay and the filter prompt, as text.
 fn every_screen(look: Look) -> Vec<String> {
-    let mut a = app(look);
+    let mut a = app(look.clone());
     let main = text(&buffer(&mut a));
     a.on_key(KeyEvent::from(KeyCode::Char('?')));
     let overlay = text(&buffer(&mut a));
@@ -56,7 +56,7 @@ fn ascii_draws_no_box_drawing_or_block_glyph() {
         ascii: true,
         ..Look::default()
     };
-    for (default, ascii) in every_screen(Look::default()).iter().zip(every_screen(ascii)) {
+    for (default, ascii) in every_screen(Look::default()).iter().zip(every_screen(ascii.clone())) {
         assert!(!box_or_block(default).is_empty(), "the default look draws them");
         assert_eq!(box_or_block(&ascii), Vec::<char>::new(), "{ascii}");
         // Same words, same places: only the glyphs differ.
