@@ -123,7 +123,9 @@ impl Decoder {
     /// call. Ok(true): the frame is complete; Ok(false): the data ends
     /// inside it, or `sink` returned false to stop early; Err: it is
     /// damaged (what the failing call decoded is not handed on). Also
-    /// returns the bytes consumed. `buf` is scratch space.
+    /// returns the bytes consumed, and how far into `data` the decoder had
+    /// read when it last handed output on (with a `step` of 1, the end of
+    /// the last block decoded whole). `buf` is scratch space.
     #[cfg(feature = "zstd")]
     pub fn decode_frame(
         &mut self,
@@ -131,13 +133,14 @@ impl Decoder {
         step: usize,
         buf: &mut [u8],
         sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> (Result<bool, String>, usize) {
+    ) -> (Result<bool, String>, usize, usize) {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
         let decoder = &mut self.inner;
         if let Err(e) = decoder.reinit() {
-            return (Err(e.to_string()), 0);
+            return (Err(e.to_string()), 0, 0);
         }
         let mut pos = 0;
+        let mut output_at = 0;
         loop {
             let limit = (pos + step.max(1)).min(data.len());
             let mut input = InBuffer::around(&data[..limit]);
@@ -148,28 +151,31 @@ impl Decoder {
                 let result = decoder.run(&mut input, &mut output);
                 let produced = output.pos();
                 match result {
-                    Err(e) => return (Err(e.to_string()), input.pos()),
+                    Err(e) => return (Err(e.to_string()), input.pos(), output_at),
                     // The frame is decoded and flushed.
                     Ok(0) => {
                         let complete = sink(&buf[..produced]);
-                        return (Ok(complete), input.pos());
+                        return (Ok(complete), input.pos(), input.pos());
                     }
                     Ok(_) => {
+                        if produced > 0 {
+                            output_at = input.pos();
+                        }
                         if !sink(&buf[..produced]) {
-                            return (Ok(false), input.pos());
+                            return (Ok(false), input.pos(), output_at);
                         }
                         if produced < buf.len() && input.pos() == limit {
                             break;
                         }
                         if produced == 0 && input.pos() == before {
-                            return (Err("the decoder made no progress".into()), input.pos());
+                            return (Err("the decoder made no progress".into()), input.pos(), output_at);
                         }
                     }
                 }
             }
             pos = limit;
             if limit == data.len() {
-                return (Ok(false), pos);
+                return (Ok(false), pos, output_at);
             }
         }
     }
@@ -182,7 +188,7 @@ impl Decoder {
         _step: usize,
         _buf: &mut [u8],
         _sink: &mut dyn FnMut(&[u8]) -> bool,
-    ) -> (Result<bool, String>, usize) {
-        (Err(NO_ZSTD.into()), 0)
+    ) -> (Result<bool, String>, usize, usize) {
+        (Err(NO_ZSTD.into()), 0, 0)
     }
 }

@@ -253,7 +253,7 @@ impl RecordingIndex {
         let frame = &self.compressed[start..start + len];
         let mut buf = vec![0u8; 1 << 17];
         let step = if damaged { 1 } else { frame.len() };
-        let (outcome, _) = Decoder::new()?.decode_frame(frame, step, &mut buf, &mut sink);
+        let (outcome, _, _) = Decoder::new()?.decode_frame(frame, step, &mut buf, &mut sink);
         if starts.len() <= wanted.len() {
             let why = outcome.err().unwrap_or_else(|| "it ends early".into());
             anyhow::bail!("{}: the zstd frame at byte {start}: {why}", self.path.display());
@@ -682,7 +682,7 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
         let chunk = chunks.len();
         let first = ix.lines.len();
         let mut split = Splitter::new(chunk);
-        let (mut outcome, mut consumed) = decoder.decode_frame(rest, rest.len(), &mut buf, &mut |out| {
+        let (mut outcome, mut consumed, _) = decoder.decode_frame(rest, rest.len(), &mut buf, &mut |out| {
             split.feed(ix, out);
             true
         });
@@ -698,14 +698,31 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
                 split = Splitter::new(chunk);
             }
             // Again a byte at a time, which decodes all before the damage.
+            // Those lines are kept only when the damage is a cut: the
+            // recorder stopped mid-frame and a new frame was appended, so
+            // a frame's magic lies where decoding failed. Damage inside a
+            // frame (flipped bytes) can have decoded wrongly before it was
+            // detected, and zstd checks a frame only whole, at its end.
             Err(_) => {
                 ix.forget(first, here);
                 ix.number = here;
                 split = Splitter::new(chunk);
-                (outcome, consumed) = decoder.decode_frame(rest, 1, &mut buf, &mut |out| {
+                let output_at;
+                (outcome, consumed, output_at) = decoder.decode_frame(rest, 1, &mut buf, &mut |out| {
                     split.feed(ix, out);
                     true
                 });
+                let cut = find_magic(rest, output_at.max(1)).is_some_and(|m| m <= consumed);
+                if !cut && ix.lines.len() > first {
+                    let dropped = ix.number - here;
+                    ix.forget(first, here);
+                    ix.number = here;
+                    split = Splitter::new(chunk);
+                    ix.note(
+                        here,
+                        format!("the zstd frame at byte {pos} is damaged inside: its {dropped} lines before the damage cannot be checked (zstd checks a frame whole) and are dropped"),
+                    );
+                }
                 damaged = true;
             }
             Ok(_) => {}
