@@ -266,6 +266,23 @@ pub struct GpuUsage {
     pub engines: BTreeMap<String, u32>,
 }
 
+impl GpuUsage {
+    /// Device memory a source measured for a process in this PID namespace,
+    /// and nothing else (no spill, contexts or engine times).
+    pub fn memory_only(device: u32, vram_bytes: Option<u64>, source: &str) -> GpuUsage {
+        GpuUsage {
+            device,
+            vram_bytes,
+            spill_bytes: None,
+            paged_bytes: None,
+            source: source.into(),
+            pairing: Some(Match::Exact),
+            contexts: Vec::new(),
+            engines: BTreeMap::new(),
+        }
+    }
+}
+
 /// A model a process runs. Filled by model discovery; defined here so the
 /// schema is fixed from the first version.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
