@@ -440,6 +440,88 @@ pub mod run {
 mod tests {
     use super::*;
 
+    fn recorded(name: &str) -> Info {
+        let path = format!("{}/tests/data/ascend/{name}", env!("CARGO_MANIFEST_DIR"));
+        parse_info(&std::fs::read_to_string(path).unwrap())
+    }
+
+    #[test]
+    fn a_910b3_of_driver_24_1() {
+        let info = recorded("910b3-24.1.rc1.txt");
+        assert_eq!(info.version.as_deref(), Some("24.1.rc1.b030"));
+        assert_eq!(info.chips.len(), 2);
+        let c = &info.chips[0];
+        assert_eq!((c.npu, c.chip, c.name.as_str(), c.health.as_str()), (0, 0, "910B3", "OK"));
+        assert_eq!(c.bus_id.as_deref(), Some("0000:C1:00.0"));
+        assert_eq!(c.power_w, Some(101.8));
+        assert_eq!(c.temperature_c, Some(43));
+        assert_eq!(c.aicore_percent, Some(37));
+        assert_eq!(c.memory_used_bytes, Some(52314 * MIB));
+        assert_eq!(c.memory_total_bytes, Some(65536 * MIB));
+        assert_eq!(info.chips[1].memory_used_bytes, Some(3314 * MIB));
+        assert!(info.process_table);
+        assert_eq!(
+            info.processes,
+            [NpuProcess { npu: 0, chip: 0, pid: 1712733, memory_bytes: Some(48954 * MIB) }]
+        );
+    }
+
+    #[test]
+    fn a_910b4_of_driver_26_with_the_container_column() {
+        let info = recorded("910b4-26.0.rc1.txt");
+        assert_eq!(info.version.as_deref(), Some("26.0.rc1"));
+        assert_eq!(info.chips.len(), 1);
+        assert_eq!(info.chips[0].memory_total_bytes, Some(32768 * MIB));
+        assert_eq!(info.chips[0].memory_used_bytes, Some(12871 * MIB));
+        assert_eq!(info.chips[0].aicore_percent, Some(4));
+        // The host PID, not the one in the container.
+        assert_eq!(info.processes[0].pid, 1712733);
+        assert_eq!(info.processes[0].memory_bytes, Some(9981 * MIB));
+    }
+
+    #[test]
+    fn a_310p3_duo_has_two_chips_on_one_npu_and_no_hbm() {
+        let info = recorded("310p3-23.0.0.txt");
+        assert_eq!(info.chips.len(), 3);
+        let ids: Vec<(u32, u32)> = info.chips.iter().map(|c| (c.npu, c.chip)).collect();
+        assert_eq!(ids, [(0, 0), (0, 1), (1, 0)]);
+        // Memory-Usage is the device's memory where there is no HBM.
+        assert_eq!(info.chips[0].memory_used_bytes, Some(10474 * MIB));
+        assert_eq!(info.chips[0].memory_total_bytes, Some(44280 * MIB));
+        assert_eq!(info.chips[0].power_w, None, "NA is unknown");
+        assert_eq!(info.chips[0].temperature_c, Some(45));
+        assert_eq!(info.chips[2].health, "Warning");
+        assert_eq!(info.chips[2].power_w, Some(15.4));
+        assert_eq!(info.processes.len(), 2);
+        assert_eq!(info.processes[1].chip, 1);
+        assert_eq!(info.processes[1].memory_bytes, None, "NA is unknown, not 0");
+        let (devices, usage) = devices(&info, 2);
+        assert_eq!(devices.iter().map(|d| d.index).collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(devices[0].name.as_deref(), Some("Ascend 310P3"));
+        assert_eq!(devices[0].memory_free_bytes, Some((44280 - 10474) * MIB));
+        assert!(devices[2].notes.iter().any(|n| n == "npu-smi health: Warning"));
+        assert_eq!(usage.iter().map(|(_, u)| u.device).collect::<Vec<_>>(), [2, 3]);
+    }
+
+    #[test]
+    fn a_910a_counts_hbm_not_the_control_cpus_ddr_and_has_no_process_table() {
+        let info = recorded("910a-22.0.2.txt");
+        assert_eq!(info.chips.len(), 1);
+        assert_eq!(info.chips[0].memory_used_bytes, Some(0), "a measured 0 stays 0");
+        assert_eq!(info.chips[0].memory_total_bytes, Some(32768 * MIB));
+        assert!(!info.process_table);
+        let (devices, _) = devices(&info, 0);
+        assert!(!devices[0].process_list_complete, "no table: processes unknown, not none");
+    }
+
+    #[test]
+    fn garbage_gives_nothing_and_never_panics() {
+        for text in ["", "|", "||||", "| NPU Name |\n| 0 |", "| NPU Name | x | y |\n| 4294967296 910 | OK | 1 2 |\n| 0 | 0000:00:00.0 | / / / 1 / |"] {
+            let info = parse_info(text);
+            assert!(info.chips.is_empty(), "{text:?}: {info:?}");
+        }
+    }
+
     #[test]
     fn pairs_and_lead_tokens() {
         let (lead, pairs) = split_pairs("0           0    / 0          59356/ 65536");
