@@ -109,7 +109,10 @@ fn split_pairs(cell: &str) -> (Vec<String>, Vec<(String, String)>) {
 
 fn is_bus_id(s: &str) -> bool {
     let parts: Vec<&str> = s.split(':').collect();
-    parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.'))
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.'))
 }
 
 /// The NPU a row of the device table opens: its id, name, health, power
@@ -256,7 +259,8 @@ pub fn devices(info: &Info, base: u32) -> (Vec<Device>, Vec<(Owner, GpuUsage)>) 
             d.notes.push(format!("npu-smi health: {}", chip.health));
         }
         if !info.process_table {
-            d.notes.push("npu-smi printed no process table: processes unknown".into());
+            d.notes
+                .push("npu-smi printed no process table: processes unknown".into());
         }
         devices.push(d);
     }
@@ -290,15 +294,13 @@ impl AscendSource {
     /// `GPUTASKMAN_NPU_SMI` names the tool; else it is looked for on PATH
     /// and where Huawei's driver installs it.
     pub fn open() -> AscendSource {
-        let npu_smi = std::env::var_os("GPUTASKMAN_NPU_SMI")
-            .map(PathBuf::from)
-            .or_else(|| {
-                let path = std::env::var_os("PATH").unwrap_or_default();
-                std::env::split_paths(&path)
-                    .chain([PathBuf::from("/usr/local/sbin"), PathBuf::from("/usr/local/bin")])
-                    .map(|dir| dir.join("npu-smi"))
-                    .find(|p| p.is_file())
-            });
+        let npu_smi = std::env::var_os("GPUTASKMAN_NPU_SMI").map(PathBuf::from).or_else(|| {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path)
+                .chain([PathBuf::from("/usr/local/sbin"), PathBuf::from("/usr/local/bin")])
+                .map(|dir| dir.join("npu-smi"))
+                .find(|p| p.is_file())
+        });
         AscendSource {
             npu_smi,
             deadline: DEADLINE,
@@ -414,7 +416,11 @@ pub mod run {
         let (stdout, stderr) = output.unwrap_or_default();
         if !status.success() {
             let why = String::from_utf8_lossy(&stderr);
-            let why = why.lines().find(|l| !l.trim().is_empty()).unwrap_or("no message").trim();
+            let why = why
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no message")
+                .trim();
             return Err(format!("{name} failed ({status}): {why}"));
         }
         Ok(String::from_utf8_lossy(&stdout).into_owned())
@@ -451,7 +457,10 @@ mod tests {
         assert_eq!(info.version.as_deref(), Some("24.1.rc1.b030"));
         assert_eq!(info.chips.len(), 2);
         let c = &info.chips[0];
-        assert_eq!((c.npu, c.chip, c.name.as_str(), c.health.as_str()), (0, 0, "910B3", "OK"));
+        assert_eq!(
+            (c.npu, c.chip, c.name.as_str(), c.health.as_str()),
+            (0, 0, "910B3", "OK")
+        );
         assert_eq!(c.bus_id.as_deref(), Some("0000:C1:00.0"));
         assert_eq!(c.power_w, Some(101.8));
         assert_eq!(c.temperature_c, Some(43));
@@ -462,7 +471,12 @@ mod tests {
         assert!(info.process_table);
         assert_eq!(
             info.processes,
-            [NpuProcess { npu: 0, chip: 0, pid: 1712733, memory_bytes: Some(48954 * MIB) }]
+            [NpuProcess {
+                npu: 0,
+                chip: 0,
+                pid: 1712733,
+                memory_bytes: Some(48954 * MIB)
+            }]
         );
     }
 
@@ -511,12 +525,21 @@ mod tests {
         assert_eq!(info.chips[0].memory_total_bytes, Some(32768 * MIB));
         assert!(!info.process_table);
         let (devices, _) = devices(&info, 0);
-        assert!(!devices[0].process_list_complete, "no table: processes unknown, not none");
+        assert!(
+            !devices[0].process_list_complete,
+            "no table: processes unknown, not none"
+        );
     }
 
     #[test]
     fn garbage_gives_nothing_and_never_panics() {
-        for text in ["", "|", "||||", "| NPU Name |\n| 0 |", "| NPU Name | x | y |\n| 4294967296 910 | OK | 1 2 |\n| 0 | 0000:00:00.0 | / / / 1 / |"] {
+        for text in [
+            "",
+            "|",
+            "||||",
+            "| NPU Name |\n| 0 |",
+            "| NPU Name | x | y |\n| 4294967296 910 | OK | 1 2 |\n| 0 | 0000:00:00.0 | / / / 1 / |",
+        ] {
             let info = parse_info(text);
             assert!(info.chips.is_empty(), "{text:?}: {info:?}");
         }

@@ -157,8 +157,7 @@ fn find_gpu(sys_root: &Path) -> Option<PathBuf> {
         .filter(|e| {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            name.split_once('.')
-                .is_some_and(|(_, gpu)| GPU_DEVFREQ.contains(&gpu))
+            name.split_once('.').is_some_and(|(_, gpu)| GPU_DEVFREQ.contains(&gpu))
         })
         .map(|e| e.path())
         .collect();
@@ -218,9 +217,7 @@ fn rails(sys_root: &Path) -> Vec<Rail> {
 fn gpu_temperature(sys_root: &Path) -> Option<u32> {
     numbered(&sys_root.join("class/thermal"), "thermal_zone")
         .into_iter()
-        .find(|zone| {
-            text(&zone.join("type")).is_some_and(|t| t.to_ascii_lowercase().starts_with("gpu"))
-        })
+        .find(|zone| text(&zone.join("type")).is_some_and(|t| t.to_ascii_lowercase().starts_with("gpu")))
         .and_then(|zone| text(&zone.join("temp")))
         // Millidegrees, signed: a zone below freezing is not a GPU reading.
         .and_then(|t| t.trim().parse::<i64>().ok())
@@ -253,10 +250,7 @@ fn read_clients(sys_root: &Path) -> Result<NvmapClients, String> {
             "{} is not readable (debugfs is root-only): per-process GPU memory unknown",
             path.display()
         )),
-        Err(e) => Err(format!(
-            "{}: {e}: per-process GPU memory unknown",
-            path.display()
-        )),
+        Err(e) => Err(format!("{}: {e}: per-process GPU memory unknown", path.display())),
     }
 }
 
@@ -297,7 +291,8 @@ impl JetsonSource {
         };
         // `load` is in tenths of a percent; over 1000 is left to the
         // plausibility check (shown as out of range, not clamped).
-        d.gpu_util_percent = num(&devfreq.join("device/load")).map(|l| u32::try_from(l.saturating_add(5) / 10).unwrap_or(u32::MAX));
+        d.gpu_util_percent =
+            num(&devfreq.join("device/load")).map(|l| u32::try_from(l.saturating_add(5) / 10).unwrap_or(u32::MAX));
         let mhz = |file: &str| num(&devfreq.join(file)).map(|hz| u32::try_from(hz / 1_000_000).unwrap_or(u32::MAX));
         let (cur, max) = (mhz("cur_freq"), mhz("max_freq"));
         if cur.is_some() || max.is_some() {
@@ -429,15 +424,27 @@ total                                              1188424K
 
     #[test]
     fn meminfo_model_and_rails() {
-        assert_eq!(mem_total("MemTotal:       31697608 kB\nMemFree: 1 kB\n"), Some(31697608 * 1024));
+        assert_eq!(
+            mem_total("MemTotal:       31697608 kB\nMemFree: 1 kB\n"),
+            Some(31697608 * 1024)
+        );
         assert_eq!(mem_total("MemTotal: lots\n"), None);
-        assert_eq!(board_model("NVIDIA Jetson AGX Orin Developer Kit\0"), Some("NVIDIA Jetson AGX Orin Developer Kit".into()));
+        assert_eq!(
+            board_model("NVIDIA Jetson AGX Orin Developer Kit\0"),
+            Some("NVIDIA Jetson AGX Orin Developer Kit".into())
+        );
         assert_eq!(board_model("\0"), None);
         assert_eq!(rail_watts(Some(5080), Some(960)), Some(4.8768));
         assert_eq!(rail_watts(None, Some(960)), None);
         let rails = [
-            Rail { label: "VDD_CPU_CV".into(), watts: Some(1.0) },
-            Rail { label: "VDD_GPU_SOC".into(), watts: Some(4.0) },
+            Rail {
+                label: "VDD_CPU_CV".into(),
+                watts: Some(1.0),
+            },
+            Rail {
+                label: "VDD_GPU_SOC".into(),
+                watts: Some(4.0),
+            },
         ];
         assert_eq!(gpu_rail(&rails).unwrap().label, "VDD_GPU_SOC");
         assert!(gpu_rail(&rails[..1]).is_none());
