@@ -58,7 +58,7 @@ pub enum BackendStatus {
 /// One measurement source and whether it answered.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Backend {
-    /// `nvml`, `drm`, `wddm`, `wsl-host`, `apple`.
+    /// `nvml`, `drm`, `jetson`, `ascend`, `wddm`, `wsl-host`, `apple`.
     pub name: String,
     pub status: BackendStatus,
     /// One line a person can act on: why it is unavailable, what failed, or
@@ -82,6 +82,8 @@ pub struct Device {
     pub index: u32,
     /// Which backend measured this device.
     pub backend: String,
+    /// Who made the device: `NVIDIA`, `AMD`, `Intel`, `Apple`, `Huawei`
+    /// (Ascend), as its backend names it.
     pub vendor: String,
     pub name: Option<String>,
     pub uuid: Option<String>,
