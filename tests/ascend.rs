@@ -26,18 +26,29 @@ fn stand_in(dir: &Path, body: &str) -> PathBuf {
 }
 
 /// A stand-in that prints the recorded output `name`, its process rows
-/// naming `pid` (right-padded to the recorded PID's width, as npu-smi pads).
+/// naming `pid` (right-padded to the recorded PID's width, as npu-smi pads);
+/// for `info -t usages -i N`, the recorded `NAME.usages-N.txt`, or a failure
+/// as from a driver without it.
 fn recorded(dir: &Path, name: &str, pid: u32) -> PathBuf {
-    let text = std::fs::read_to_string(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/data/ascend")
-            .join(name),
-    )
-    .unwrap()
-    .replace(RECORDED_PID, &format!("{pid:<7}"));
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ascend");
+    let text = std::fs::read_to_string(data.join(name))
+        .unwrap()
+        .replace(RECORDED_PID, &format!("{pid:<7}"));
     let out = dir.join(format!("{name}.out"));
     std::fs::write(&out, text).unwrap();
-    stand_in(dir, &format!("[ \"$1\" = info ] || exit 2\ncat '{}'", out.display()))
+    let usages = data.join(name.trim_end_matches(".txt"));
+    let body = format!(
+        r#"[ "$1" = info ] || exit 2
+if [ "$2" = -t ]; then
+  [ "$3" = usages ] && [ -f '{usages}.usages-'"$5"'.txt' ] && exec cat '{usages}.usages-'"$5"'.txt'
+  echo 'Error: the parameter -t usages is invalid.' >&2
+  exit 1
+fi
+cat '{out}'"#,
+        usages = usages.display(),
+        out = out.display()
+    );
+    stand_in(dir, &body)
 }
 
 fn gputaskman(npu_smi: &Path) -> Command {
@@ -95,6 +106,8 @@ fn a_910b3_of_driver_24_1_gives_chips_hbm_and_the_process_memory() {
     assert_eq!(d["temperature_c"], 43);
     assert_eq!(d["power_w"], 101.8);
     assert_eq!(d["process_list_complete"], true);
+    assert_eq!(d["memory_activity_percent"], 41, "-t usages: HBM Bandwidth Usage Rate");
+    assert_eq!(chips[1]["memory_activity_percent"], 0, "a measured 0 stays 0");
     let p = process(&s, worker.pid());
     assert_eq!(p["name"], "python3");
     let gpu = &p["gpu"].as_array().unwrap()[0];
@@ -121,8 +134,23 @@ fn a_310p3_without_hbm_and_with_unknown_values_stays_unknown() {
     assert_eq!(chips[0]["memory_total_bytes"], 44280 * MIB);
     assert_eq!(chips[0]["power_w"], Value::Null, "NA is null, never 0");
     assert_eq!(chips[2]["power_w"], 15.4);
+    assert_eq!(
+        chips[0]["memory_activity_percent"], 51,
+        "DDR bandwidth where there is no HBM"
+    );
+    assert_eq!(
+        chips[1]["memory_activity_percent"], 3,
+        "the Duo's second chip, its own block"
+    );
     let notes = chips[2]["notes"].to_string();
     assert!(notes.contains("npu-smi health: Warning"), "{notes}");
+    // NPU 1 answers no -t usages here: unknown, and why.
+    assert_eq!(chips[2]["memory_activity_percent"], Value::Null);
+    assert!(
+        notes.contains("memory bandwidth unknown: npu-smi info -t usages -i 1:"),
+        "{notes}"
+    );
+    assert!(notes.contains("the parameter -t usages is invalid"), "{notes}");
     let gpu = &process(&s, worker.pid())["gpu"].as_array().unwrap()[0];
     assert_eq!(gpu["device"], chips[0]["index"]);
     assert_eq!(gpu["vram_bytes"], 9058 * MIB);

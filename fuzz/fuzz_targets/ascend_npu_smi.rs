@@ -1,4 +1,5 @@
-//! What `npu-smi info` prints (an outside tool's output): any text gives
+//! What `npu-smi info` and `npu-smi info -t usages` print (an outside
+//! tool's output): any text gives
 //! chips, processes or nothing, never a panic; every process entry points
 //! at a listed chip, and a chip's used memory never comes without a total.
 #![no_main]
@@ -16,5 +17,9 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(devices.len(), info.chips.len());
     for (_, u) in &usage {
         assert!(devices.iter().any(|d| d.index == u.device), "{u:?}");
+    }
+    // The same text as `-t usages` output: blocks or nothing.
+    for chip in ascend::parse_usages(&text) {
+        let _ = chip.memory_activity_percent();
     }
 });

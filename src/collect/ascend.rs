@@ -24,11 +24,18 @@
 //! on training cards (910) `Memory-Usage` is the control CPU's DDR and the
 //! HBM is the device memory. `NA` is unknown. "MB" is 2^20 bytes (a 64 GiB
 //! 910B3 shows 65536).
+//!
+//! `npu-smi info -t usages -i N` then gives, per NPU, one block of
+//! `Key : value` lines a chip, each ending with `Chip ID : C` (the shape
+//! of Huawei's own `npu-smi` sources, which print `"\t%-30s : %u\n"`):
+//! from it the memory bandwidth in use (`HBM Bandwidth Usage Rate(%)`, or
+//! `DDR Bandwidth Usage Rate(%)` on cards without HBM) becomes the
+//! device's memory activity. Drivers without it leave that unknown.
 
 use super::source::{Owner, Report, Round, Source};
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
 
@@ -222,6 +229,48 @@ pub fn parse_info(text: &str) -> Info {
     info
 }
 
+/// One chip's block of `npu-smi info -t usages`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChipUsages {
+    pub chip: u32,
+    pub hbm_bandwidth_percent: Option<u32>,
+    pub ddr_bandwidth_percent: Option<u32>,
+}
+
+impl ChipUsages {
+    /// How busy the device memory's bandwidth is: HBM where the chip has
+    /// it (910B prints a constant 0 for DDR), else DDR.
+    pub fn memory_activity_percent(&self) -> Option<u32> {
+        self.hbm_bandwidth_percent.or(self.ddr_bandwidth_percent)
+    }
+}
+
+/// Reads `npu-smi info -t usages -i N`: one block a chip, closed by its
+/// `Chip ID` line. Lines that are not `Key : number` are passed over.
+pub fn parse_usages(text: &str) -> Vec<ChipUsages> {
+    let mut out = Vec::new();
+    let mut block = ChipUsages::default();
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match key.trim() {
+            "HBM Bandwidth Usage Rate(%)" => block.hbm_bandwidth_percent = number(value),
+            "DDR Bandwidth Usage Rate(%)" => block.ddr_bandwidth_percent = number(value),
+            "Chip ID" => {
+                if let Some(chip) = number(value) {
+                    block.chip = chip;
+                    out.push(std::mem::take(&mut block));
+                }
+                block = ChipUsages::default();
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The devices and per-process entries of one reading, numbered from
 /// `base`.
 pub fn devices(info: &Info, base: u32) -> (Vec<Device>, Vec<(Owner, GpuUsage)>) {
@@ -307,6 +356,50 @@ impl AscendSource {
         }
     }
 
+    /// Each NPU's `-t usages`, within what is left of the sample's
+    /// deadline: its memory bandwidth onto its chips' devices, or a note
+    /// on them saying why not.
+    fn add_usages(&self, npu_smi: &Path, info: &Info, devices: &mut [Device], started: Instant) {
+        let mut npus: Vec<u32> = info.chips.iter().map(|c| c.npu).collect();
+        npus.dedup();
+        for npu in npus {
+            let on_npu = |devices: &mut [Device], f: &mut dyn FnMut(&Chip, &mut Device)| {
+                for (chip, d) in info.chips.iter().zip(devices.iter_mut()).filter(|(c, _)| c.npu == npu) {
+                    f(chip, d);
+                }
+            };
+            let left = self.deadline.saturating_sub(started.elapsed());
+            let id = npu.to_string();
+            let read = if left.is_zero() {
+                Err("not run: npu-smi info took the sample's deadline".to_string())
+            } else {
+                run::with_deadline(npu_smi, &["info", "-t", "usages", "-i", &id], left, OUTPUT_CAP)
+            };
+            match read {
+                Ok(text) => {
+                    let usages = parse_usages(&text);
+                    on_npu(devices, &mut |chip, d| {
+                        d.memory_activity_percent = usages
+                            .iter()
+                            .find(|u| u.chip == chip.chip)
+                            .and_then(ChipUsages::memory_activity_percent);
+                        if d.memory_activity_percent.is_some() {
+                            d.notes.push(
+                                "memory activity is npu-smi's memory bandwidth usage rate (HBM, or DDR without HBM)"
+                                    .into(),
+                            );
+                        }
+                    });
+                }
+                Err(e) => on_npu(devices, &mut |_, d| {
+                    d.notes.push(format!(
+                        "memory bandwidth unknown: npu-smi info -t usages -i {npu}: {e}"
+                    ));
+                }),
+            }
+        }
+    }
+
     fn backend(status: BackendStatus, detail: String) -> Backend {
         Backend {
             name: "ascend".into(),
@@ -324,6 +417,7 @@ impl Source for AscendSource {
                 Report::default(),
             );
         };
+        let started = Instant::now();
         let text = match run::with_deadline(npu_smi, &["info"], self.deadline, OUTPUT_CAP) {
             Ok(text) => text,
             Err(e) => return (Self::backend(BackendStatus::Error, e), Report::default()),
@@ -338,7 +432,8 @@ impl Source for AscendSource {
                 Report::default(),
             );
         }
-        let (devices, usage) = devices(&info, round.next_index());
+        let (mut devices, usage) = devices(&info, round.next_index());
+        self.add_usages(npu_smi, &info, &mut devices, started);
         let detail = format!(
             "npu-smi {}: {} chip(s)",
             info.version.as_deref().unwrap_or("(version not printed)"),
@@ -529,6 +624,25 @@ mod tests {
             !devices[0].process_list_complete,
             "no table: processes unknown, not none"
         );
+    }
+
+    #[test]
+    fn usages_blocks_close_at_their_chip_id() {
+        let path = format!(
+            "{}/tests/data/ascend/310p3-23.0.0.usages-0.txt",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let usages = parse_usages(&std::fs::read_to_string(path).unwrap());
+        assert_eq!(usages.len(), 2);
+        assert_eq!((usages[0].chip, usages[0].memory_activity_percent()), (0, Some(51)));
+        assert_eq!((usages[1].chip, usages[1].memory_activity_percent()), (1, Some(3)));
+        // HBM first: a 910B prints its DDR bandwidth as a constant 0.
+        let hbm = parse_usages("DDR Bandwidth Usage Rate(%) : 0\nHBM Bandwidth Usage Rate(%) : 41\nChip ID : 0\n");
+        assert_eq!(hbm[0].memory_activity_percent(), Some(41));
+        // A block without its Chip ID, or an NA, gives nothing made up.
+        assert!(parse_usages("HBM Bandwidth Usage Rate(%) : 41\n").is_empty());
+        let na = parse_usages("HBM Bandwidth Usage Rate(%) : NA\nChip ID : 0\n");
+        assert_eq!(na[0].memory_activity_percent(), None);
     }
 
     #[test]

@@ -76,7 +76,8 @@ const PLATFORM_LAYERS: [Layer; 6] = [
         kind: "measured",
         source: "npu-smi info (the driver's tool, killed after 3 s): per chip the name, health, \
                  HBM used/total (device memory on 310/310P cards), AI Core %, and the card's \
-                 power and temperature; per process the device memory",
+                 power and temperature; npu-smi info -t usages for the memory bandwidth in \
+                 use; per process the device memory",
         good_for: "who holds an NPU, and which runtime (libascendcl, torch_npu, MindSpore)",
         limits: "power and temperature are per card, shared by its chips; NA is n/a; no \
                  engine times, no spill; PIDs are the host's (the PID stage pairs them in a \
