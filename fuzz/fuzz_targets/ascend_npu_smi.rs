@@ -1,7 +1,7 @@
 //! What `npu-smi info` and `npu-smi info -t usages` print (an outside
-//! tool's output): any text gives
-//! chips, processes or nothing, never a panic; every process entry points
-//! at a listed chip, and a chip's used memory never comes without a total.
+//! tool's output): any text gives chips, processes or nothing, never a
+//! panic; every process entry points at a listed chip, and a chip's used
+//! memory never comes without a total.
 #![no_main]
 
 use gputaskman::collect::ascend;
