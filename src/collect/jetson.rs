@@ -6,7 +6,8 @@
 //!   `cur_freq` and `max_freq` in Hz, and its platform device's `load`, the
 //!   busy share in tenths of a percent (0..=1000). The board name is the
 //!   device tree's `model` (`/proc/device-tree` is a link to
-//!   `/sys/firmware/devicetree/base`), NUL-terminated.
+//!   `/sys/firmware/devicetree/base`), NUL-terminated; its `compatible`
+//!   naming `nvidia,tegra194` / `nvidia,tegra234` is what makes it a Jetson.
 //! - **Memory**: unified, as on Apple Silicon: the GPU works in system RAM,
 //!   so the total is `MemTotal` of /proc/meminfo, used is what nvmap (the
 //!   Tegra memory manager every GPU buffer goes through) has handed out, its
@@ -127,6 +128,12 @@ pub fn mem_total(meminfo: &str) -> Option<u64> {
 pub fn board_model(raw: &str) -> Option<String> {
     let model = raw.split('\0').next()?.trim();
     (!model.is_empty()).then(|| model.to_string())
+}
+
+/// Whether the device tree's `compatible` (NUL-separated strings, most
+/// specific first: `nvidia,p3701-0000`, `nvidia,tegra234`) names a Tegra.
+pub fn is_tegra(compatible: &str) -> bool {
+    compatible.split('\0').any(|c| c.trim().starts_with("nvidia,tegra"))
 }
 
 /// One INA3221 channel: its label and power, where both readings exist.
@@ -268,8 +275,14 @@ impl JetsonSource {
     /// The board's GPU and its processes, numbered from `index`; `None`
     /// when this is not a Jetson.
     pub fn sample(&self, index: u32) -> Option<(Device, Vec<(Owner, GpuUsage)>)> {
-        let devfreq = find_gpu(&self.sys_root)?;
         let sys = &self.sys_root;
+        // Other SoCs name their GPU's devfreq node `ADDR.gpu` too (an
+        // RK3588's Mali is `fb000000.gpu`): only a Tegra board is a Jetson.
+        let compatible = text(&sys.join("firmware/devicetree/base/compatible"))?;
+        if !is_tegra(&compatible) {
+            return None;
+        }
+        let devfreq = find_gpu(sys)?;
         let model = text(&sys.join("firmware/devicetree/base/model")).and_then(|m| board_model(&m));
         let gpu_name = devfreq
             .file_name()
@@ -448,5 +461,27 @@ total                                              1188424K
         ];
         assert_eq!(gpu_rail(&rails).unwrap().label, "VDD_GPU_SOC");
         assert!(gpu_rail(&rails[..1]).is_none());
+        assert!(is_tegra("nvidia,p3737-0000+p3701-0000\0nvidia,p3701-0000\0nvidia,tegra234\0"));
+        assert!(!is_tegra("rockchip,rk3588-evb1-v10\0rockchip,rk3588\0"));
+    }
+
+    #[test]
+    fn another_socs_gpu_devfreq_node_is_no_jetson() {
+        // An RK3588: its Mali's devfreq node is `fb000000.gpu`, as a
+        // JetPack 6 Orin's is `17000000.gpu`.
+        let dir = tempfile::tempdir().unwrap();
+        let sys = dir.path().join("sys");
+        let node = sys.join("class/devfreq/fb000000.gpu");
+        std::fs::create_dir_all(node.join("device")).unwrap();
+        std::fs::write(node.join("cur_freq"), "300000000\n").unwrap();
+        std::fs::write(node.join("device/load"), "500\n").unwrap();
+        let base = sys.join("firmware/devicetree/base");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::write(base.join("compatible"), "rockchip,rk3588\0").unwrap();
+        let source = JetsonSource::new(dir.path().join("proc"), sys.clone());
+        assert!(source.sample(0).is_none());
+        std::fs::write(base.join("compatible"), "nvidia,p3767-0005\0nvidia,tegra234\0").unwrap();
+        let (device, _) = source.sample(0).expect("a Tegra board");
+        assert_eq!(device.gpu_util_percent, Some(50));
     }
 }

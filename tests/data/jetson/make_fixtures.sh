@@ -24,11 +24,12 @@ process() {
   done
 }
 
-# board TREE GPU MODEL MEMTOTAL_KB LOAD CUR_HZ MAX_HZ: the GPU's platform
-# device and its devfreq node (a link to it, as in /sys/class/devfreq),
-# the device tree's model, /proc/meminfo and /proc/stat.
+# board TREE GPU MODEL COMPATIBLE MEMTOTAL_KB LOAD CUR_HZ MAX_HZ: the GPU's
+# platform device and its devfreq node (a link to it, as in
+# /sys/class/devfreq), the device tree's model and compatible (NUL-separated
+# strings, "," in COMPATIBLE), /proc/meminfo and /proc/stat.
 board() {
-  local tree=$1 gpu=$2 model=$3 mem=$4 load=$5 cur=$6 max=$7
+  local tree=$1 gpu=$2 model=$3 compatible=$4 mem=$5 load=$6 cur=$7 max=$8
   local dev=$tree/sys/devices/platform/$gpu
   w "$dev/load" "$load\n"
   w "$dev/devfreq/$gpu/cur_freq" "$cur\n"
@@ -42,6 +43,8 @@ board() {
   printf '%s\0' "$model" > "$tmp_model"
   mkdir -p "$tree/sys/firmware/devicetree/base"
   cp "$tmp_model" "$tree/sys/firmware/devicetree/base/model"
+  local c
+  for c in $compatible; do printf '%s\0' "$c"; done > "$tree/sys/firmware/devicetree/base/compatible"
   w "$tree/proc/meminfo" "MemTotal:       $mem kB\nMemFree:        1203400 kB\nMemAvailable:   9841000 kB\n"
   w "$tree/proc/stat" "cpu  1 0 1 100 0 0 0 0 0 0\nbtime 1764500000\n"
 }
@@ -72,7 +75,8 @@ trap 'rm -f "$tmp_model"' EXIT
 ###########################################################################
 # orin: Jetson AGX Orin 32GB developer kit, JetPack 5 (L4T 35).
 t=orin
-board $t 17000000.ga10b "NVIDIA Jetson AGX Orin Developer Kit" 31697608 537 918000000 1300500000
+board $t 17000000.ga10b "NVIDIA Jetson AGX Orin Developer Kit" \
+  "nvidia,p3737-0000+p3701-0005 nvidia,p3701-0005 nvidia,tegra234" 31697608 537 918000000 1300500000
 #                                                      load 53.7% -> 54; 918 MHz; 1300 MHz max
 zone $t 0 cpu-thermal 47062
 zone $t 1 gpu-thermal 45187     # 45 C
@@ -99,7 +103,8 @@ process $t 4242 llama-server /usr/local/cuda-11.4/targets/aarch64-linux/lib/libc
 ###########################################################################
 # orin-no-debugfs: the same board with debugfs not mounted.
 t=orin-no-debugfs
-board $t 17000000.gpu "NVIDIA Jetson Orin Nano Developer Kit" 7802108 0 306000000 624750000
+board $t 17000000.gpu "NVIDIA Jetson Orin Nano Developer Kit" \
+  "nvidia,p3768-0000+p3767-0005 nvidia,p3767-0005 nvidia,tegra234" 7802108 0 306000000 624750000
 zone $t 0 cpu-thermal 41000
 zone $t 1 gpu-thermal 39500     # 40 C (rounded half up)
 ina $t hwmon1 VDD_IN 5000 1200 VDD_CPU_GPU_CV 5000 400 VDD_SOC 5000 300
@@ -111,7 +116,7 @@ mkdir -p $t/sys/kernel
 # xavier: Jetson AGX Xavier, JetPack 5 (L4T 35): hwmon INA3221 channels
 # named GPU, CPU, SOC (0x40) and CV, VDDRQ, SYS5V (0x41).
 t=xavier
-board $t 17000000.gv11b "Jetson-AGX" 32509944 1000 1377000000 1377000000
+board $t 17000000.gv11b "Jetson-AGX" "nvidia,p2972-0000 nvidia,tegra194" 32509944 1000 1377000000 1377000000
 #                                            100%; 1377 MHz
 zone $t 0 CPU-therm 52500
 zone $t 1 GPU-therm 50000       # 50 C
