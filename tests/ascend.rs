@@ -255,3 +255,18 @@ fn a_named_npu_smi_that_cannot_run_is_an_error_and_none_at_all_is_unavailable() 
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(backend(&s, "ascend")["status"], "unavailable");
 }
+
+#[test]
+fn what_npu_smi_prints_reaches_no_terminal_unescaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let npu_smi = stand_in(
+        dir.path(),
+        r#"printf '\033]0;pwned\007\033[2J\233 \342\200\256bad\n' >&2
+exit 1"#,
+    );
+    let out = gputaskman(&npu_smi).arg("--once").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(r"failed (exit status: 1): \e]0;pwned\x07\e[2J"), "{text}");
+    common::assert_inert("--once", &text);
+}
