@@ -270,3 +270,35 @@ exit 1"#,
     assert!(text.contains(r"failed (exit status: 1): \e]0;pwned\x07\e[2J"), "{text}");
     common::assert_inert("--once", &text);
 }
+
+#[test]
+fn a_jetson_and_ascend_chips_are_numbered_in_turn_and_served_as_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let npu_smi = recorded(dir.path(), "910b3-24.1.rc1.txt", 1);
+    let orin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/jetson/orin");
+    let port = common::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .env("GPUTASKMAN_NPU_SMI", &npu_smi)
+        .env("GPUTASKMAN_PROC_ROOT", orin.join("proc"))
+        .env("GPUTASKMAN_SYS_ROOT", orin.join("sys"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")]);
+    let _server = common::Daemon::start(cmd, port, Duration::from_secs(30));
+    let metrics = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    for line in [
+        r#"gputaskman_backend_up{backend="jetson",status="ok"} 1"#,
+        r#"gputaskman_backend_up{backend="ascend",status="ok"} 1"#,
+        r#"gputaskman_device_info{backend="jetson",device="0",name="NVIDIA Jetson AGX Orin Developer Kit (integrated GPU ga10b)",vendor="NVIDIA"} 1"#,
+        r#"gputaskman_device_info{backend="ascend",device="1",name="Ascend 910B3",vendor="Huawei",pci_bus_id="0000:C1:00.0",driver_version="24.1.rc1.b030"} 1"#,
+        r#"gputaskman_device_memory_used_bytes{backend="ascend",device="1"} 54855204864"#,
+        r#"gputaskman_device_memory_total_bytes{backend="ascend",device="2"} 68719476736"#,
+        r#"gputaskman_device_memory_used_bytes{backend="jetson",device="0"} 4433977344"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} not in:\n{metrics}");
+    }
+}
