@@ -208,3 +208,18 @@ fn a_machine_that_is_no_jetson_has_the_source_unavailable() {
         .iter()
         .all(|d| d["backend"] != "jetson"));
 }
+
+#[test]
+fn a_nano_on_jetpack_4_reads_its_iio_power_monitor() {
+    let s = json_on(&fixture("nano"));
+    let d = &s["devices"][0];
+    assert_eq!(d["name"], "NVIDIA Jetson Nano Developer Kit (integrated GPU)");
+    assert_eq!(d["gpu_util_percent"], 100, "load 998");
+    assert_eq!(d["temperature_c"], 36, "GPU-therm 35.5");
+    assert_eq!(d["power_w"], 2.117, "POM_5V_GPU, in mW");
+    let n = notes(d);
+    assert!(n.contains("POM_5V_IN 4.7 W, POM_5V_CPU 1.0 W"), "{n}");
+    assert_eq!(d["memory_total_bytes"], 4051032 * KIB);
+    assert_eq!(d["memory_used_bytes"], 1603584 * KIB);
+    assert_eq!(process(&s, 2222)["gpu"][0]["vram_bytes"], 1572864 * KIB);
+}

@@ -20,8 +20,10 @@
 //!   unknown, said in a note, never "none".
 //! - **Power**: the INA3221 monitors' hwmon nodes (`name` = `ina3221`),
 //!   channel N's `inN_label` (`VDD_GPU_SOC`, `VDD_CPU_CV`, `VIN_SYS_5V0` on
-//!   an AGX Orin), `inN_input` in mV and `currN_input` in mA; the GPU's
-//!   power is the rail whose label names the GPU, the others are noted.
+//!   an AGX Orin), `inN_input` in mV and `currN_input` in mA; on JetPack 4
+//!   the `ina3221x` IIO nodes (`rail_name_N`, `in_powerN_input` in mW:
+//!   `POM_5V_GPU` on a Nano). The GPU's power is the rail whose label names
+//!   the GPU, the others are noted.
 //! - **Temperature**: the thermal zone whose `type` is the GPU's
 //!   (`gpu-thermal` on Orin, `GPU-therm` on Xavier), in millidegrees.
 //!
@@ -151,7 +153,7 @@ pub fn rail_watts(millivolts: Option<u64>, milliamps: Option<u64>) -> Option<f64
 
 /// The rail that powers the GPU: the one whose label says GPU
 /// (`VDD_GPU_SOC` on AGX Orin, `VDD_CPU_GPU_CV` on Orin NX/Nano, `GPU` on
-/// Xavier).
+/// Xavier, `POM_5V_GPU` on a Nano).
 pub fn gpu_rail(rails: &[Rail]) -> Option<&Rail> {
     rails.iter().find(|r| r.label.to_ascii_uppercase().contains("GPU"))
 }
@@ -198,7 +200,10 @@ fn num(path: &Path) -> Option<u64> {
     text(path).and_then(|t| parse_u64(&t))
 }
 
-/// The INA3221 channels of every monitor, in hwmon order.
+/// The INA3221 channels of every monitor: the hwmon nodes of L4T 34 and
+/// later, then the IIO nodes of the `ina3221x` driver of L4T 32 (JetPack
+/// 4: Nano, TX2, Xavier), whose channel N is `rail_name_N` with
+/// `in_powerN_input` in mW.
 fn rails(sys_root: &Path) -> Vec<Rail> {
     let mut out = Vec::new();
     for hwmon in numbered(&sys_root.join("class/hwmon"), "hwmon") {
@@ -214,6 +219,22 @@ fn rails(sys_root: &Path) -> Vec<Rail> {
                 num(&hwmon.join(format!("in{channel}_input"))),
                 num(&hwmon.join(format!("curr{channel}_input"))),
             );
+            out.push(Rail { label, watts });
+        }
+    }
+    let mut monitors: Vec<PathBuf> = std::fs::read_dir(sys_root.join("bus/i2c/drivers/ina3221x"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    monitors.sort();
+    for iio in monitors.iter().flat_map(|m| numbered(m, "iio:device")) {
+        for channel in 0..3 {
+            let Some(label) = text(&iio.join(format!("rail_name_{channel}"))).filter(|l| l != "NC") else {
+                continue;
+            };
+            let watts = num(&iio.join(format!("in_power{channel}_input"))).map(|mw| mw as f64 / 1e3);
             out.push(Rail { label, watts });
         }
     }
@@ -461,7 +482,9 @@ total                                              1188424K
         ];
         assert_eq!(gpu_rail(&rails).unwrap().label, "VDD_GPU_SOC");
         assert!(gpu_rail(&rails[..1]).is_none());
-        assert!(is_tegra("nvidia,p3737-0000+p3701-0000\0nvidia,p3701-0000\0nvidia,tegra234\0"));
+        assert!(is_tegra(
+            "nvidia,p3737-0000+p3701-0000\0nvidia,p3701-0000\0nvidia,tegra234\0"
+        ));
         assert!(!is_tegra("rockchip,rk3588-evb1-v10\0rockchip,rk3588\0"));
     }
 

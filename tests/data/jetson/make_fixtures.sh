@@ -5,7 +5,7 @@
 # the tests assert are commented where they are made.
 set -euo pipefail
 cd "$(dirname "$0")"
-rm -rf orin xavier orin-no-debugfs
+rm -rf orin xavier orin-no-debugfs nano
 
 w() { mkdir -p "$(dirname "$1")"; printf '%b' "$2" > "$1"; }
 
@@ -131,3 +131,27 @@ user                          python3     3001   6291456K
 total                                             6291456K
 LIST
 process $t 3001 python3 /usr/lib/python3/dist-packages/torch/lib/libtorch_cuda.so /usr/local/cuda/lib64/libcudart.so.11.0
+
+###########################################################################
+# nano: Jetson Nano developer kit, JetPack 4.6 (L4T 32): devfreq
+# 57000000.gpu, the ina3221x IIO driver (rail_name_N, in_powerN_input in
+# mW), thermal zone GPU-therm.
+t=nano
+board $t 57000000.gpu "NVIDIA Jetson Nano Developer Kit" "nvidia,p3449-0000-b00+p3448-0002 nvidia,jetson-nano nvidia,tegra210" 4051032 998 921600000 921600000
+#                                                   99.8% -> 100; 921 MHz
+zone $t 0 AO-therm 38500
+zone $t 1 CPU-therm 36500
+zone $t 2 GPU-therm 35500       # 36 C
+zone $t 3 PLL-therm 34750
+iio=$t/sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0
+w $iio/rail_name_0 "POM_5V_IN\n";  w $iio/in_power0_input "4716\n"
+w $iio/rail_name_1 "POM_5V_GPU\n"; w $iio/in_power1_input "2117\n"   # 2.117 W
+w $iio/rail_name_2 "POM_5V_CPU\n"; w $iio/in_power2_input "1011\n"
+clients $t <<'LIST'
+CLIENT                        PROCESS      PID        SIZE
+user                     llama-server     2222   1572864K
+user                          Xorg         901     30720K
+total                                             1603584K
+LIST
+process $t 2222 llama-server /usr/local/cuda-10.2/targets/aarch64-linux/lib/libcudart.so.10.2
+process $t 901 Xorg /usr/lib/aarch64-linux-gnu/tegra/libnvrm_gpu.so
