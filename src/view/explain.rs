@@ -58,10 +58,10 @@ const PLATFORM_LAYERS: [Layer; 6] = [
         limits: "spill is memory the GPU can reach, not proof that VRAM overflowed",
     },
     Layer {
-        what: "Jetson (Xavier, Orin): the integrated GPU and its unified memory",
+        what: "Jetson (Nano, Xavier, Orin): the integrated GPU and its unified memory",
         kind: "measured (free and spill: unavailable)",
         source: "Tegra sysfs: the GPU's devfreq node (cur_freq, max_freq) and its load; the \
-                 device tree's model; INA3221 hwmon rails for power; the GPU thermal zone; \
+                 device tree's model; INA3221 rails for power; the GPU thermal zone; \
                  total = MemTotal, used = nvmap's total; per process: nvmap's client list in \
                  debugfs (/sys/kernel/debug/nvmap/iovmm/clients)",
         good_for: "who holds GPU buffers on a board NVML does not see",
