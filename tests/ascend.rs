@@ -302,3 +302,25 @@ fn a_jetson_and_ascend_chips_are_numbered_in_turn_and_served_as_metrics() {
         assert!(metrics.lines().any(|l| l == line), "{line} not in:\n{metrics}");
     }
 }
+
+#[test]
+fn a_hung_usages_query_costs_what_is_left_of_the_deadline_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/ascend/910b3-24.1.rc1.txt");
+    let npu_smi = stand_in(
+        dir.path(),
+        &format!("[ \"$2\" = -t ] && exec sleep 120\ncat '{}'", table.display()),
+    );
+    let started = Instant::now();
+    let s = json(&npu_smi);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert_eq!(backend(&s, "ascend")["status"], "ok", "the table was read");
+    for chip in ascend_devices(&s) {
+        assert_eq!(chip["memory_activity_percent"], Value::Null);
+        let notes = chip["notes"].to_string();
+        assert!(
+            notes.contains("memory bandwidth unknown") && notes.contains("killed"),
+            "{notes}"
+        );
+    }
+}

@@ -356,29 +356,38 @@ impl AscendSource {
         }
     }
 
-    /// Each NPU's `-t usages`, within what is left of the sample's
-    /// deadline: its memory bandwidth onto its chips' devices, or a note
-    /// on them saying why not.
+    /// Each NPU's `-t usages`, all at once (a box of eight cards would
+    /// not fit eight calls one after another in the deadline) and within
+    /// what is left of the sample's deadline: its memory bandwidth onto its
+    /// chips' devices, or a note on them saying why not.
     fn add_usages(&self, npu_smi: &Path, info: &Info, devices: &mut [Device], started: Instant) {
         let mut npus: Vec<u32> = info.chips.iter().map(|c| c.npu).collect();
         npus.dedup();
-        for npu in npus {
-            let on_npu = |devices: &mut [Device], f: &mut dyn FnMut(&Chip, &mut Device)| {
-                for (chip, d) in info.chips.iter().zip(devices.iter_mut()).filter(|(c, _)| c.npu == npu) {
-                    f(chip, d);
-                }
-            };
-            let left = self.deadline.saturating_sub(started.elapsed());
-            let id = npu.to_string();
-            let read = if left.is_zero() {
-                Err("not run: npu-smi info took the sample's deadline".to_string())
-            } else {
-                run::with_deadline(npu_smi, &["info", "-t", "usages", "-i", &id], left, OUTPUT_CAP)
-            };
+        let left = self.deadline.saturating_sub(started.elapsed());
+        let reads: Vec<(u32, Result<String, String>)> = std::thread::scope(|scope| {
+            let calls: Vec<_> = npus
+                .iter()
+                .map(|&npu| {
+                    scope.spawn(move || {
+                        let id = npu.to_string();
+                        if left.is_zero() {
+                            return Err("not run: npu-smi info took the sample's deadline".to_string());
+                        }
+                        run::with_deadline(npu_smi, &["info", "-t", "usages", "-i", &id], left, OUTPUT_CAP)
+                    })
+                })
+                .collect();
+            npus.iter()
+                .zip(calls)
+                .map(|(&npu, call)| (npu, call.join().unwrap_or_else(|_| Err("the call panicked".into()))))
+                .collect()
+        });
+        for (npu, read) in reads {
+            let chips = info.chips.iter().zip(devices.iter_mut()).filter(|(c, _)| c.npu == npu);
             match read {
                 Ok(text) => {
                     let usages = parse_usages(&text);
-                    on_npu(devices, &mut |chip, d| {
+                    for (chip, d) in chips {
                         d.memory_activity_percent = usages
                             .iter()
                             .find(|u| u.chip == chip.chip)
@@ -389,13 +398,15 @@ impl AscendSource {
                                     .into(),
                             );
                         }
-                    });
+                    }
                 }
-                Err(e) => on_npu(devices, &mut |_, d| {
-                    d.notes.push(format!(
-                        "memory bandwidth unknown: npu-smi info -t usages -i {npu}: {e}"
-                    ));
-                }),
+                Err(e) => {
+                    for (_, d) in chips {
+                        d.notes.push(format!(
+                            "memory bandwidth unknown: npu-smi info -t usages -i {npu}: {e}"
+                        ));
+                    }
+                }
             }
         }
     }
