@@ -173,6 +173,19 @@ fn an_unmounted_or_unreadable_debugfs_is_a_note() {
     assert!(n.contains("debugfs is not mounted at"), "{n}");
     assert!(n.contains("mount -t debugfs none"), "{n}");
 
+    // Mounted, but the list is in a shape this reader does not know.
+    std::fs::create_dir_all(root.join("sys/kernel/debug/nvmap/iovmm")).unwrap();
+    std::fs::write(
+        root.join("sys/kernel/debug/nvmap/iovmm/clients"),
+        "pid=4242 bytes=1048576\n",
+    )
+    .unwrap();
+    let s = json_on(&root);
+    let d = &s["devices"][0];
+    assert_eq!(d["process_list_complete"], false);
+    assert!(notes(d).contains("holds no client list this reader knows"), "{d}");
+    std::fs::remove_file(root.join("sys/kernel/debug/nvmap/iovmm/clients")).unwrap();
+
     // Mounted, but the list is not a regular file (nor readable as one).
     std::fs::create_dir_all(root.join("sys/kernel/debug/nvmap/iovmm/clients")).unwrap();
     let s = json_on(&root);

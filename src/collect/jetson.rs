@@ -273,7 +273,19 @@ fn read_clients(sys_root: &Path) -> Result<NvmapClients, String> {
     }
     let path = sys_root.join(CLIENTS);
     match gguf::regular_file::read_capped(&path, CLIENTS_CAP) {
-        Ok(bytes) => Ok(parse_clients(&String::from_utf8_lossy(&bytes))),
+        Ok(bytes) => {
+            let list = parse_clients(&String::from_utf8_lossy(&bytes));
+            // Even an idle board lists its `total`: a list with neither
+            // clients nor total is a format this reader does not know, not
+            // "no processes".
+            if list.clients.is_empty() && list.total_bytes.is_none() {
+                return Err(format!(
+                    "{} holds no client list this reader knows: per-process GPU memory unknown",
+                    path.display()
+                ));
+            }
+            Ok(list)
+        }
         Err(e) if e.kind() == ErrorKind::PermissionDenied => Err(format!(
             "{} is not readable (debugfs is root-only): per-process GPU memory unknown",
             path.display()
