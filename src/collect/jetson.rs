@@ -405,7 +405,7 @@ impl Source for JetsonSource {
                 Backend {
                     name: "jetson".into(),
                     status: BackendStatus::Unavailable,
-                    detail: "no Tegra GPU devfreq node: not a Jetson".into(),
+                    detail: "not a Jetson: no Tegra device tree with a GPU devfreq node".into(),
                 },
                 Report::default(),
             );
