@@ -4,12 +4,14 @@
 // Built on macOS, and everywhere for its tests on recorded registry reads.
 #[cfg(any(test, target_os = "macos"))]
 pub mod apple;
+pub mod ascend;
 pub mod container;
 pub mod containers;
 // A few of the DRM source's setters serve only its tests and benchmark.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod drm;
 pub mod host;
+pub mod jetson;
 pub mod nvml;
 pub mod plausible;
 pub mod source;
@@ -60,15 +62,21 @@ pub struct Collector {
 }
 
 /// The sources of this platform, in the order they are read: NVML first,
-/// then DRM (which leaves NVML's cards to it), the platform's own, and
-/// last the Windows counters, which are matched to the devices before them.
+/// then DRM (which leaves NVML's cards to it), the platform's own (Jetson
+/// and Ascend on Linux), and last the Windows counters, which are matched
+/// to the devices before them.
 fn sources(options: &Options, in_child_namespace: bool) -> Vec<Box<dyn Source>> {
     // The sysfs root, like the procfs one, can point at a recorded tree.
     let sys_root = std::env::var_os("GPUTASKMAN_SYS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from);
     let mut list: Vec<Box<dyn Source>> = vec![
         Box::new(nvml::WatchedNvml::open(options.nvml_lib.as_deref(), in_child_namespace)),
-        Box::new(drm::DrmSource::new(options.proc_root.clone(), sys_root)),
+        Box::new(drm::DrmSource::new(options.proc_root.clone(), sys_root.clone())),
     ];
+    #[cfg(target_os = "linux")]
+    {
+        list.push(Box::new(jetson::JetsonSource::new(options.proc_root.clone(), sys_root)));
+        list.push(Box::new(ascend::AscendSource::open()));
+    }
     // Footprints on their own thread where discovery is too (the live
     // view, record); measured in line for one-shot output.
     #[cfg(target_os = "macos")]

@@ -32,6 +32,13 @@ const LIBRARY_RUNTIMES: &[(&str, &str)] = &[
     ("libhsa-runtime64", "rocm"),
     ("librocblas", "rocm"),
     ("libze_loader", "level-zero"),
+    // Huawei Ascend (CANN): the ACL runtime every framework on an NPU goes
+    // through, PyTorch's NPU backend (torch_npu/lib/libtorch_npu.so, which
+    // also matches libtorch) and MindSpore's libraries
+    // (mindspore/lib/libmindspore_backend.so and the like).
+    ("libascendcl", "ascendcl"),
+    ("libtorch_npu", "torch_npu"),
+    ("libmindspore", "mindspore"),
     ("libOpenCL", "opencl"),
     ("libGLX_nvidia", "opengl"),
     ("libEGL", "opengl"),
@@ -114,6 +121,8 @@ const AI_RUNTIMES: &[&str] = &[
     "sglang",
     "mlx",
     "pytorch",
+    "torch_npu",
+    "mindspore",
     "tensorflow",
     "onnxruntime",
     "openvino",
@@ -311,6 +320,30 @@ mod tests {
         runtimes_from_libraries(maps, &mut r);
         assert_eq!(r, ["cuda", "cublas", "pytorch", "cudart"]);
         assert_eq!(kind("python3", None, &[], &r), ProcessKind::Ai);
+    }
+
+    #[test]
+    fn ascend_runtimes_are_named_from_their_libraries() {
+        // The paths CANN, torch_npu and MindSpore install to.
+        let torch_npu = [
+            "/usr/local/Ascend/ascend-toolkit/8.0.0/aarch64-linux/lib64/libascendcl.so",
+            "/venv/lib/python3.10/site-packages/torch_npu/lib/libtorch_npu.so",
+            "/venv/lib/python3.10/site-packages/torch/lib/libtorch_cpu.so",
+        ];
+        let mut r = vec![];
+        runtimes_from_libraries(torch_npu, &mut r);
+        assert_eq!(r, ["ascendcl", "pytorch", "torch_npu"]);
+        assert_eq!(kind("python3", None, &[], &r), ProcessKind::Ai);
+        let mindspore = ["/venv/lib/python3.9/site-packages/mindspore/lib/libmindspore_backend.so"];
+        let mut r = vec![];
+        runtimes_from_libraries(mindspore, &mut r);
+        assert_eq!(r, ["mindspore"]);
+        assert_eq!(kind("python3", None, &[], &r), ProcessKind::Ai);
+        // The ACL runtime alone is a device runtime, not AI work by itself.
+        let mut r = vec![];
+        runtimes_from_libraries(["/usr/local/Ascend/driver/lib64/libascendcl.so"], &mut r);
+        assert_eq!(r, ["ascendcl"]);
+        assert_eq!(kind("a.out", None, &[], &r), ProcessKind::Other);
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub struct ProcInfo {
 
 /// Runtimes that mean the process can hold GPU memory, so it is listed even
 /// when no GPU backend attributes memory to it.
-const GPU_RUNTIMES: &[&str] = &["cuda", "cudart", "hip", "rocm", "level-zero", "opencl"];
+const GPU_RUNTIMES: &[&str] = &["cuda", "cudart", "hip", "rocm", "level-zero", "opencl", "ascendcl"];
 
 impl ProcInfo {
     /// Whether the process belongs in a snapshot without any GPU backend

@@ -58,7 +58,7 @@ pub enum BackendStatus {
 /// One measurement source and whether it answered.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct Backend {
-    /// `nvml`, `drm`, `wddm`, `wsl-host`, `apple`.
+    /// `nvml`, `drm`, `jetson`, `ascend`, `wddm`, `wsl-host`, `apple`.
     pub name: String,
     pub status: BackendStatus,
     /// One line a person can act on: why it is unavailable, what failed, or
@@ -93,6 +93,8 @@ pub struct Device {
     pub mig: Option<MigInstance>,
     /// Which backend measured this device.
     pub backend: String,
+    /// Who made the device: `NVIDIA`, `AMD`, `Intel`, `Apple`, `Huawei`
+    /// (Ascend), as its backend names it.
     pub vendor: String,
     pub name: Option<String>,
     pub uuid: Option<String>,
@@ -376,6 +378,23 @@ pub struct GpuUsage {
     /// Engine busy percent over the last sample window, e.g. `sm`, `mem`,
     /// `enc`, `dec`. Empty when the source cannot tell.
     pub engines: BTreeMap<String, u32>,
+}
+
+impl GpuUsage {
+    /// Device memory a source measured for a process in this PID namespace,
+    /// and nothing else (no spill, contexts or engine times).
+    pub fn memory_only(device: u32, vram_bytes: Option<u64>, source: &str) -> GpuUsage {
+        GpuUsage {
+            device,
+            vram_bytes,
+            spill_bytes: None,
+            paged_bytes: None,
+            source: source.into(),
+            pairing: Some(Match::Exact),
+            contexts: Vec::new(),
+            engines: BTreeMap::new(),
+        }
+    }
 }
 
 /// A model a process runs. Filled by model discovery; defined here so the

@@ -28,7 +28,7 @@ pub const PLATFORM: &str = "macOS";
 pub const PLATFORM: &str = std::env::consts::OS;
 
 #[cfg(target_os = "linux")]
-const PLATFORM_LAYERS: [Layer; 4] = [
+const PLATFORM_LAYERS: [Layer; 6] = [
     Layer {
         what: "Device totals: used, total, free; GPU and memory activity, temperature, power",
         kind: "measured",
@@ -60,10 +60,36 @@ const PLATFORM_LAYERS: [Layer; 4] = [
         limits: "spill is memory the GPU can reach, not proof that VRAM overflowed",
     },
     Layer {
+        what: "Jetson (Nano, Xavier, Orin): the integrated GPU and its unified memory",
+        kind: "measured (free and spill: unavailable)",
+        source: "Tegra sysfs: the GPU's devfreq node (cur_freq, max_freq) and its load; the \
+                 device tree's model; INA3221 rails for power; the GPU thermal zone; \
+                 total = MemTotal, used = nvmap's total; per process: nvmap's client list in \
+                 debugfs (/sys/kernel/debug/nvmap/iovmm/clients)",
+        good_for: "who holds GPU buffers on a board NVML does not see",
+        limits: "unified memory: no VRAM, no free-for-the-GPU figure, no spill; nvmap counts \
+                 multimedia buffers too; debugfs is root-only and not always mounted, and \
+                 then processes are unknown (a note says why); the power rail may feed more \
+                 than the GPU (VDD_GPU_SOC, VDD_CPU_GPU_CV); tested on recorded trees, not \
+                 hardware",
+    },
+    Layer {
+        what: "Ascend NPUs: chips, HBM, AI Core use, per-process device memory",
+        kind: "measured",
+        source: "npu-smi info (the driver's tool, killed after 3 s): per chip the name, health, \
+                 HBM used/total (device memory on 310/310P cards), AI Core %, and the card's \
+                 power and temperature; npu-smi info -t usages for the memory bandwidth in \
+                 use; per process the device memory",
+        good_for: "who holds an NPU, and which runtime (libascendcl, torch_npu, MindSpore)",
+        limits: "power and temperature are per card, shared by its chips; NA is n/a; no \
+                 engine times, no spill; PIDs are the host's (the PID stage pairs them in a \
+                 container); tested on recorded outputs, not hardware",
+    },
+    Layer {
         what: "Which runtime a process runs",
         kind: "inferred",
-        source: "/proc/PID/maps (libcudart, libggml, libtorch, libonnxruntime, ...), \
-                 the executable's name and the command line",
+        source: "/proc/PID/maps (libcudart, libggml, libtorch, libonnxruntime, libascendcl, \
+                 libtorch_npu, libmindspore, ...), the executable's name and the command line",
         good_for: "telling a model server from a browser or the compositor",
         limits: "a runtime library names a runtime, never a model",
     },
@@ -293,7 +319,7 @@ mod tests {
             assert!(text.to_lowercase().contains(&needle.to_lowercase()), "{needle} missing");
         }
         #[cfg(target_os = "linux")]
-        for needle in ["NVML", "DRM fdinfo", "/proc/PID/maps"] {
+        for needle in ["NVML", "DRM fdinfo", "/proc/PID/maps", "nvmap", "npu-smi info"] {
             assert!(text.contains(needle), "{needle} missing");
         }
     }
