@@ -7,14 +7,17 @@ use crate::snapshot::Snapshot;
 use crate::view;
 use crate::view::safe_text::safe;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The shortest window over which a one-shot snapshot measures CPU%.
-const CPU_WINDOW: Duration = Duration::from_millis(100);
+/// The shortest window over which a one-shot snapshot measures CPU% (and
+/// the sources' rates). CPU time is read in nanoseconds, so this is precise;
+/// it is short, so a process that runs in bursts shows the burst or the
+/// pause, as any short window would. The snapshot says the window it got
+/// (`cpu_window_seconds`).
+const CPU_WINDOW: Duration = Duration::from_millis(10);
 
 /// `--once`, `--json` or `--list-gpus`: one sample of this machine.
 pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
-    let started = Instant::now();
     let mut collector = Collector::new(cli.collector_options(false));
     if cli.list_gpus {
         let snap = collector.sample();
@@ -28,11 +31,7 @@ pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    collector.prime();
-    if let Some(rest) = CPU_WINDOW.checked_sub(started.elapsed()) {
-        std::thread::sleep(rest);
-    }
-    let snap = collector.sample();
+    let snap = collector.sample_measured(CPU_WINDOW);
     check_gpu_exists(cli, &snap)?;
     // One write: stdout is line-buffered, and a snapshot of 250 processes
     // is some 10,000 lines of JSON (as many write calls).

@@ -559,3 +559,60 @@ fn implausible_driver_values_are_unknown_with_a_note_never_facts() {
     assert!(text.contains("gpu n/a  mem activity 30%  temp n/a"), "{text}");
     assert!(text.contains("processes: n/a measured"), "{text}");
 }
+
+#[test]
+fn a_one_shot_measures_cpu_over_its_stated_window_with_every_thread_counted() {
+    // The main thread waits while a second one spins: a clock of the main
+    // thread alone (/proc/PID/schedstat) says 0 %; 10 ms ticks over a
+    // window this short say 0 %, 100 % or 200 %, never in between.
+    let mut busy = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import threading\nt = threading.Thread(target=lambda: [None for _ in iter(int, 1)])\nt.start(); t.join()",
+        ])
+        .spawn()
+        .expect("python3");
+    let dir = tempfile::tempdir().unwrap();
+    let idle = Sleeper::spawn(dir.path(), "idle", &[]);
+    let mut s = desktop(1, 1);
+    s["devices"] = json!([{
+        "name": "NVIDIA A100-SXM4-40GB",
+        "uuid": "GPU-a",
+        "memory": {"total": 42949672960u64, "used": 3 * GIB, "free": 39728447488u64, "reserved": 0},
+        "compute_processes": [
+            {"pid": busy.id(), "used_memory": GIB},
+            {"pid": idle.pid(), "used_memory": 2 * GIB}
+        ]
+    }]);
+    let scenario = Scenario::new(&s);
+    // Past python's start-up, so it spins.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let snaps: Vec<Value> = (0..5).map(|_| scenario.json(&["--json"])).collect();
+    busy.kill().ok();
+    busy.wait().ok();
+    let mut readings = Vec::new();
+    for snap in &snaps {
+        let window = snap["cpu_window_seconds"].as_f64().expect("the window is stated");
+        assert!((0.010..5.0).contains(&window), "window {window} s");
+        assert_eq!(
+            process(snap, idle.pid())["cpu_percent"],
+            0.0,
+            "an idle process used no CPU"
+        );
+        readings.push(process(snap, busy.id())["cpu_percent"].as_f64().expect("measured"));
+    }
+    // One thread spins: at most one core (and the window's edges).
+    assert!(readings.iter().all(|c| (0.0..=105.0).contains(c)), "{readings:?}");
+    assert!(
+        readings.iter().any(|c| *c > 0.0),
+        "the spinning thread is counted: {readings:?}"
+    );
+    // The schema names the field.
+    let schema = scenario.command().arg("schema").output().unwrap();
+    let schema: Value = serde_json::from_slice(&schema.stdout).unwrap();
+    assert!(
+        schema["properties"]["cpu_window_seconds"].is_object(),
+        "{:#}",
+        schema["properties"]
+    );
+}

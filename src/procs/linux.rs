@@ -28,12 +28,30 @@ pub struct ProcScanner {
     cpu: HashMap<(u32, u64), (u64, Instant)>,
     statics: HashMap<(u32, u64), Static>,
     users: HashMap<u32, String>,
+    /// While a one-shot's CPU window is open: each process's first reading,
+    /// taken by the scan, for [`ProcScanner::close_cpu_window`].
+    opened: Option<HashMap<u32, Opened>>,
+    /// The root is the live /proc, so a PID's CPU-time clock is that
+    /// process's (a recorded tree's PIDs are not processes here).
+    live: bool,
+    /// The shortest window a CPU% of the last scan (or closed window) was
+    /// measured over.
+    window: Option<Duration>,
+}
+
+/// A process's CPU time when a one-shot's window opened.
+struct Opened {
+    start: u64,
+    ticks: u64,
+    nanos: Option<u64>,
+    at: Instant,
 }
 
 impl ProcScanner {
     pub fn new(root: PathBuf) -> Self {
         let boot_time_secs = read_boot_time(&root);
         ProcScanner {
+            live: root == Path::new("/proc"),
             root,
             ticks_per_second: procfs::ticks_per_second().max(1),
             page_size: procfs::page_size(),
@@ -41,7 +59,72 @@ impl ProcScanner {
             cpu: HashMap::new(),
             statics: HashMap::new(),
             users: HashMap::new(),
+            opened: None,
+            window: None,
         }
+    }
+
+    /// Opens a one-shot's CPU window: the next [`scan`] is each process's
+    /// first reading (with no CPU% of its own), [`close_cpu_window`] the
+    /// second, so the work between them is inside the window instead of a
+    /// sleep before it.
+    ///
+    /// [`scan`]: ProcScanner::scan
+    /// [`close_cpu_window`]: ProcScanner::close_cpu_window
+    pub fn open_cpu_window(&mut self) {
+        self.opened = Some(HashMap::new());
+        self.cpu.clear();
+    }
+
+    /// The second reading of an open window, for the listed processes only
+    /// (the snapshot shows no other's CPU%): after at least `min` since each
+    /// one's first reading, sleeping only what the work has not filled. The
+    /// CPU time comes from the process's CPU-time clock, which the kernel
+    /// keeps in nanoseconds for all its threads, exited ones included (the
+    /// stat file's ticks are 10 ms: 100 % of a core in a 10 ms window), and
+    /// from the ticks where that clock is not this process's (a recorded
+    /// /proc). A process that exited or whose PID was reused in between has
+    /// no CPU%.
+    pub fn close_cpu_window(&mut self, min: Duration, processes: &mut [crate::snapshot::Process]) {
+        let Some(opened) = self.opened.take() else {
+            return;
+        };
+        let latest = processes
+            .iter()
+            .filter(|p| p.name.is_some())
+            .filter_map(|p| opened.get(&p.pid))
+            .map(|o| o.at)
+            .max();
+        if let Some(rest) = latest.and_then(|at| min.checked_sub(at.elapsed())) {
+            std::thread::sleep(rest);
+        }
+        let mut buf = [0u8; 2048];
+        let mut shortest: Option<Duration> = None;
+        for p in processes.iter_mut().filter(|p| p.name.is_some()) {
+            let Some(o) = opened.get(&p.pid) else { continue };
+            p.cpu_percent = None;
+            let stat = read_stat(&self.root.join(p.pid.to_string()).join("stat"), &mut buf);
+            let Some(stat) = stat.filter(|s| s.starttime == o.start) else {
+                continue;
+            };
+            let nanos = o
+                .nanos
+                .and_then(|before| Some(cpu_nanos(p.pid)?.saturating_sub(before)));
+            let window = o.at.elapsed();
+            let used = match nanos {
+                Some(n) => n as f64 / 1e9,
+                None => stat.ticks().saturating_sub(o.ticks) as f64 / self.ticks_per_second as f64,
+            };
+            p.cpu_percent = Some(used / window.as_secs_f64() * 100.0);
+            shortest = Some(shortest.map_or(window, |s| s.min(window)));
+        }
+        self.window = shortest;
+    }
+
+    /// The shortest window a CPU% of the last scan (or of the window closed
+    /// after it) was measured over.
+    pub fn cpu_window(&self) -> Option<Duration> {
+        self.window
     }
 
     /// Records every process's CPU time, so that the next [`scan`] can give
@@ -77,6 +160,7 @@ impl ProcScanner {
         });
         let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
         let mut seen = HashMap::with_capacity(self.cpu.len());
+        let mut shortest: Option<Duration> = None;
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
         let mut path = self.root.clone();
@@ -96,9 +180,24 @@ impl ProcScanner {
             let key = (pid, stat.starttime);
             let ticks = stat.ticks();
             let cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
-                let secs = now.duration_since(at).as_secs_f64();
+                let window = now.duration_since(at);
+                shortest = Some(shortest.map_or(window, |s| s.min(window)));
+                let secs = window.as_secs_f64();
                 (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
             });
+            if let Some(opened) = &mut self.opened {
+                let nanos = if self.live { cpu_nanos(pid) } else { None };
+                let at = Instant::now();
+                opened.insert(
+                    pid,
+                    Opened {
+                        start: stat.starttime,
+                        ticks,
+                        nanos,
+                        at,
+                    },
+                );
+            }
             let reference = match self.cpu.get(&key) {
                 Some(&(t, at)) if now.duration_since(at).as_millis() < 50 => (t, at),
                 _ => (ticks, now),
@@ -145,6 +244,7 @@ impl ProcScanner {
         // Forget processes that are gone, so neither map grows without bound.
         self.statics.retain(|k, _| seen.contains_key(k));
         self.cpu = seen;
+        self.window = shortest;
         Ok(out)
     }
 
@@ -342,6 +442,21 @@ impl Stat {
     pub fn ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }
+}
+
+/// A process's CPU time in nanoseconds, all its threads: its CPU-time
+/// clock (the kernel's sum of their run times), read without a file. The
+/// PID is one of this PID namespace's.
+fn cpu_nanos(pid: u32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: both calls write only to the locals passed, alive for them.
+    let ok = unsafe {
+        libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) == 0 && libc::clock_gettime(clock, &mut now) == 0
+    };
+    let secs = u64::try_from(now.tv_sec).ok()?;
+    let nanos = u64::try_from(now.tv_nsec).ok()?;
+    ok.then(|| secs.saturating_mul(1_000_000_000).saturating_add(nanos))
 }
 
 /// Reads /proc/PID/stat with one open and one read into `buf`.

@@ -13,6 +13,14 @@ impl ProcScanner {
 
     pub fn prime(&mut self) {}
 
+    pub fn open_cpu_window(&mut self) {}
+
+    pub fn close_cpu_window(&mut self, _min: std::time::Duration, _processes: &mut [crate::snapshot::Process]) {}
+
+    pub fn cpu_window(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     pub fn rss_anon(&self, _pid: u32) -> Option<u64> {
         None
     }
