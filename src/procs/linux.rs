@@ -53,8 +53,10 @@ impl ProcScanner {
         ProcScanner {
             live: root == Path::new("/proc"),
             root,
-            ticks_per_second: procfs::ticks_per_second().max(1),
-            page_size: procfs::page_size(),
+            // From libc, not procfs (rustix's auxv reader, which valgrind's
+            // vDSO makes fault: the scan could not be profiled).
+            ticks_per_second: sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
+            page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
             boot_time_secs,
             cpu: HashMap::new(),
             statics: HashMap::new(),
@@ -442,6 +444,12 @@ impl Stat {
     pub fn ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }
+}
+
+/// A positive sysconf value.
+fn sysconf(name: libc::c_int) -> Option<u64> {
+    // SAFETY: sysconf takes no pointer; it returns -1 for an unknown name.
+    u64::try_from(unsafe { libc::sysconf(name) }).ok().filter(|v| *v > 0)
 }
 
 /// A process's CPU time in nanoseconds, all its threads: its CPU-time
