@@ -616,3 +616,49 @@ fn a_one_shot_measures_cpu_over_its_stated_window_with_every_thread_counted() {
         schema["properties"]
     );
 }
+
+#[test]
+fn a_gpu_process_whose_name_says_nothing_still_has_its_libraries_read() {
+    // The system's shell with a library named libcudart preloaded: its
+    // name and folder say nothing, so the scan defers its maps, and NVML
+    // naming it must bring them back for this one snapshot.
+    let dir = tempfile::tempdir().unwrap();
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists())
+    .expect("libm");
+    let lib = dir.path().join("libcudart.so.12");
+    std::fs::copy(libm, &lib).unwrap();
+    let mut shell = std::process::Command::new("/bin/sh")
+        .args(["-c", "read _"])
+        .env("LD_PRELOAD", &lib)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut s = desktop(1, 1);
+    s["devices"] = json!([{
+        "name": "NVIDIA A100-SXM4-40GB",
+        "uuid": "GPU-a",
+        "memory": {"total": 42949672960u64, "used": GIB, "free": 41875931136u64, "reserved": 0},
+        "compute_processes": [{"pid": shell.id(), "used_memory": GIB}]
+    }]);
+    let scenario = Scenario::new(&s);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let snap = scenario.json(&["--json"]);
+    shell.kill().ok();
+    shell.wait().ok();
+    let p = process(&snap, shell.id());
+    assert_eq!(p["runtimes"], json!(["cudart"]), "{p:#}");
+    assert!(
+        !p["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("maps")),
+        "{p:#}"
+    );
+}

@@ -130,7 +130,7 @@ impl Collector {
     fn sample_within(&mut self, window: Option<(Instant, Duration)>) -> Snapshot {
         let taken_at = crate::units::now_rfc3339();
         let mut backends = Vec::new();
-        let scanned = match self.procs.scan() {
+        let mut scanned = match self.procs.scan() {
             Ok(list) => list,
             Err(e) => {
                 backends.push(Backend {
@@ -141,6 +141,9 @@ impl Collector {
                 Vec::new()
             }
         };
+        if self.pids.pairs_by_libraries() {
+            self.procs.read_deferred_maps(|_| true, &mut scanned);
+        }
         let visible = self.pids.visible(&scanned);
         let mut round = Round {
             only: self.options.gpu,
@@ -166,6 +169,16 @@ impl Collector {
         if let Some(only) = self.options.gpu {
             devices.retain(|d| d.index == only);
         }
+        // The scan deferred the maps of processes whose names say nothing;
+        // those a source names are GPU work whatever their name.
+        let named: std::collections::HashSet<u32> = usage
+            .iter()
+            .filter_map(|(owner, _)| match owner {
+                Owner::Local(pid) | Owner::Paired { pid, .. } => Some(*pid),
+                Owner::Host(_) => None,
+            })
+            .collect();
+        self.procs.read_deferred_maps(|pid| named.contains(&pid), &mut scanned);
         let usage = self.pids.owners(&scanned, &visible, usage);
         let mut processes = merge(&scanned, usage, self.options.gpu.is_none());
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {

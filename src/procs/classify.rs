@@ -181,6 +181,50 @@ const BROWSERS: &[&str] = &[
     "plugin-container",
 ];
 
+/// Programs that load GPU and AI libraries as the code they run asks
+/// (PyTorch in python3, onnxruntime-node in node, DJL in java), matched as
+/// the start of the name (`python3.12`).
+const LOADERS: &[&str] = &[
+    "python", "node", "java", "julia", "Rscript", "ruby", "perl", "dotnet", "mono", "deno", "bun", "lua", "wine",
+    "blender", "uv",
+];
+
+/// The folders of the system's own programs. A program from anywhere else
+/// (a venv, /opt, /usr/local, a home folder, a container's /app) may link
+/// any library.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr/bin/",
+    "/bin/",
+    "/usr/sbin/",
+    "/sbin/",
+    "/usr/lib/",
+    "/lib/",
+    "/usr/libexec/",
+];
+
+/// Whether a process could hold a runtime that only its mapped libraries
+/// show, so that its maps are worth reading the first time it is seen: a
+/// name or argv that is a runtime's, a program that loads libraries as its
+/// code asks, a compositor, browser or game, or a program from outside the
+/// system's folders (or whose executable is unknown). The others (a shell,
+/// `sleep`, a system daemon) are read later, or at once when a GPU source
+/// names them.
+pub fn could_hold_runtime(comm: &str, exe: Option<&str>, argv: &[String]) -> bool {
+    let mut named = Vec::new();
+    runtimes_from_names(comm, exe, argv, &mut named);
+    if !named.is_empty() || kind(comm, exe, argv, &named) != ProcessKind::Other {
+        return true;
+    }
+    let exe_name = exe.map(file_name).unwrap_or(comm);
+    if [comm, exe_name]
+        .iter()
+        .any(|n| n == &"R" || LOADERS.iter().any(|l| n.starts_with(l)))
+    {
+        return true;
+    }
+    !exe.is_some_and(|e| SYSTEM_DIRS.iter().any(|d| e.starts_with(d)))
+}
+
 /// A Windows image name without its `.exe`, whatever its case.
 fn without_exe(name: &str) -> &str {
     let n = name.len();

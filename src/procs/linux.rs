@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 /// reread every [`YOUNG_MAPS_REFRESH`] instead of [`MAPS_REFRESH`].
 const YOUNG: Duration = Duration::from_secs(60);
 const YOUNG_MAPS_REFRESH: Duration = Duration::from_secs(1);
+/// The most deferred maps a scan after the first reads: a live view has
+/// read every process's within a few refreshes, and no refresh pays for
+/// them all.
+const DEFERRED_MAPS_PER_SCAN: usize = 250;
 
 /// The lifelong part of a process; classified: (comm, runtimes, kind) as
 /// last classified.
@@ -37,6 +41,22 @@ pub struct ProcScanner {
     /// The shortest window a CPU% of the last scan (or closed window) was
     /// measured over.
     window: Option<Duration>,
+    /// Each process's stat file, kept open between scans and reread from
+    /// its start (no path walk, no open and close: two thirds of what a
+    /// live view's refresh costs the kernel), with the start time it was
+    /// opened for. The file is bound to the process, not to its PID: once
+    /// the process is gone a read fails, even if the PID is reused.
+    stat_files: HashMap<u32, (u64, std::fs::File)>,
+    /// How many stat files may be held, within the open-file limit.
+    stat_files_max: usize,
+    /// Processes whose maps were not read yet: nothing in their name,
+    /// argv or executable's folder says they could hold a runtime. Read
+    /// when a GPU source names them ([`ProcScanner::read_deferred_maps`]),
+    /// and [`DEFERRED_MAPS_PER_SCAN`] a scan after the first.
+    deferred: std::collections::HashSet<(u32, u64)>,
+    /// How many deferred maps this scan may still read.
+    catch_up_left: usize,
+    scans: u64,
 }
 
 /// A process's CPU time when a one-shot's window opened.
@@ -63,6 +83,11 @@ impl ProcScanner {
             users: HashMap::new(),
             opened: None,
             window: None,
+            stat_files: HashMap::new(),
+            stat_files_max: stat_files_budget(),
+            deferred: Default::default(),
+            catch_up_left: 0,
+            scans: 0,
         }
     }
 
@@ -161,6 +186,9 @@ impl ProcScanner {
             Some(since_epoch.as_secs().checked_sub(boot)? * self.ticks_per_second)
         });
         let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
+        // The first scan is the one a user waits for.
+        self.catch_up_left = if self.scans == 0 { 0 } else { DEFERRED_MAPS_PER_SCAN };
+        self.scans += 1;
         let mut seen = HashMap::with_capacity(self.cpu.len());
         let mut shortest: Option<Duration> = None;
         let mut out = Vec::new();
@@ -173,7 +201,7 @@ impl ProcScanner {
             };
             path.push(&name);
             path.push("stat");
-            let stat = read_stat(&path, &mut buf);
+            let stat = self.read_stat_held(pid, &path, &mut buf);
             path.pop();
             let Some(stat) = stat else {
                 path.pop();
@@ -211,12 +239,7 @@ impl ProcScanner {
             let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
             let Some(fixed) = fixed else { continue };
-            if fixed.classified.as_ref().is_none_or(|c| c.0 != stat.comm) {
-                let mut runtimes = fixed.runtimes.clone();
-                classify::runtimes_from_names(&stat.comm, fixed.exe.as_deref(), &fixed.argv, &mut runtimes);
-                let kind = classify::kind(&stat.comm, fixed.exe.as_deref(), &fixed.argv, &runtimes);
-                fixed.classified = Some((stat.comm.clone(), runtimes, kind));
-            }
+            classify_again(fixed, &stat.comm);
             let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
             // Only model discovery reads argv and the mapped files, and only
             // of AI processes: the other 99% are not copied every sample.
@@ -245,9 +268,32 @@ impl ProcScanner {
         }
         // Forget processes that are gone, so neither map grows without bound.
         self.statics.retain(|k, _| seen.contains_key(k));
+        self.stat_files
+            .retain(|pid, (start, _)| seen.contains_key(&(*pid, *start)));
+        self.deferred.retain(|k| seen.contains_key(k));
         self.cpu = seen;
         self.window = shortest;
         Ok(out)
+    }
+
+    /// A process's stat, reread through the file held open for it, or read
+    /// by its path (and the file kept, within the budget) when there is none
+    /// or the one held is a gone process's.
+    fn read_stat_held(&mut self, pid: u32, path: &Path, buf: &mut [u8]) -> Option<Stat> {
+        use std::os::unix::fs::FileExt;
+        if let Some((_, file)) = self.stat_files.get(&pid) {
+            if let Some(stat) = file.read_at(buf, 0).ok().and_then(|n| parse_stat(&buf[..n])) {
+                return Some(stat);
+            }
+            self.stat_files.remove(&pid);
+        }
+        let mut file = std::fs::File::open(path).ok()?;
+        let n = std::io::Read::read(&mut file, buf).ok()?;
+        let stat = parse_stat(&buf[..n])?;
+        if self.stat_files.len() < self.stat_files_max {
+            self.stat_files.insert(pid, (stat.starttime, file));
+        }
+        Some(stat)
     }
 
     /// The cached parts of a process; `dir` is its /proc directory. Maps
@@ -273,24 +319,67 @@ impl ProcScanner {
             .is_some_and(|s| s.classified.as_ref().is_some_and(|c| c.0 != comm));
         if renamed {
             self.statics.remove(&key);
+            self.deferred.remove(&key);
         }
         let refresh = if young { YOUNG_MAPS_REFRESH } else { MAPS_REFRESH };
         let stale = match self.statics.get(&key) {
             None => true,
             Some(s) => s.maps_vsize != vsize && s.maps_read_at.is_some_and(|at| now.duration_since(at) >= refresh),
         };
-        if stale {
+        let catch_up = self.catch_up_left > 0 && self.deferred.contains(&key);
+        if stale || catch_up {
             let process = Process::new_with_root(dir.to_path_buf()).ok()?;
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
-                None => self.read_static(dir, &process, start),
+                None => {
+                    let fixed = self.read_static(dir, &process, start);
+                    // No address space, nothing mapped (a kernel thread).
+                    if vsize == 0 || !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &fixed.argv) {
+                        self.deferred.insert(key);
+                    }
+                    fixed
+                }
             };
-            read_maps(dir, &mut fixed, now);
+            if catch_up {
+                self.catch_up_left -= 1;
+                self.deferred.remove(&key);
+            }
+            if !self.deferred.contains(&key) {
+                read_maps(dir, &mut fixed, now);
+            }
             fixed.maps_vsize = vsize;
             fixed.classified = None;
             self.statics.insert(key, fixed);
         }
         self.statics.get_mut(&key)
+    }
+
+    /// Reads the deferred maps of the scanned processes `wanted` says (the
+    /// GPU sources' processes, or every one where a pairing needs the
+    /// libraries of all: in a container, under WSL), and classifies them
+    /// again with what their maps say.
+    pub fn read_deferred_maps(&mut self, wanted: impl Fn(u32) -> bool, scanned: &mut [ProcInfo]) {
+        let now = Instant::now();
+        for info in scanned.iter_mut().filter(|i| wanted(i.pid)) {
+            let key = (info.pid, info.start_ticks);
+            if !self.deferred.remove(&key) {
+                continue;
+            }
+            let Some(fixed) = self.statics.get_mut(&key) else {
+                continue;
+            };
+            read_maps(&self.root.join(info.pid.to_string()), fixed, now);
+            fixed.classified = None;
+            classify_again(fixed, &info.name);
+            let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
+            let ai = *kind == crate::snapshot::ProcessKind::Ai;
+            info.runtimes = runtimes.clone();
+            info.kind = *kind;
+            info.argv = if ai { fixed.argv.clone() } else { Vec::new() };
+            info.mapped_files = if ai { fixed.mapped_files.clone() } else { Vec::new() };
+            info.maps_readable = fixed.maps_read_at.is_some();
+            info.notes = fixed.notes.clone();
+        }
     }
 
     fn read_static(&mut self, dir: &Path, process: &Process, start: u64) -> Static {
@@ -384,6 +473,17 @@ pub fn split_cmdline(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Classifies a process (comm, runtimes, kind) again when its maps were
+/// reread or its name changed.
+fn classify_again(fixed: &mut Static, comm: &str) {
+    if fixed.classified.as_ref().is_none_or(|c| c.0 != comm) {
+        let mut runtimes = fixed.runtimes.clone();
+        classify::runtimes_from_names(comm, fixed.exe.as_deref(), &fixed.argv, &mut runtimes);
+        let kind = classify::kind(comm, fixed.exe.as_deref(), &fixed.argv, &runtimes);
+        fixed.classified = Some((comm.to_string(), runtimes, kind));
+    }
+}
+
 /// Rereads the file-backed mappings and the runtimes they imply.
 fn read_maps(dir: &Path, fixed: &mut Static, now: Instant) {
     const NOTE: &str = "memory maps not readable";
@@ -444,6 +544,33 @@ impl Stat {
     pub fn ticks(&self) -> u64 {
         self.utime.saturating_add(self.stime)
     }
+}
+
+/// How many stat files a scanner may hold open: half the open-file limit,
+/// after raising the soft limit toward the hard one (which any process may
+/// do), so that sockets, DRM fdinfo and model files always have room.
+fn stat_files_budget() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or write only `limit`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        let want = limit.rlim_max.min(1 << 16);
+        if limit.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                ..limit
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur / 2).unwrap_or(0)
 }
 
 /// A positive sysconf value.
@@ -595,9 +722,79 @@ mod tests {
         assert!(me.rss_bytes.unwrap() > 0);
         assert_eq!(me.kind, ProcessKind::Other);
         // Only AI processes carry their mapped files (model discovery is
-        // their only reader); the maps were still read for the runtimes.
+        // their only reader).
         assert!(me.mapped_files.is_empty(), "{:?}", me.mapped_files);
-        assert!(me.maps_readable);
+    }
+
+    /// A copy of libm under `name` in `dir`: a library that loads anywhere.
+    fn library_named(dir: &Path, name: &str) -> PathBuf {
+        let libm = [
+            "/lib/x86_64-linux-gnu/libm.so.6",
+            "/usr/lib/x86_64-linux-gnu/libm.so.6",
+            "/lib64/libm.so.6",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("libm");
+        let lib = dir.join(name);
+        std::fs::copy(libm, &lib).unwrap();
+        lib
+    }
+
+    #[test]
+    fn maps_are_read_first_for_processes_that_could_hold_a_runtime_and_later_for_the_rest() {
+        // Both map a library named libcuda (preloaded): one is the system's
+        // shell, whose name says nothing; the other is named llama-server.
+        let dir = tempfile::tempdir().unwrap();
+        let lib = library_named(dir.path(), "libcuda.so.1");
+        let server = dir.path().join("llama-server");
+        std::os::unix::fs::symlink("/bin/sh", &server).unwrap();
+        let spawn = |program: &Path| {
+            Command::new(program)
+                .args(["-c", "read _"])
+                .env("LD_PRELOAD", &lib)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        let (mut shell, mut named) = (spawn(Path::new("/bin/sh")), spawn(&server));
+        let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+        // Past the dynamic loader, so the library is mapped.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        let first = scanner.scan().expect("scan");
+        let again = scanner.scan().expect("scan");
+        // A GPU source naming a deferred process has its maps read at once.
+        let mut other = ProcScanner::new(PathBuf::from("/proc"));
+        let mut named_by_gpu = other.scan().expect("scan");
+        let pid = shell.id();
+        other.read_deferred_maps(|p| p == pid, &mut named_by_gpu);
+        for child in [&mut shell, &mut named, &mut sleeper] {
+            child.kill().ok();
+            child.wait().ok();
+        }
+        let find = |procs: &[ProcInfo], pid: u32| procs.iter().find(|p| p.pid == pid).cloned().expect("listed");
+        let server_first = find(&first, named.id());
+        assert!(
+            server_first.maps_readable,
+            "a runtime's name: its maps are read at once"
+        );
+        assert_eq!(server_first.runtimes, ["cuda", "llama.cpp"]);
+        let shell_first = find(&first, pid);
+        assert!(
+            !shell_first.maps_readable,
+            "the shell's maps are not read by the first scan"
+        );
+        assert!(shell_first.runtimes.is_empty());
+        // The next scan reads it (a few hundred deferred maps a scan).
+        let shell_later = find(&again, pid);
+        assert!(shell_later.maps_readable);
+        assert_eq!(shell_later.runtimes, ["cuda"]);
+        let shell_named = find(&named_by_gpu, pid);
+        assert!(shell_named.maps_readable);
+        assert_eq!(shell_named.runtimes, ["cuda"]);
+        let another = find(&named_by_gpu, sleeper.id());
+        assert!(!another.maps_readable, "only the process asked for");
     }
 
     #[test]

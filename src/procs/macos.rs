@@ -232,6 +232,9 @@ mod sys {
             self.window
         }
 
+        /// Every process's libraries are read as it is first seen here.
+        pub fn read_deferred_maps(&mut self, _wanted: impl Fn(u32) -> bool, _scanned: &mut [ProcInfo]) {}
+
         pub fn prime(&mut self) {
             let now = Instant::now();
             for pid in list_pids().unwrap_or_default() {

@@ -21,6 +21,9 @@ impl ProcScanner {
         None
     }
 
+    /// Every process's libraries are read as it is first seen here.
+    pub fn read_deferred_maps(&mut self, _wanted: impl Fn(u32) -> bool, _scanned: &mut [ProcInfo]) {}
+
     pub fn rss_anon(&self, _pid: u32) -> Option<u64> {
         None
     }

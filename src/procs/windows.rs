@@ -108,6 +108,9 @@ impl ProcScanner {
         self.window
     }
 
+    /// Every process's libraries are read as it is first seen here.
+    pub fn read_deferred_maps(&mut self, _wanted: impl Fn(u32) -> bool, _scanned: &mut [ProcInfo]) {}
+
     /// Records CPU times, so the next scan has CPU%.
     pub fn prime(&mut self) {
         let _ = self.scan();
