@@ -960,6 +960,34 @@ mod tests {
     }
 
     #[test]
+    fn stat_files_are_held_between_scans_and_let_go_with_their_process() {
+        use std::os::fd::AsRawFd;
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = child.id();
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        // The fd the scanner holds for the child, and what it is open on.
+        let held = |scanner: &ProcScanner| {
+            scanner.stat_files.get(&pid).map(|(_, f)| {
+                let fd = f.as_raw_fd();
+                (fd, std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap())
+            })
+        };
+        let first = scanner.scan().expect("scan");
+        let after_first = held(&scanner);
+        let second = scanner.scan().expect("scan");
+        let after_second = held(&scanner);
+        child.kill().ok();
+        child.wait().ok();
+        let gone = scanner.scan().expect("scan");
+        assert_eq!(first.iter().chain(&second).filter(|p| p.pid == pid).count(), 2);
+        let (_, target) = after_first.clone().expect("a file held after the first scan");
+        assert_eq!(target, PathBuf::from(format!("/proc/{pid}/stat")));
+        assert_eq!(after_second, after_first, "reread, not opened again");
+        assert!(!gone.iter().any(|p| p.pid == pid), "an exited process is not listed");
+        assert_eq!(held(&scanner), None, "its file is let go");
+    }
+
+    #[test]
     fn a_missing_proc_root_is_an_error_not_an_empty_list() {
         let mut scanner = ProcScanner::new(PathBuf::from("/nonexistent/proc"));
         let err = scanner.scan().unwrap_err().to_string();
