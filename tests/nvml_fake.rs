@@ -623,16 +623,7 @@ fn a_gpu_process_whose_name_says_nothing_still_has_its_libraries_read() {
     // name and folder say nothing, so the scan defers its maps, and NVML
     // naming it must bring them back for this one snapshot.
     let dir = tempfile::tempdir().unwrap();
-    let libm = [
-        "/lib/x86_64-linux-gnu/libm.so.6",
-        "/usr/lib/x86_64-linux-gnu/libm.so.6",
-        "/lib64/libm.so.6",
-    ]
-    .into_iter()
-    .find(|p| std::path::Path::new(p).exists())
-    .expect("libm");
-    let lib = dir.path().join("libcudart.so.12");
-    std::fs::copy(libm, &lib).unwrap();
+    let lib = common::library_named(dir.path(), "libcudart.so.12");
     let mut shell = std::process::Command::new("/bin/sh")
         .args(["-c", "read _"])
         .env("LD_PRELOAD", &lib)

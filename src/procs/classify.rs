@@ -293,7 +293,11 @@ pub fn runtimes_from_names(comm: &str, exe: Option<&str>, argv: &[String], runti
     for name in names {
         let stem = name.strip_suffix(".exe").unwrap_or(name);
         for (exe_name, runtime) in NAME_RUNTIMES {
-            if stem == *exe_name || stem.starts_with(&format!("{exe_name}.")) {
+            // `vllm` or `vllm.entrypoints...`, without a string a try.
+            if stem
+                .strip_prefix(exe_name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            {
                 push_unique(runtimes, runtime);
             }
         }

@@ -825,16 +825,7 @@ mod tests {
         // A Python server imports its runtime after it starts: here a copy
         // of libm named libllama.so, loaded 1.5 s in.
         let dir = tempfile::tempdir().unwrap();
-        let lib = dir.path().join("libllama.so");
-        let libm = [
-            "/lib/x86_64-linux-gnu/libm.so.6",
-            "/usr/lib/x86_64-linux-gnu/libm.so.6",
-            "/lib64/libm.so.6",
-        ]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("libm");
-        std::fs::copy(libm, &lib).unwrap();
+        let lib = library_named(dir.path(), "libllama.so");
         let script = format!(
             "import ctypes, time; time.sleep(1.5); ctypes.CDLL({:?}); time.sleep(30)",
             lib.display().to_string()
