@@ -300,9 +300,11 @@ if want rss; then
   load_before=$(load)
   launch_live
   view=$(tmux_ display-message -p -t gputaskman '#{pane_pid}')
-  sleep 60
+  total=$(awk -v m="$RSS_MINUTES" 'BEGIN { print int(m * 60) }')
+  first=$((total < 60 ? total : 60))
+  sleep "$first"
   at_minute=$(awk '/^VmRSS/ { print $2 }' "/proc/$view/status")
-  sleep "$(awk -v m="$RSS_MINUTES" 'BEGIN { s = m * 60 - 60; print (s > 0 ? s : 0) }')"
+  sleep $((total - first))
   hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$view/status")
   rss_end=$(awk '/^VmRSS/ { print $2 }' "/proc/$view/status")
   echo "  peak RSS ${hwm} KiB (RSS ${at_minute} KiB after a minute, ${rss_end} KiB at the end); load $load_before / $(load)"

@@ -608,21 +608,26 @@ fn read_stat(path: &Path, buf: &mut [u8]) -> Option<Stat> {
 /// `/SYSVé`: found by fuzz/ proc_files). SysV segments, anonymous and
 /// `[special]` mappings are not files.
 pub fn mapped_paths(text: &[u8]) -> Vec<String> {
+    fn trim_spaces(b: &[u8]) -> &[u8] {
+        &b[b.iter().position(|c| *c != b' ').unwrap_or(b.len())..]
+    }
+    // A set, not a search of the list: a Python process maps hundreds of
+    // files, and a search per line was most of the first look at it.
+    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
     let mut files: Vec<String> = Vec::new();
     for line in text.split(|b| *b == b'\n') {
-        let line = String::from_utf8_lossy(line);
         // address perms offset dev inode, then the path (spaces and all).
-        let mut rest = line.as_ref();
+        let mut rest = line;
         for _ in 0..5 {
-            rest = rest.trim_start_matches(' ');
-            rest = &rest[rest.find(' ').unwrap_or(rest.len())..];
+            rest = trim_spaces(rest);
+            rest = &rest[rest.iter().position(|b| *b == b' ').unwrap_or(rest.len())..];
         }
-        let path = rest.trim_start_matches(' ');
-        if !path.starts_with('/') || path.starts_with("/SYSV") {
+        let path = trim_spaces(rest);
+        if !path.starts_with(b"/") || path.starts_with(b"/SYSV") {
             continue;
         }
-        if files.last().map(String::as_str) != Some(path) && !files.iter().any(|f| f == path) {
-            files.push(path.to_string());
+        if seen.insert(path) {
+            files.push(String::from_utf8_lossy(path).into_owned());
         }
     }
     files
