@@ -482,7 +482,7 @@ def report(results, target=None):
         if firsts:
             w("")
             w("gputaskman's first figures on screen, from launch in tmux: " + ", ".join(
-                f"{r['first_ms']} ms at {r['case']} sleepers" for r in firsts) + ".")
+                f"{r['first_ms']} ms at {r['case']}" + ("" if "+" in r["case"] else " sleepers") for r in firsts) + ".")
     gg = [r for r in rows if r["section"] == "gguf"]
     if gg:
         w("")
@@ -523,7 +523,8 @@ def report(results, target=None):
         w(
             f"**5. Live view's memory**: peak RSS (VmHWM) {r['hwm_kib'] / 1024:.1f} MiB after {r['minutes']} min at 1 s "
             f"with {r['case']} sleepers and four idle model servers ({r['procs']} processes on the machine); RSS "
-            f"{r['rss_minute_kib'] / 1024:.1f} MiB after the first minute, {r['rss_end_kib'] / 1024:.1f} MiB at the end. "
+            f"{r['rss_minute_kib'] / 1024:.1f} MiB after the first minute (or the run, when shorter), "
+            f"{r['rss_end_kib'] / 1024:.1f} MiB at the end. "
             f"Load average {r['load']}" + (" **(over the core count)**." if busy([r["load"]], cores) else ".")
         )
     w("")

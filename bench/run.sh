@@ -327,7 +327,7 @@ meta=$("$py" -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys
   versions "$(rustc --version | cut -d' ' -f1-2), $("$py" --version), nvitop $(version nvitop), gpustat $(version gpustat), nvidia-ml-py $(version nvidia-ml-py), gguf $(version gguf)" \
   load_start "$load_start" load_end "$(load)" cores "$(nproc)" \
   duration "$((secs / 60)) min $((secs % 60)) s" \
-  settings "BENCH_RUNS=$RUNS, BENCH_LIVE_SECS=$LIVE_SECS, BENCH_GGUF_PY_RUNS=$GGUF_PY_RUNS, BENCH_DISCOVERY_KIND=$DISCOVERY_KIND")
+  settings "BENCH_RUNS=$RUNS, BENCH_LIVE_SECS=$LIVE_SECS, BENCH_LIVE_SERVERS=$LIVE_SERVERS, BENCH_RSS_MINUTES=$RSS_MINUTES, BENCH_RSS_N=$RSS_N, BENCH_GGUF_PY_RUNS=$GGUF_PY_RUNS, BENCH_DISCOVERY_KIND=$DISCOVERY_KIND")
 bench_py record "$results" "$meta"
 echo "== table"
 if [ "$WRITE" = 1 ]; then
