@@ -345,6 +345,30 @@ mod tests {
     }
 
     #[test]
+    fn only_processes_that_could_hold_a_runtime_have_their_maps_read_first() {
+        let could = |comm: &str, exe: Option<&str>, argv: &[&str]| could_hold_runtime(comm, exe, &strings(argv));
+        // The system's own programs, whose names say nothing: deferred.
+        assert!(!could("sleep", Some("/usr/bin/sleep"), &["sleep", "30"]));
+        assert!(!could("sshd", Some("/usr/sbin/sshd"), &["sshd: user"]));
+        assert!(!could("bash", Some("/bin/bash"), &["-bash"]));
+        // A runtime's name, an interpreter, a browser, a compositor.
+        assert!(could("llama-server", Some("/usr/bin/llama-server"), &[]));
+        assert!(could("sh", Some("/bin/dash"), &["sh", "-c", "x", "vllm"]));
+        assert!(could(
+            "python3.12",
+            Some("/usr/bin/python3.12"),
+            &["python3", "train.py"]
+        ));
+        assert!(could("node", Some("/usr/bin/node"), &["node", "app.js"]));
+        assert!(could("firefox", Some("/usr/lib/firefox/firefox"), &[]));
+        assert!(could("Xorg", Some("/usr/lib/xorg/Xorg"), &[]));
+        // Anything from outside the system's folders, or of unknown origin.
+        assert!(could("trainer", Some("/opt/lab/bin/trainer"), &[]));
+        assert!(could("app", Some("/usr/local/bin/app"), &[]));
+        assert!(could("worker", None, &[]));
+    }
+
+    #[test]
     fn libraries_name_their_runtimes_once() {
         let maps = [
             "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14",
