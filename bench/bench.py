@@ -380,6 +380,21 @@ def times(x):
     return f"{x:,.1f}×" if x < 100 else f"{x:,.0f}×"
 
 
+def busy(loads, cores):
+    """The 1-minute load averages among LOADS (strings of /proc/loadavg fields) that exceed CORES."""
+    try:
+        cores = int(cores)
+    except (TypeError, ValueError):
+        return []
+    over = []
+    for text in loads:
+        for part in str(text).split("/"):
+            fields = part.split()
+            if fields and float(fields[0]) > cores:
+                over.append(fields[0])
+    return over
+
+
 def report(results, target=None):
     rows, meta = load(results)
     out = []
@@ -392,6 +407,15 @@ def report(results, target=None):
         f"Load average {meta.get('load_start', '?')} at the start, {meta.get('load_end', '?')} at the end; "
         f"run took {meta.get('duration', '?')}. Settings: {meta.get('settings', '')}."
     )
+    cores = meta.get("cores")
+    over = busy([meta.get("load_start", ""), meta.get("load_end", "")] + [r["load"] for r in rows if "load" in r], cores)
+    if over:
+        w("")
+        w(
+            f"**Warning: not a quiet machine.** The load average reached {max(over, key=float)} on {cores} cores "
+            "during this run: other work shared the CPUs, so wall times (and the interpreters' start-up that the "
+            "peers' times hold) are inflated. Rerun on a quiet machine before reading the ratios."
+        )
     snap_cases = sorted({r["case"] for r in rows if r["section"] == "snapshot"}, key=lambda c: int(c.split()[0]))
     if snap_cases:
         w("")
@@ -434,7 +458,7 @@ def report(results, target=None):
             )
     live = [r for r in rows if r["section"] == "live"]
     if live:
-        cases = sorted({r["case"] for r in live}, key=int)
+        cases = sorted({r["case"] for r in live}, key=lambda c: (int(c.split("+")[0]), c))
         names = [n for n in ("gputaskman", "nvitop", "top", "htop") if any(r["name"] == n for r in live)]
         w("")
         w(
@@ -442,8 +466,8 @@ def report(results, target=None):
             "the same window: CPU per refresh (utime+stime from /proc/PID/stat / refreshes) and % of one core."
         )
         w("")
-        w("| sleepers (processes on the machine) | " + " | ".join(names) + " | gputaskman / nvitop |")
-        w("|---|" + "---:|" * (len(names) + 1))
+        w("| sleepers (processes on the machine) | " + " | ".join(names) + " | gputaskman / nvitop | load average (before / after) |")
+        w("|---|" + "---:|" * (len(names) + 1) + "---|")
         for c in cases:
             cells = [f"{c} ({find(rows, 'live', c, names[0])['procs']})"]
             for n in names:
@@ -451,12 +475,14 @@ def report(results, target=None):
                 cells.append(f"{r['cpu_s'] / r['secs'] * 1e3:.2f} ms, {r['cpu_s'] / r['secs'] * 100:.2f} %" if r else "n/a")
             a, b = find(rows, "live", c, "gputaskman"), find(rows, "live", c, "nvitop")
             cells.append(ratio(a and a["cpu_s"], b and b["cpu_s"]))
+            load_ = a.get("load", "n/a") if a else "n/a"
+            cells.append(load_ + (" **(over the core count)**" if busy([load_], cores) else ""))
             w("| " + " | ".join(cells) + " |")
         firsts = [r for r in live if r["name"] == "gputaskman" and "first_ms" in r]
         if firsts:
             w("")
             w("gputaskman's first figures on screen, from launch in tmux: " + ", ".join(
-                f"{r['first_ms']} ms at {r['case']} sleepers" for r in firsts) + ".")
+                f"{r['first_ms']} ms at {r['case']}" + ("" if "+" in r["case"] else " sleepers") for r in firsts) + ".")
     gg = [r for r in rows if r["section"] == "gguf"]
     if gg:
         w("")
@@ -492,6 +518,15 @@ def report(results, target=None):
         for r in sorted(disc, key=lambda r: int(r["case"])):
             r = {**info.get(r["case"], {}), **r}
             w(f"| {r['case']} | {r.get('kind', '')} | {ms(r['wall_s'])} | {ms(r['cpu_s'])} | {r['rss_kib'] / 1024:.1f} MiB | {r.get('found', 'n/a')} |")
+    for r in (r for r in rows if r["section"] == "rss"):
+        w("")
+        w(
+            f"**5. Live view's memory**: peak RSS (VmHWM) {r['hwm_kib'] / 1024:.1f} MiB after {r['minutes']} min at 1 s "
+            f"with {r['case']} sleepers and four idle model servers ({r['procs']} processes on the machine); RSS "
+            f"{r['rss_minute_kib'] / 1024:.1f} MiB after the first minute (or the run, when shorter), "
+            f"{r['rss_end_kib'] / 1024:.1f} MiB at the end. "
+            f"Load average {r['load']}" + (" **(over the core count)**." if busy([r["load"]], cores) else ".")
+        )
     w("")
     w(END)
     text = "\n".join(out) + "\n"

@@ -15,6 +15,12 @@
 #              header: time, and bytes of the file read
 #   discovery  one --once with 0, 1 and 20 model processes (real llama.cpp
 #              servers: xllamacpp serving the gemma file)
+#   rss        the live view's peak RSS after BENCH_RSS_MINUTES (10) minutes at
+#              1 s with BENCH_RSS_N (1000) sleepers and four idle model servers
+#
+# The load average is recorded at the start and the end of the run and of
+# every live and rss case; the table warns where it exceeded the core count
+# (wall times and the peers' start-up are then not a quiet machine's).
 #
 #   bench/run.sh                      # everything (about 13 min on 2 cores), writes BENCHMARKS.md
 #   BENCH_QUICK=1 bench/run.sh        # a smoke run, seconds per section, writes nothing
@@ -23,7 +29,9 @@
 #
 # Settings (environment): BENCH_QUICK, BENCH_SECTIONS, BENCH_RUNS (10),
 # BENCH_SIZES ("1:8 4:64 8:256", GPUS:PROCESSES), BENCH_LIVE_N ("100 1000
-# 3000"), BENCH_LIVE_SECS (60), BENCH_GGUF_PY_RUNS (3), BENCH_DISCOVERY
+# 3000"), BENCH_LIVE_SECS (60), BENCH_LIVE_SERVERS (the sleeper counts
+# measured again with four idle model servers running: "1000"),
+# BENCH_RSS_MINUTES (10), BENCH_RSS_N (1000), BENCH_GGUF_PY_RUNS (3), BENCH_DISCOVERY
 # ("0 1 20"), BENCH_DISCOVERY_KIND (server, or mapped: idle Python processes
 # mapping the GGUF file), BENCH_WRITE (1 for a full run: replace the generated
 # block of BENCHMARKS.md), BENCH_RESULTS (keep the raw JSON lines there).
@@ -45,6 +53,9 @@ if [ "$quick" = 1 ]; then
   GGUF_PY_RUNS=${BENCH_GGUF_PY_RUNS:-1}
   DISCOVERY=${BENCH_DISCOVERY:-0 1}
   SIZES=${BENCH_SIZES:-1:8 4:64}
+  LIVE_SERVERS=${BENCH_LIVE_SERVERS:-}
+  RSS_MINUTES=${BENCH_RSS_MINUTES:-0.2}
+  RSS_N=${BENCH_RSS_N:-100}
 else
   RUNS=${BENCH_RUNS:-10}
   LIVE_N=${BENCH_LIVE_N:-100 1000 3000}
@@ -52,11 +63,14 @@ else
   GGUF_PY_RUNS=${BENCH_GGUF_PY_RUNS:-3}
   DISCOVERY=${BENCH_DISCOVERY:-0 1 20}
   SIZES=${BENCH_SIZES:-1:8 4:64 8:256}
+  LIVE_SERVERS=${BENCH_LIVE_SERVERS:-1000}
+  RSS_MINUTES=${BENCH_RSS_MINUTES:-10}
+  RSS_N=${BENCH_RSS_N:-1000}
 fi
-SECTIONS=${BENCH_SECTIONS:-snapshot live gguf discovery}
+SECTIONS=${BENCH_SECTIONS:-snapshot live gguf discovery rss}
 DISCOVERY_KIND=${BENCH_DISCOVERY_KIND:-server}
 # Only a full run replaces the recorded table.
-if [ "$quick" = 0 ] && [ "$SECTIONS" = "snapshot live gguf discovery" ]; then
+if [ "$quick" = 0 ] && [ "$SECTIONS" = "snapshot live gguf discovery rss" ]; then
   WRITE=${BENCH_WRITE:-1}
 else
   WRITE=${BENCH_WRITE:-0}
@@ -64,7 +78,7 @@ fi
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 command -v fincore >/dev/null || { echo "fincore is needed (util-linux)" >&2; exit 1; }
-if want live; then command -v tmux >/dev/null || { echo "tmux is needed (apt-get install -y tmux)" >&2; exit 1; }; fi
+if want live || want rss; then command -v tmux >/dev/null || { echo "tmux is needed (apt-get install -y tmux)" >&2; exit 1; }; fi
 
 # ---------------------------------------------------------------- set-up
 eval "$(scripts/test-env.sh)"
@@ -111,6 +125,41 @@ stop_sleepers() {
   fi
   sleepers=()
 }
+# start_models N KIND: N model processes, ready (PIDs in $servers): real
+# llama.cpp servers (KIND server: xllamacpp serving the gemma file) or idle
+# Python processes mapping the GGUF file (KIND mapped). stop_models ends them.
+port_base=$((20000 + $$ % 20000))
+start_models() {
+  local i
+  if [ ! -p "$work/hold" ]; then
+    mkfifo "$work/hold"
+    # The model processes' stdin: they stop when this script's copy closes.
+    # shellcheck disable=SC2034 # held open, never read
+    exec {hold}<>"$work/hold"
+  fi
+  for ((i = 0; i < $1; i++)); do
+    if [ "$2" = server ]; then
+      "$py" tests/servers/llama_server.py --model "$GPUTASKMAN_GEMMA_GGUF" --port $((port_base + i)) \
+        -c 1024 -np 1 <"$work/hold" >"$work/ready.$i" 2>/dev/null &
+    else
+      "$py" -c 'import mmap, sys; f = open(sys.argv[1], "rb"); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); print("ready", flush=True); sys.stdin.read()' \
+        "$GPUTASKMAN_GEMMA_GGUF" <"$work/hold" >"$work/ready.$i" &
+    fi
+    servers+=($!)
+  done
+  for ((i = 0; i < $1; i++)); do
+    for _ in $(seq 1 1200); do grep -q ready "$work/ready.$i" 2>/dev/null && break; sleep 0.1; done
+    grep -q ready "$work/ready.$i" || { echo "model process $i never got ready" >&2; exit 1; }
+  done
+}
+stop_models() {
+  if [ ${#servers[@]} -gt 0 ]; then
+    kill "${servers[@]}" 2>/dev/null || true
+    wait "${servers[@]}" 2>/dev/null || true
+  fi
+  servers=()
+  rm -f "$work"/ready.*
+}
 nprocs() { find /proc -maxdepth 1 -name '[0-9]*' | wc -l; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
@@ -145,19 +194,34 @@ if want snapshot; then
 fi
 
 # ---------------------------------------------------------------- 2. live
+tmux_() { tmux -L "$socket" -f /dev/null "$@"; }
+ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# launch_live: the live view in its own tmux pane; sets first_ms (launch to
+# first figures on screen).
+launch_live() {
+  local launched
+  launched=$(date +%s%N)
+  tmux_ new-session -d -s gputaskman -x 160 -y 45 "exec $bin --interval 1"
+  until tmux_ capture-pane -p -t gputaskman | grep -q "used of"; do sleep 0.005; done
+  first_ms=$((($(date +%s%N) - launched) / 1000000))
+}
 if want live; then
   echo "== 2. live view: CPU per refresh at 1 s over ${LIVE_SECS} s"
-  tmux_() { tmux -L "$socket" -f /dev/null "$@"; }
-  ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
   hz=$(getconf CLK_TCK)
-  for n in $LIVE_N; do
+  live_cases=()
+  for n in $LIVE_N; do live_cases+=("$n:0"); done
+  for n in $LIVE_SERVERS; do live_cases+=("$n:4"); done
+  for lc in "${live_cases[@]}"; do
+    n=${lc%%:*}
+    nserv=${lc##*:}
+    case=$n
+    [ "$nserv" = 0 ] || case="$n+$nserv servers"
     start_sleepers "$n"
+    [ "$nserv" = 0 ] || start_models "$nserv" server
     # Five of the sleepers hold GPU memory, on one GPU.
     bench_py scenario "$FAKE_NVML_SCENARIO" 1 "${sleepers[@]:0:5}"
-    launched=$(date +%s%N)
-    tmux_ new-session -d -s gputaskman -x 160 -y 45 "exec $bin --interval 1"
-    until tmux_ capture-pane -p -t gputaskman | grep -q "used of"; do sleep 0.005; done
-    first_ms=$((($(date +%s%N) - launched) / 1000000))
+    load_before=$(load)
+    launch_live
     names=(gputaskman nvitop)
     tmux_ new-session -d -s nvitop -x 160 -y 45 "exec $venv_bin/nvitop --interval 1"
     if command -v top >/dev/null; then
@@ -181,12 +245,13 @@ if want live; then
       cpu=$(awk -v a="$after" -v b="${before[$p]}" -v hz="$hz" 'BEGIN { print (a - b) / hz }')
       extra=""
       [ "$p" = gputaskman ] && extra=", \"first_ms\": $first_ms"
-      bench_py record "$results" "{\"section\": \"live\", \"case\": \"$n\", \"name\": \"$p\", \"cpu_s\": $cpu, \"secs\": $LIVE_SECS, \"procs\": $on_machine$extra}"
-      awk -v c="$cpu" -v s="$LIVE_SECS" -v n="$n" -v p="$p" \
-        'BEGIN { printf "  %-6s sleepers %-12s %7.2f ms per refresh, %6.2f %% of a core\n", n, p, c / s * 1000, c / s * 100 }'
+      bench_py record "$results" "{\"section\": \"live\", \"case\": \"$case\", \"name\": \"$p\", \"cpu_s\": $cpu, \"secs\": $LIVE_SECS, \"procs\": $on_machine, \"load\": \"$load_before / $(load)\"$extra}"
+      awk -v c="$cpu" -v s="$LIVE_SECS" -v n="$case" -v p="$p" \
+        'BEGIN { printf "  %-18s %-12s %7.2f ms per refresh, %6.2f %% of a core\n", n, p, c / s * 1000, c / s * 100 }'
     done
-    echo "  gputaskman's first figures after ${first_ms} ms; $on_machine processes on the machine"
+    echo "  gputaskman's first figures after ${first_ms} ms; $on_machine processes on the machine; load $load_before / $(load)"
     tmux_ kill-server
+    stop_models
     stop_sleepers
   done
 fi
@@ -212,43 +277,41 @@ fi
 # ---------------------------------------------------------------- 4. discovery
 if want discovery; then
   echo "== 4. discovery: gputaskman --once with model processes ($DISCOVERY_KIND)"
-  export GPUTASKMAN_NVML_LIB=/nonexistent/libnvidia-ml.so.1
-  mkfifo "$work/hold"
-  # The servers' stdin: they stop when this script's copy closes.
-  # shellcheck disable=SC2034 # held open, never read
-  exec {hold}<>"$work/hold"
-  port_base=$((20000 + $$ % 20000))
   for n in $DISCOVERY; do
-    mine=()
-    for ((i = 0; i < n; i++)); do
-      if [ "$DISCOVERY_KIND" = server ]; then
-        "$py" tests/servers/llama_server.py --model "$GPUTASKMAN_GEMMA_GGUF" --port $((port_base + i)) \
-          -c 1024 -np 1 <"$work/hold" >"$work/ready.$i" 2>/dev/null &
-      else
-        "$py" -c 'import mmap, sys; f = open(sys.argv[1], "rb"); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); print("ready", flush=True); sys.stdin.read()' \
-          "$GPUTASKMAN_GEMMA_GGUF" <"$work/hold" >"$work/ready.$i" &
-      fi
-      servers+=($!)
-      mine+=($!)
-    done
-    for ((i = 0; i < n; i++)); do
-      for _ in $(seq 1 1200); do grep -q ready "$work/ready.$i" 2>/dev/null && break; sleep 0.1; done
-      grep -q ready "$work/ready.$i" || { echo "model process $i never got ready" >&2; exit 1; }
-    done
-    found=$("$bin" --json | "$py" -c '
+    start_models "$n" "$DISCOVERY_KIND"
+    found=$(GPUTASKMAN_NVML_LIB=/nonexistent/libnvidia-ml.so.1 "$bin" --json | "$py" -c '
 import json, sys
 mine = {int(p) for p in sys.argv[1:]}
 s = json.load(sys.stdin)
-print(sum(1 for p in s["processes"] if p["pid"] in mine and p.get("models")))' "${mine[@]}")
+print(sum(1 for p in s["processes"] if p["pid"] in mine and p.get("models")))' ${servers[@]+"${servers[@]}"})
     echo "  $n model processes: models found in $found"
     bench_py record "$results" "{\"section\": \"discovery-info\", \"case\": \"$n\", \"name\": \"info\", \"found\": $found, \"kind\": \"$DISCOVERY_KIND\"}"
-    bench_py time "$results" discovery "$n" "$RUNS" "gputaskman --once=$bin --once"
-    if [ ${#mine[@]} -gt 0 ]; then
-      kill "${mine[@]}"
-      wait "${mine[@]}" 2>/dev/null || true
-    fi
-    servers=()
+    GPUTASKMAN_NVML_LIB=/nonexistent/libnvidia-ml.so.1 bench_py time "$results" discovery "$n" "$RUNS" "gputaskman --once=$bin --once"
+    stop_models
   done
+fi
+
+# ---------------------------------------------------------------- 5. rss
+if want rss; then
+  echo "== 5. live view: peak RSS after $RSS_MINUTES min at 1 s, $RSS_N sleepers and four idle model servers"
+  start_sleepers "$RSS_N"
+  start_models 4 server
+  bench_py scenario "$FAKE_NVML_SCENARIO" 1 "${sleepers[@]:0:5}"
+  load_before=$(load)
+  launch_live
+  view=$(tmux_ display-message -p -t gputaskman '#{pane_pid}')
+  total=$(awk -v m="$RSS_MINUTES" 'BEGIN { print int(m * 60) }')
+  first=$((total < 60 ? total : 60))
+  sleep "$first"
+  at_minute=$(awk '/^VmRSS/ { print $2 }' "/proc/$view/status")
+  sleep $((total - first))
+  hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$view/status")
+  rss_end=$(awk '/^VmRSS/ { print $2 }' "/proc/$view/status")
+  echo "  peak RSS ${hwm} KiB (RSS ${at_minute} KiB after a minute, ${rss_end} KiB at the end); load $load_before / $(load)"
+  bench_py record "$results" "{\"section\": \"rss\", \"case\": \"$RSS_N\", \"name\": \"gputaskman\", \"minutes\": $RSS_MINUTES, \"hwm_kib\": $hwm, \"rss_minute_kib\": $at_minute, \"rss_end_kib\": $rss_end, \"procs\": $(nprocs), \"load\": \"$load_before / $(load)\"}"
+  tmux_ kill-server
+  stop_models
+  stop_sleepers
 fi
 
 # ---------------------------------------------------------------- report
@@ -262,9 +325,9 @@ meta=$("$py" -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys
   os "Linux $(uname -r)" \
   commit "$commit" \
   versions "$(rustc --version | cut -d' ' -f1-2), $("$py" --version), nvitop $(version nvitop), gpustat $(version gpustat), nvidia-ml-py $(version nvidia-ml-py), gguf $(version gguf)" \
-  load_start "$load_start" load_end "$(load)" \
+  load_start "$load_start" load_end "$(load)" cores "$(nproc)" \
   duration "$((secs / 60)) min $((secs % 60)) s" \
-  settings "BENCH_RUNS=$RUNS, BENCH_LIVE_SECS=$LIVE_SECS, BENCH_GGUF_PY_RUNS=$GGUF_PY_RUNS, BENCH_DISCOVERY_KIND=$DISCOVERY_KIND")
+  settings "BENCH_RUNS=$RUNS, BENCH_LIVE_SECS=$LIVE_SECS, BENCH_LIVE_SERVERS=$LIVE_SERVERS, BENCH_RSS_MINUTES=$RSS_MINUTES, BENCH_RSS_N=$RSS_N, BENCH_GGUF_PY_RUNS=$GGUF_PY_RUNS, BENCH_DISCOVERY_KIND=$DISCOVERY_KIND")
 bench_py record "$results" "$meta"
 echo "== table"
 if [ "$WRITE" = 1 ]; then

@@ -590,3 +590,98 @@ fn ppid_is_the_parent_and_user_keeps_only_that_users_processes() {
     assert!(text.status.success());
     assert!(!String::from_utf8_lossy(&text.stdout).contains("llama-server"));
 }
+
+#[test]
+fn a_one_shot_measures_cpu_over_its_stated_window_with_every_thread_counted() {
+    // The main thread waits while a second one spins: a clock of the main
+    // thread alone (/proc/PID/schedstat) says 0 %; 10 ms ticks over a
+    // window this short say 0 %, 100 % or 200 %, never in between.
+    let mut busy = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import threading\nt = threading.Thread(target=lambda: [None for _ in iter(int, 1)])\nt.start(); t.join()",
+        ])
+        .spawn()
+        .expect("python3");
+    let dir = tempfile::tempdir().unwrap();
+    let idle = Sleeper::spawn(dir.path(), "idle", &[]);
+    let mut s = desktop(1, 1);
+    s["devices"] = json!([{
+        "name": "NVIDIA A100-SXM4-40GB",
+        "uuid": "GPU-a",
+        "memory": {"total": 42949672960u64, "used": 3 * GIB, "free": 39728447488u64, "reserved": 0},
+        "compute_processes": [
+            {"pid": busy.id(), "used_memory": GIB},
+            {"pid": idle.pid(), "used_memory": 2 * GIB}
+        ]
+    }]);
+    let scenario = Scenario::new(&s);
+    // Past python's start-up, so it spins.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let snaps: Vec<Value> = (0..5).map(|_| scenario.json(&["--json"])).collect();
+    busy.kill().ok();
+    busy.wait().ok();
+    let mut readings = Vec::new();
+    for snap in &snaps {
+        let window = snap["cpu_window_seconds"].as_f64().expect("the window is stated");
+        assert!((0.050..5.0).contains(&window), "window {window} s");
+        assert_eq!(
+            process(snap, idle.pid())["cpu_percent"],
+            0.0,
+            "an idle process used no CPU"
+        );
+        readings.push(process(snap, busy.id())["cpu_percent"].as_f64().expect("measured"));
+    }
+    // One thread spins: at most one core, and one scheduler tick (4 ms at
+    // HZ=250, when the kernel adds a running thread's time) over the window.
+    assert!(readings.iter().all(|c| (0.0..=110.0).contains(c)), "{readings:?}");
+    assert!(
+        readings.iter().any(|c| *c > 0.0),
+        "the spinning thread is counted: {readings:?}"
+    );
+    // The schema names the field.
+    let schema = scenario.command().arg("schema").output().unwrap();
+    let schema: Value = serde_json::from_slice(&schema.stdout).unwrap();
+    assert!(
+        schema["properties"]["cpu_window_seconds"].is_object(),
+        "{:#}",
+        schema["properties"]
+    );
+}
+
+#[test]
+fn a_gpu_process_whose_name_says_nothing_still_has_its_libraries_read() {
+    // The system's shell with a library named libcudart preloaded: its
+    // name and folder say nothing, so the scan defers its maps, and NVML
+    // naming it must bring them back for this one snapshot.
+    let dir = tempfile::tempdir().unwrap();
+    let lib = common::library_named(dir.path(), "libcudart.so.12");
+    let mut shell = std::process::Command::new("/bin/sh")
+        .args(["-c", "read _"])
+        .env("LD_PRELOAD", &lib)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    let mut s = desktop(1, 1);
+    s["devices"] = json!([{
+        "name": "NVIDIA A100-SXM4-40GB",
+        "uuid": "GPU-a",
+        "memory": {"total": 42949672960u64, "used": GIB, "free": 41875931136u64, "reserved": 0},
+        "compute_processes": [{"pid": shell.id(), "used_memory": GIB}]
+    }]);
+    let scenario = Scenario::new(&s);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let snap = scenario.json(&["--json"]);
+    shell.kill().ok();
+    shell.wait().ok();
+    let p = process(&snap, shell.id());
+    assert_eq!(p["runtimes"], json!(["cudart"]), "{p:#}");
+    assert!(
+        !p["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("maps")),
+        "{p:#}"
+    );
+}

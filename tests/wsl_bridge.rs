@@ -45,16 +45,7 @@ struct CudaSleeper {
 impl CudaSleeper {
     fn start() -> CudaSleeper {
         let dir = tempfile::tempdir().unwrap();
-        let lib = dir.path().join("libcuda.so.1");
-        let libm = [
-            "/lib/x86_64-linux-gnu/libm.so.6",
-            "/usr/lib/x86_64-linux-gnu/libm.so.6",
-            "/lib64/libm.so.6",
-        ]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("libm");
-        std::fs::copy(libm, &lib).unwrap();
+        let lib = common::library_named(dir.path(), "libcuda.so.1");
         let child = Command::new("sleep").arg("60").env("LD_PRELOAD", &lib).spawn().unwrap();
         // Wait until the library is mapped.
         let maps = format!("/proc/{}/maps", child.id());

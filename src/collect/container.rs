@@ -131,6 +131,13 @@ impl PidView {
         }
     }
 
+    /// Whether GPU entries are paired with processes by the libraries those
+    /// map (libcuda in a container, libdxcore under WSL), so that every
+    /// process's maps are needed, not only those of the PIDs a driver names.
+    pub fn pairs_by_libraries(&self) -> bool {
+        !matches!(self, PidView::Own)
+    }
+
     /// The PIDs a source's can be checked against: none in a child
     /// namespace, where no driver's PID is ours.
     pub fn visible(&self, scanned: &[ProcInfo]) -> HashSet<u32> {

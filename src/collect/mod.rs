@@ -117,9 +117,28 @@ impl Collector {
     }
 
     pub fn sample(&mut self) -> Snapshot {
+        self.sample_within(None)
+    }
+
+    /// One snapshot whose rates are measured over at least `min_window`,
+    /// for one-shot output: the window opens now (every source's first
+    /// reading, and the scan is each process's), the work runs inside it,
+    /// and only what it leaves of `min_window` is slept, before the
+    /// sources' second reading and before the processes' (which the scanner
+    /// takes last, for the listed processes only).
+    pub fn sample_measured(&mut self, min_window: Duration) -> Snapshot {
+        let opened = Instant::now();
+        self.procs.open_cpu_window();
+        for source in &mut self.sources {
+            source.prime();
+        }
+        self.sample_within(Some((opened, min_window)))
+    }
+
+    fn sample_within(&mut self, window: Option<(Instant, Duration)>) -> Snapshot {
         let taken_at = crate::units::now_rfc3339();
         let mut backends = Vec::new();
-        let scanned = match self.procs.scan() {
+        let mut scanned = match self.procs.scan() {
             Ok(list) => list,
             Err(e) => {
                 backends.push(Backend {
@@ -130,6 +149,9 @@ impl Collector {
                 Vec::new()
             }
         };
+        if self.pids.pairs_by_libraries() {
+            self.procs.read_deferred_maps(|_| true, &mut scanned);
+        }
         let visible = self.pids.visible(&scanned);
         let mut round = Round {
             // Sources read the GPU; its instances are picked out below.
@@ -140,6 +162,9 @@ impl Collector {
         };
         let mut usage = Vec::new();
         let mut notes: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        if let Some(rest) = window.and_then(|(opened, min)| min.checked_sub(opened.elapsed())) {
+            std::thread::sleep(rest);
+        }
         for source in &mut self.sources {
             let (backend, reading) = source.read(&mut round);
             backends.push(backend);
@@ -154,6 +179,16 @@ impl Collector {
             devices.retain(|d| choice.matches(d));
             usage.retain(|(_, u)| devices.iter().any(|d| d.index == u.device));
         }
+        // The scan deferred the maps of processes whose names say nothing;
+        // those a source names are GPU work whatever their name.
+        let named: std::collections::HashSet<u32> = usage
+            .iter()
+            .filter_map(|(owner, _)| match owner {
+                Owner::Local(pid) | Owner::Paired { pid, .. } => Some(*pid),
+                Owner::Host(_) => None,
+            })
+            .collect();
+        self.procs.read_deferred_maps(|pid| named.contains(&pid), &mut scanned);
         let usage = self.pids.owners(&scanned, &visible, usage);
         let mut processes = merge(&scanned, usage, self.options.gpu.is_none());
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {
@@ -175,11 +210,15 @@ impl Collector {
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {
             p.container = self.containers.container(&self.options.proc_root, p.pid);
         }
+        if let Some((_, min)) = window {
+            self.procs.close_cpu_window(min, &mut processes);
+        }
         plausible::check(&mut devices, &mut processes);
         let attribution = Attribution::compute(&devices, &processes);
         Snapshot {
             schema_version: SCHEMA_VERSION,
             taken_at,
+            cpu_window_seconds: self.procs.cpu_window().map(|w| w.as_secs_f64()),
             host: host::read(),
             backends,
             devices,
@@ -381,6 +420,25 @@ mod tests {
             assert_eq!(p.runtimes, ["llama.cpp"], "the runtime is still named");
             assert!(p.models.is_empty() && !p.models_pending, "{p:?}");
         }
+    }
+
+    #[test]
+    fn a_live_sample_states_the_window_since_the_previous_one() {
+        let (_dir, mut child, mut collector) = llama_server_and_collector(false);
+        let started = Instant::now();
+        let first = collector.sample();
+        std::thread::sleep(Duration::from_millis(200));
+        let second = collector.sample();
+        let bound = started.elapsed();
+        child.kill().ok();
+        child.wait().ok();
+        assert_eq!(first.cpu_window_seconds, None, "no earlier reading: no window");
+        let p = first.processes.iter().find(|p| p.pid == child.id()).unwrap();
+        assert_eq!(p.cpu_percent, None);
+        let window = second.cpu_window_seconds.expect("a window");
+        assert!(window >= 0.2 && window <= bound.as_secs_f64(), "{window} s");
+        let p = second.processes.iter().find(|p| p.pid == child.id()).unwrap();
+        assert!(p.cpu_percent.is_some());
     }
 
     #[test]

@@ -35,6 +35,10 @@ use std::time::{Duration, Instant, SystemTime};
 /// A process's API is asked at most this often; between probes the last
 /// answer is reused.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// The listening sockets of one discovery round, read once when a probe
+/// first needs them.
+type Listening = std::sync::OnceLock<HashMap<u64, SocketAddr>>;
 /// Between full probes, what changes from second to second (llama.cpp's
 /// `/slots` and `/metrics`: busy slots, requests, token counters) is asked
 /// again at most this often, so the live view shows what the server does
@@ -378,7 +382,9 @@ impl Discovery {
                 (i.pid, !launch.model_paths.is_empty())
             })
             .collect();
-        let listening = Arc::new(sockets::listening(&self.root));
+        // Read by the first probe that needs it: a round whose answers are
+        // all cached (the 15 s schedule) reads no socket table.
+        let listening: Arc<Listening> = Arc::default();
         let (tx, rx) = mpsc::channel();
         let mut out = HashMap::new();
         let mut started = 0;
@@ -455,7 +461,7 @@ impl Discovery {
         self.latest.lock().unwrap().get(&(pid, start_time.clone())).cloned()
     }
 
-    fn discover_one(&self, info: &ProcInfo, listening: &HashMap<u64, SocketAddr>, round: u64) -> Discovered {
+    fn discover_one(&self, info: &ProcInfo, listening: &Listening, round: u64) -> Discovered {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
         #[cfg(not(target_os = "macos"))]
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
@@ -610,7 +616,7 @@ impl Discovery {
     /// The runtime API's answer for this process, probed at most every
     /// [`PROBE_INTERVAL`], its live part at most every [`LIVE_INTERVAL`].
     /// The token counters' last sample is carried from answer to answer.
-    fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
+    fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &Listening) -> ApiAnswer {
         let key = (info.pid, info.start_time.clone());
         let cached = self.answers.lock().unwrap().get(&key).cloned();
         let key_for_api = launch.api_key.as_deref();
@@ -649,9 +655,10 @@ impl Discovery {
         }
     }
 
-    fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &HashMap<u64, SocketAddr>) -> ApiAnswer {
+    fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &Listening) -> ApiAnswer {
         let mut answer = ApiAnswer::default();
-        let mut addrs = match sockets::listening_of(&self.root, info.pid, listening) {
+        let table = listening.get_or_init(|| sockets::listening(&self.root));
+        let mut addrs = match sockets::listening_of(&self.root, info.pid, table) {
             Ok(addrs) => addrs,
             Err(e) => {
                 answer.notes.push(format!("{e}: its API was not probed"));

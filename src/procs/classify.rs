@@ -190,6 +190,50 @@ const BROWSERS: &[&str] = &[
     "plugin-container",
 ];
 
+/// Programs that load GPU and AI libraries as the code they run asks
+/// (PyTorch in python3, onnxruntime-node in node, DJL in java), matched as
+/// the start of the name (`python3.12`).
+const LOADERS: &[&str] = &[
+    "python", "node", "java", "julia", "Rscript", "ruby", "perl", "dotnet", "mono", "deno", "bun", "lua", "wine",
+    "blender", "uv",
+];
+
+/// The folders of the system's own programs. A program from anywhere else
+/// (a venv, /opt, /usr/local, a home folder, a container's /app) may link
+/// any library.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr/bin/",
+    "/bin/",
+    "/usr/sbin/",
+    "/sbin/",
+    "/usr/lib/",
+    "/lib/",
+    "/usr/libexec/",
+];
+
+/// Whether a process could hold a runtime that only its mapped libraries
+/// show, so that its maps are worth reading the first time it is seen: a
+/// name or argv that is a runtime's, a program that loads libraries as its
+/// code asks, a compositor, browser or game, or a program from outside the
+/// system's folders (or whose executable is unknown). The others (a shell,
+/// `sleep`, a system daemon) are read later, or at once when a GPU source
+/// names them.
+pub fn could_hold_runtime(comm: &str, exe: Option<&str>, argv: &[String]) -> bool {
+    let mut named = Vec::new();
+    runtimes_from_names(comm, exe, argv, &mut named);
+    if !named.is_empty() || kind(comm, exe, argv, &named) != ProcessKind::Other {
+        return true;
+    }
+    let exe_name = exe.map(file_name).unwrap_or(comm);
+    if [comm, exe_name]
+        .iter()
+        .any(|n| n == &"R" || LOADERS.iter().any(|l| n.starts_with(l)))
+    {
+        return true;
+    }
+    !exe.is_some_and(|e| SYSTEM_DIRS.iter().any(|d| e.starts_with(d)))
+}
+
 /// A Windows image name without its `.exe`, whatever its case.
 fn without_exe(name: &str) -> &str {
     let n = name.len();
@@ -258,7 +302,11 @@ pub fn runtimes_from_names(comm: &str, exe: Option<&str>, argv: &[String], runti
     for name in names {
         let stem = name.strip_suffix(".exe").unwrap_or(name);
         for (exe_name, runtime) in NAME_RUNTIMES {
-            if stem == *exe_name || stem.starts_with(&format!("{exe_name}.")) {
+            // `vllm` or `vllm.entrypoints...`, without a string a try.
+            if stem
+                .strip_prefix(exe_name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+            {
                 push_unique(runtimes, runtime);
             }
         }
@@ -303,6 +351,30 @@ mod tests {
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_processes_that_could_hold_a_runtime_have_their_maps_read_first() {
+        let could = |comm: &str, exe: Option<&str>, argv: &[&str]| could_hold_runtime(comm, exe, &strings(argv));
+        // The system's own programs, whose names say nothing: deferred.
+        assert!(!could("sleep", Some("/usr/bin/sleep"), &["sleep", "30"]));
+        assert!(!could("sshd", Some("/usr/sbin/sshd"), &["sshd: user"]));
+        assert!(!could("bash", Some("/bin/bash"), &["-bash"]));
+        // A runtime's name, an interpreter, a browser, a compositor.
+        assert!(could("llama-server", Some("/usr/bin/llama-server"), &[]));
+        assert!(could("sh", Some("/bin/dash"), &["sh", "-c", "x", "vllm"]));
+        assert!(could(
+            "python3.12",
+            Some("/usr/bin/python3.12"),
+            &["python3", "train.py"]
+        ));
+        assert!(could("node", Some("/usr/bin/node"), &["node", "app.js"]));
+        assert!(could("firefox", Some("/usr/lib/firefox/firefox"), &[]));
+        assert!(could("Xorg", Some("/usr/lib/xorg/Xorg"), &[]));
+        // Anything from outside the system's folders, or of unknown origin.
+        assert!(could("trainer", Some("/opt/lab/bin/trainer"), &[]));
+        assert!(could("app", Some("/usr/local/bin/app"), &[]));
+        assert!(could("worker", None, &[]));
     }
 
     #[test]

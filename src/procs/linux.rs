@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 /// reread every [`YOUNG_MAPS_REFRESH`] instead of [`MAPS_REFRESH`].
 const YOUNG: Duration = Duration::from_secs(60);
 const YOUNG_MAPS_REFRESH: Duration = Duration::from_secs(1);
+/// The most deferred maps a scan after the first reads: a live view has
+/// read every process's within a few refreshes, and no refresh pays for
+/// them all.
+const DEFERRED_MAPS_PER_SCAN: usize = 250;
 
 /// The lifelong part of a process; classified: (comm, runtimes, kind) as
 /// last classified.
@@ -28,20 +32,125 @@ pub struct ProcScanner {
     cpu: HashMap<(u32, u64), (u64, Instant)>,
     statics: HashMap<(u32, u64), Static>,
     users: HashMap<u32, String>,
+    /// While a one-shot's CPU window is open: each process's first reading,
+    /// taken by the scan, for [`ProcScanner::close_cpu_window`].
+    opened: Option<HashMap<u32, Opened>>,
+    /// The root is the live /proc, so a PID's CPU-time clock is that
+    /// process's (a recorded tree's PIDs are not processes here).
+    live: bool,
+    /// The shortest window a CPU% of the last scan (or closed window) was
+    /// measured over.
+    window: Option<Duration>,
+    /// Each process's stat file, kept open between scans and reread from
+    /// its start (no path walk, no open and close: two thirds of what a
+    /// live view's refresh costs the kernel), with the start time it was
+    /// opened for. The file is bound to the process, not to its PID: once
+    /// the process is gone a read fails, even if the PID is reused.
+    stat_files: HashMap<u32, (u64, std::fs::File)>,
+    /// How many stat files may be held, within the open-file limit.
+    stat_files_max: usize,
+    /// Processes whose maps were not read yet: nothing in their name,
+    /// argv or executable's folder says they could hold a runtime. Read
+    /// when a GPU source names them ([`ProcScanner::read_deferred_maps`]),
+    /// and [`DEFERRED_MAPS_PER_SCAN`] a scan after the first.
+    deferred: std::collections::HashSet<(u32, u64)>,
+    /// How many deferred maps this scan may still read.
+    catch_up_left: usize,
+    scans: u64,
+}
+
+/// A process's CPU time when a one-shot's window opened.
+struct Opened {
+    start: u64,
+    ticks: u64,
+    nanos: Option<u64>,
+    at: Instant,
 }
 
 impl ProcScanner {
     pub fn new(root: PathBuf) -> Self {
         let boot_time_secs = read_boot_time(&root);
         ProcScanner {
+            live: root == Path::new("/proc"),
             root,
-            ticks_per_second: procfs::ticks_per_second().max(1),
-            page_size: procfs::page_size(),
+            // From libc, not procfs (rustix's auxv reader, which valgrind's
+            // vDSO makes fault: the scan could not be profiled).
+            ticks_per_second: sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
+            page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
             boot_time_secs,
             cpu: HashMap::new(),
             statics: HashMap::new(),
             users: HashMap::new(),
+            opened: None,
+            window: None,
+            stat_files: HashMap::new(),
+            stat_files_max: stat_files_budget(),
+            deferred: Default::default(),
+            catch_up_left: 0,
+            scans: 0,
         }
+    }
+
+    /// Opens a one-shot's CPU window: the next [`scan`] is each process's
+    /// first reading (with no CPU% of its own), [`close_cpu_window`] the
+    /// second, so the work between them is inside the window instead of a
+    /// sleep before it.
+    ///
+    /// [`scan`]: ProcScanner::scan
+    /// [`close_cpu_window`]: ProcScanner::close_cpu_window
+    pub fn open_cpu_window(&mut self) {
+        self.opened = Some(HashMap::new());
+        self.cpu.clear();
+    }
+
+    /// The second reading of an open window, for the listed processes only
+    /// (the snapshot shows no other's CPU%): after at least `min` since each
+    /// one's first reading, sleeping only what the work has not filled. The
+    /// CPU time comes from the process's CPU-time clock, which the kernel
+    /// keeps in nanoseconds for all its threads, exited ones included (the
+    /// stat file's ticks are 10 ms: 100 % of a core in a 10 ms window), and
+    /// from the ticks where that clock is not this process's (a recorded
+    /// /proc). A process that exited or whose PID was reused in between has
+    /// no CPU%.
+    pub fn close_cpu_window(&mut self, min: Duration, processes: &mut [crate::snapshot::Process]) {
+        let Some(opened) = self.opened.take() else {
+            return;
+        };
+        let latest = processes
+            .iter()
+            .filter(|p| p.name.is_some())
+            .filter_map(|p| opened.get(&p.pid))
+            .map(|o| o.at)
+            .max();
+        if let Some(rest) = latest.and_then(|at| min.checked_sub(at.elapsed())) {
+            std::thread::sleep(rest);
+        }
+        let mut buf = [0u8; 2048];
+        let mut shortest: Option<Duration> = None;
+        for p in processes.iter_mut().filter(|p| p.name.is_some()) {
+            let Some(o) = opened.get(&p.pid) else { continue };
+            p.cpu_percent = None;
+            let stat = read_stat(&self.root.join(p.pid.to_string()).join("stat"), &mut buf);
+            let Some(stat) = stat.filter(|s| s.starttime == o.start) else {
+                continue;
+            };
+            let (after, at) = cpu_nanos_at(p.pid);
+            let nanos = o.nanos.zip(after).map(|(before, after)| after.saturating_sub(before));
+            let window = at.saturating_duration_since(o.at);
+            let used = match nanos {
+                Some(n) => n as f64 / 1e9,
+                None => stat.ticks().saturating_sub(o.ticks) as f64 / self.ticks_per_second as f64,
+            };
+            p.cpu_percent = Some(used / window.as_secs_f64() * 100.0);
+            shortest = Some(shortest.map_or(window, |s| s.min(window)));
+        }
+        self.window = shortest;
+    }
+
+    /// The shortest window a CPU% of the last scan (or of the window closed
+    /// after it) was measured over.
+    pub fn cpu_window(&self) -> Option<Duration> {
+        self.window
     }
 
     /// Records every process's CPU time, so that the next [`scan`] can give
@@ -76,7 +185,11 @@ impl ProcScanner {
             Some(since_epoch.as_secs().checked_sub(boot)? * self.ticks_per_second)
         });
         let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
+        // The first scan is the one a user waits for.
+        self.catch_up_left = if self.scans == 0 { 0 } else { DEFERRED_MAPS_PER_SCAN };
+        self.scans += 1;
         let mut seen = HashMap::with_capacity(self.cpu.len());
+        let mut shortest: Option<Duration> = None;
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
         let mut path = self.root.clone();
@@ -87,7 +200,7 @@ impl ProcScanner {
             };
             path.push(&name);
             path.push("stat");
-            let stat = read_stat(&path, &mut buf);
+            let stat = self.read_stat_held(pid, &path, &mut buf);
             path.pop();
             let Some(stat) = stat else {
                 path.pop();
@@ -96,9 +209,27 @@ impl ProcScanner {
             let key = (pid, stat.starttime);
             let ticks = stat.ticks();
             let cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
-                let secs = now.duration_since(at).as_secs_f64();
+                let window = now.duration_since(at);
+                shortest = Some(shortest.map_or(window, |s| s.min(window)));
+                let secs = window.as_secs_f64();
                 (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
             });
+            if let Some(opened) = &mut self.opened {
+                let (nanos, at) = if self.live {
+                    cpu_nanos_at(pid)
+                } else {
+                    (None, Instant::now())
+                };
+                opened.insert(
+                    pid,
+                    Opened {
+                        start: stat.starttime,
+                        ticks,
+                        nanos,
+                        at,
+                    },
+                );
+            }
             let reference = match self.cpu.get(&key) {
                 Some(&(t, at)) if now.duration_since(at).as_millis() < 50 => (t, at),
                 _ => (ticks, now),
@@ -110,12 +241,7 @@ impl ProcScanner {
             let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
             let Some(fixed) = fixed else { continue };
-            if fixed.classified.as_ref().is_none_or(|c| c.0 != stat.comm) {
-                let mut runtimes = fixed.runtimes.clone();
-                classify::runtimes_from_names(&stat.comm, fixed.exe.as_deref(), &fixed.argv, &mut runtimes);
-                let kind = classify::kind(&stat.comm, fixed.exe.as_deref(), &fixed.argv, &runtimes);
-                fixed.classified = Some((stat.comm.clone(), runtimes, kind));
-            }
+            classify_again(fixed, &stat.comm);
             let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
             // Only model discovery reads argv and the mapped files, and only
             // of AI processes: the other 99% are not copied every sample.
@@ -146,8 +272,32 @@ impl ProcScanner {
         }
         // Forget processes that are gone, so neither map grows without bound.
         self.statics.retain(|k, _| seen.contains_key(k));
+        self.stat_files
+            .retain(|pid, (start, _)| seen.contains_key(&(*pid, *start)));
+        self.deferred.retain(|k| seen.contains_key(k));
         self.cpu = seen;
+        self.window = shortest;
         Ok(out)
+    }
+
+    /// A process's stat, reread through the file held open for it, or read
+    /// by its path (and the file kept, within the budget) when there is none
+    /// or the one held is a gone process's.
+    fn read_stat_held(&mut self, pid: u32, path: &Path, buf: &mut [u8]) -> Option<Stat> {
+        use std::os::unix::fs::FileExt;
+        if let Some((_, file)) = self.stat_files.get(&pid) {
+            if let Some(stat) = file.read_at(buf, 0).ok().and_then(|n| parse_stat(&buf[..n])) {
+                return Some(stat);
+            }
+            self.stat_files.remove(&pid);
+        }
+        let mut file = std::fs::File::open(path).ok()?;
+        let n = std::io::Read::read(&mut file, buf).ok()?;
+        let stat = parse_stat(&buf[..n])?;
+        if self.stat_files.len() < self.stat_files_max {
+            self.stat_files.insert(pid, (stat.starttime, file));
+        }
+        Some(stat)
     }
 
     /// The cached parts of a process; `dir` is its /proc directory. Maps
@@ -173,24 +323,67 @@ impl ProcScanner {
             .is_some_and(|s| s.classified.as_ref().is_some_and(|c| c.0 != comm));
         if renamed {
             self.statics.remove(&key);
+            self.deferred.remove(&key);
         }
         let refresh = if young { YOUNG_MAPS_REFRESH } else { MAPS_REFRESH };
         let stale = match self.statics.get(&key) {
             None => true,
             Some(s) => s.maps_vsize != vsize && s.maps_read_at.is_some_and(|at| now.duration_since(at) >= refresh),
         };
-        if stale {
+        let catch_up = self.catch_up_left > 0 && self.deferred.contains(&key);
+        if stale || catch_up {
             let process = Process::new_with_root(dir.to_path_buf()).ok()?;
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
-                None => self.read_static(dir, &process, start),
+                None => {
+                    let fixed = self.read_static(dir, &process, start);
+                    // No address space, nothing mapped (a kernel thread).
+                    if vsize == 0 || !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &fixed.argv) {
+                        self.deferred.insert(key);
+                    }
+                    fixed
+                }
             };
-            read_maps(dir, &mut fixed, now);
+            if catch_up {
+                self.catch_up_left -= 1;
+                self.deferred.remove(&key);
+            }
+            if !self.deferred.contains(&key) {
+                read_maps(dir, &mut fixed, now);
+            }
             fixed.maps_vsize = vsize;
             fixed.classified = None;
             self.statics.insert(key, fixed);
         }
         self.statics.get_mut(&key)
+    }
+
+    /// Reads the deferred maps of the scanned processes `wanted` says (the
+    /// GPU sources' processes, or every one where a pairing needs the
+    /// libraries of all: in a container, under WSL), and classifies them
+    /// again with what their maps say.
+    pub fn read_deferred_maps(&mut self, wanted: impl Fn(u32) -> bool, scanned: &mut [ProcInfo]) {
+        let now = Instant::now();
+        for info in scanned.iter_mut().filter(|i| wanted(i.pid)) {
+            let key = (info.pid, info.start_ticks);
+            if !self.deferred.remove(&key) {
+                continue;
+            }
+            let Some(fixed) = self.statics.get_mut(&key) else {
+                continue;
+            };
+            read_maps(&self.root.join(info.pid.to_string()), fixed, now);
+            fixed.classified = None;
+            classify_again(fixed, &info.name);
+            let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
+            let ai = *kind == crate::snapshot::ProcessKind::Ai;
+            info.runtimes = runtimes.clone();
+            info.kind = *kind;
+            info.argv = if ai { fixed.argv.clone() } else { Vec::new() };
+            info.mapped_files = if ai { fixed.mapped_files.clone() } else { Vec::new() };
+            info.maps_readable = fixed.maps_read_at.is_some();
+            info.notes = fixed.notes.clone();
+        }
     }
 
     fn read_static(&mut self, dir: &Path, process: &Process, start: u64) -> Static {
@@ -283,6 +476,17 @@ pub fn split_cmdline(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// Classifies a process (comm, runtimes, kind) again when its maps were
+/// reread or its name changed.
+fn classify_again(fixed: &mut Static, comm: &str) {
+    if fixed.classified.as_ref().is_none_or(|c| c.0 != comm) {
+        let mut runtimes = fixed.runtimes.clone();
+        classify::runtimes_from_names(comm, fixed.exe.as_deref(), &fixed.argv, &mut runtimes);
+        let kind = classify::kind(comm, fixed.exe.as_deref(), &fixed.argv, &runtimes);
+        fixed.classified = Some((comm.to_string(), runtimes, kind));
+    }
+}
+
 /// Rereads the file-backed mappings and the runtimes they imply.
 fn read_maps(dir: &Path, fixed: &mut Static, now: Instant) {
     const NOTE: &str = "memory maps not readable";
@@ -359,7 +563,81 @@ fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Opt
 pub fn start_time_of(root: &Path, pid: u32) -> Option<String> {
     let mut buf = [0u8; 2048];
     let stat = read_stat(&root.join(pid.to_string()).join("stat"), &mut buf)?;
-    start_rfc3339(read_boot_time(root)?, stat.starttime, procfs::ticks_per_second())
+    start_rfc3339(
+        read_boot_time(root)?,
+        stat.starttime,
+        sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
+    )
+}
+
+/// How many stat files a scanner may hold open: half the open-file limit,
+/// after raising the soft limit toward the hard one (which any process may
+/// do), so that sockets, DRM fdinfo and model files always have room.
+fn stat_files_budget() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read or write only `limit`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        let want = limit.rlim_max.min(1 << 16);
+        if limit.rlim_cur < want {
+            let raised = libc::rlimit {
+                rlim_cur: want,
+                ..limit
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                limit = raised;
+            }
+        }
+    }
+    usize::try_from(limit.rlim_cur / 2).unwrap_or(0)
+}
+
+/// A positive sysconf value.
+fn sysconf(name: libc::c_int) -> Option<u64> {
+    // SAFETY: sysconf takes no pointer; it returns -1 for an unknown name.
+    u64::try_from(unsafe { libc::sysconf(name) }).ok().filter(|v| *v > 0)
+}
+
+/// [`cpu_nanos`] and the moment it was read, the two close together: a
+/// scanner preempted between them (a loaded machine) would pair the CPU
+/// time with a later moment, and over a 50 ms window a millisecond off is
+/// 2 % of a core. The closest of a few tries is kept, stamped midway.
+fn cpu_nanos_at(pid: u32) -> (Option<u64>, Instant) {
+    let mut best: Option<(Duration, Option<u64>, Instant)> = None;
+    for _ in 0..4 {
+        let before = Instant::now();
+        let nanos = cpu_nanos(pid);
+        let after = Instant::now();
+        let took = after.duration_since(before);
+        if best.as_ref().is_none_or(|(t, _, _)| took < *t) {
+            best = Some((took, nanos, before + took / 2));
+        }
+        if nanos.is_none() || took < Duration::from_micros(50) {
+            break;
+        }
+    }
+    let (_, nanos, at) = best.expect("one try at least");
+    (nanos, at)
+}
+
+/// A process's CPU time in nanoseconds, all its threads: its CPU-time
+/// clock (the kernel's sum of their run times), read without a file. The
+/// PID is one of this PID namespace's.
+fn cpu_nanos(pid: u32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: both calls write only to the locals passed, alive for them.
+    let ok = unsafe {
+        libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) == 0 && libc::clock_gettime(clock, &mut now) == 0
+    };
+    let secs = u64::try_from(now.tv_sec).ok()?;
+    let nanos = u64::try_from(now.tv_nsec).ok()?;
+    ok.then(|| secs.saturating_mul(1_000_000_000).saturating_add(nanos))
 }
 
 /// Reads /proc/PID/stat with one open and one read into `buf`.
@@ -376,21 +654,26 @@ fn read_stat(path: &Path, buf: &mut [u8]) -> Option<Stat> {
 /// `/SYSVé`: found by fuzz/ proc_files). SysV segments, anonymous and
 /// `[special]` mappings are not files.
 pub fn mapped_paths(text: &[u8]) -> Vec<String> {
+    fn trim_spaces(b: &[u8]) -> &[u8] {
+        &b[b.iter().position(|c| *c != b' ').unwrap_or(b.len())..]
+    }
+    // A set, not a search of the list: a Python process maps hundreds of
+    // files, and a search per line was most of the first look at it.
+    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
     let mut files: Vec<String> = Vec::new();
     for line in text.split(|b| *b == b'\n') {
-        let line = String::from_utf8_lossy(line);
         // address perms offset dev inode, then the path (spaces and all).
-        let mut rest = line.as_ref();
+        let mut rest = line;
         for _ in 0..5 {
-            rest = rest.trim_start_matches(' ');
-            rest = &rest[rest.find(' ').unwrap_or(rest.len())..];
+            rest = trim_spaces(rest);
+            rest = &rest[rest.iter().position(|b| *b == b' ').unwrap_or(rest.len())..];
         }
-        let path = rest.trim_start_matches(' ');
-        if !path.starts_with('/') || path.starts_with("/SYSV") {
+        let path = trim_spaces(rest);
+        if !path.starts_with(b"/") || path.starts_with(b"/SYSV") {
             continue;
         }
-        if files.last().map(String::as_str) != Some(path) && !files.iter().any(|f| f == path) {
-            files.push(path.to_string());
+        if seen.insert(path) {
+            files.push(String::from_utf8_lossy(path).into_owned());
         }
     }
     files
@@ -493,9 +776,79 @@ mod tests {
         assert!(me.rss_bytes.unwrap() > 0);
         assert_eq!(me.kind, ProcessKind::Other);
         // Only AI processes carry their mapped files (model discovery is
-        // their only reader); the maps were still read for the runtimes.
+        // their only reader).
         assert!(me.mapped_files.is_empty(), "{:?}", me.mapped_files);
-        assert!(me.maps_readable);
+    }
+
+    /// A copy of libm under `name` in `dir`: a library that loads anywhere.
+    fn library_named(dir: &Path, name: &str) -> PathBuf {
+        let libm = [
+            "/lib/x86_64-linux-gnu/libm.so.6",
+            "/usr/lib/x86_64-linux-gnu/libm.so.6",
+            "/lib64/libm.so.6",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("libm");
+        let lib = dir.join(name);
+        std::fs::copy(libm, &lib).unwrap();
+        lib
+    }
+
+    #[test]
+    fn maps_are_read_first_for_processes_that_could_hold_a_runtime_and_later_for_the_rest() {
+        // Both map a library named libcuda (preloaded): one is the system's
+        // shell, whose name says nothing; the other is named llama-server.
+        let dir = tempfile::tempdir().unwrap();
+        let lib = library_named(dir.path(), "libcuda.so.1");
+        let server = dir.path().join("llama-server");
+        std::os::unix::fs::symlink("/bin/sh", &server).unwrap();
+        let spawn = |program: &Path| {
+            Command::new(program)
+                .args(["-c", "read _"])
+                .env("LD_PRELOAD", &lib)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        };
+        let (mut shell, mut named) = (spawn(Path::new("/bin/sh")), spawn(&server));
+        let mut sleeper = Command::new("sleep").arg("30").spawn().expect("sleep");
+        // Past the dynamic loader, so the library is mapped.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        let first = scanner.scan().expect("scan");
+        let again = scanner.scan().expect("scan");
+        // A GPU source naming a deferred process has its maps read at once.
+        let mut other = ProcScanner::new(PathBuf::from("/proc"));
+        let mut named_by_gpu = other.scan().expect("scan");
+        let pid = shell.id();
+        other.read_deferred_maps(|p| p == pid, &mut named_by_gpu);
+        for child in [&mut shell, &mut named, &mut sleeper] {
+            child.kill().ok();
+            child.wait().ok();
+        }
+        let find = |procs: &[ProcInfo], pid: u32| procs.iter().find(|p| p.pid == pid).cloned().expect("listed");
+        let server_first = find(&first, named.id());
+        assert!(
+            server_first.maps_readable,
+            "a runtime's name: its maps are read at once"
+        );
+        assert_eq!(server_first.runtimes, ["cuda", "llama.cpp"]);
+        let shell_first = find(&first, pid);
+        assert!(
+            !shell_first.maps_readable,
+            "the shell's maps are not read by the first scan"
+        );
+        assert!(shell_first.runtimes.is_empty());
+        // The next scan reads it (a few hundred deferred maps a scan).
+        let shell_later = find(&again, pid);
+        assert!(shell_later.maps_readable);
+        assert_eq!(shell_later.runtimes, ["cuda"]);
+        let shell_named = find(&named_by_gpu, pid);
+        assert!(shell_named.maps_readable);
+        assert_eq!(shell_named.runtimes, ["cuda"]);
+        let another = find(&named_by_gpu, sleeper.id());
+        assert!(!another.maps_readable, "only the process asked for");
     }
 
     #[test]
@@ -526,16 +879,7 @@ mod tests {
         // A Python server imports its runtime after it starts: here a copy
         // of libm named libllama.so, loaded 1.5 s in.
         let dir = tempfile::tempdir().unwrap();
-        let lib = dir.path().join("libllama.so");
-        let libm = [
-            "/lib/x86_64-linux-gnu/libm.so.6",
-            "/usr/lib/x86_64-linux-gnu/libm.so.6",
-            "/lib64/libm.so.6",
-        ]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("libm");
-        std::fs::copy(libm, &lib).unwrap();
+        let lib = library_named(dir.path(), "libllama.so");
         let script = format!(
             "import ctypes, time; time.sleep(1.5); ctypes.CDLL({:?}); time.sleep(30)",
             lib.display().to_string()
@@ -659,6 +1003,34 @@ mod tests {
         assert_eq!(me.runtimes, ["vllm"]);
         assert_eq!(me.kind, ProcessKind::Ai);
         assert_eq!(me.argv.last().map(String::as_str), Some("--model=/srv/\u{fffd}m"));
+    }
+
+    #[test]
+    fn stat_files_are_held_between_scans_and_let_go_with_their_process() {
+        use std::os::fd::AsRawFd;
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = child.id();
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        // The fd the scanner holds for the child, and what it is open on.
+        let held = |scanner: &ProcScanner| {
+            scanner.stat_files.get(&pid).map(|(_, f)| {
+                let fd = f.as_raw_fd();
+                (fd, std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap())
+            })
+        };
+        let first = scanner.scan().expect("scan");
+        let after_first = held(&scanner);
+        let second = scanner.scan().expect("scan");
+        let after_second = held(&scanner);
+        child.kill().ok();
+        child.wait().ok();
+        let gone = scanner.scan().expect("scan");
+        assert_eq!(first.iter().chain(&second).filter(|p| p.pid == pid).count(), 2);
+        let (_, target) = after_first.clone().expect("a file held after the first scan");
+        assert_eq!(target, PathBuf::from(format!("/proc/{pid}/stat")));
+        assert_eq!(after_second, after_first, "reread, not opened again");
+        assert!(!gone.iter().any(|p| p.pid == pid), "an exited process is not listed");
+        assert_eq!(held(&scanner), None, "its file is let go");
     }
 
     #[test]

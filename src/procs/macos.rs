@@ -139,7 +139,7 @@ mod sys {
     use std::collections::HashMap;
     use std::ffi::{c_int, c_void, CStr};
     use std::path::PathBuf;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     /// `struct proc_regioninfo` (xnu bsd/sys/proc_info.h), not in libc.
     #[repr(C)]
@@ -197,6 +197,8 @@ mod sys {
         /// Mach absolute time units to ns (1/1 on Intel, 125/3 on Apple
         /// Silicon): `pti_total_user` is in those units.
         timebase: (u64, u64),
+        /// The shortest CPU% window of the last scan.
+        window: Option<Duration>,
     }
 
     impl ProcScanner {
@@ -209,8 +211,29 @@ mod sys {
                 statics: HashMap::new(),
                 users: HashMap::new(),
                 timebase: if ok { (tb.numer.into(), tb.denom.into()) } else { (1, 1) },
+                window: None,
             }
         }
+
+        /// Opens a one-shot's CPU window: the next scan is the first reading.
+        pub fn open_cpu_window(&mut self) {
+            self.cpu.clear();
+        }
+
+        /// The second reading of the window: a rescan (one call a process
+        /// here), CPU% for the listed processes.
+        pub fn close_cpu_window(&mut self, min: Duration, processes: &mut [crate::snapshot::Process]) {
+            let latest = self.cpu.values().map(|&(_, at)| at).max();
+            super::super::close_by_rescan(latest, min, processes, || self.scan());
+        }
+
+        /// The shortest window a CPU% of the last scan was measured over.
+        pub fn cpu_window(&self) -> Option<Duration> {
+            self.window
+        }
+
+        /// Every process's libraries are read as it is first seen here.
+        pub fn read_deferred_maps(&mut self, _wanted: impl Fn(u32) -> bool, _scanned: &mut [ProcInfo]) {}
 
         pub fn prime(&mut self) {
             let now = Instant::now();
@@ -236,6 +259,7 @@ mod sys {
             let pids = list_pids()?;
             let now = Instant::now();
             let mut seen = HashMap::with_capacity(pids.len());
+            let mut shortest: Option<Duration> = None;
             let mut out = Vec::with_capacity(pids.len());
             for pid in pids {
                 // Exited since the list: left out.
@@ -246,7 +270,9 @@ mod sys {
                 let cpu_now = task.as_ref().map(|t| self.cpu_ns(t));
                 let cpu_percent = match (cpu_now, self.cpu.get(&key)) {
                     (Some(ns), Some(&(before, at))) => {
-                        let secs = now.duration_since(at).as_secs_f64();
+                        let window = now.duration_since(at);
+                        shortest = Some(shortest.map_or(window, |s| s.min(window)));
+                        let secs = window.as_secs_f64();
                         (secs > 0.0).then(|| ns.saturating_sub(before) as f64 / 1e9 / secs * 100.0)
                     }
                     _ => None,
@@ -306,6 +332,7 @@ mod sys {
             let listed: std::collections::HashSet<(u32, u64)> = out.iter().map(|p| (p.pid, p.start_ticks)).collect();
             self.statics.retain(|k, _| listed.contains(k));
             self.cpu = seen;
+            self.window = shortest;
             Ok(out)
         }
 

@@ -79,6 +79,31 @@ fn lookup_user(uid: u32) -> Option<String> {
     }
 }
 
+/// The second reading of a one-shot's CPU window where it is a whole rescan
+/// (macOS, Windows: a process's CPU time is one call there, no file): at
+/// least `min` after the first reading (`latest`, the last process's),
+/// sleeping only what the work left; the listed processes take the
+/// rescan's CPU%, and one gone by then has none.
+#[cfg(any(windows, target_os = "macos"))]
+fn close_by_rescan(
+    latest: Option<std::time::Instant>,
+    min: Duration,
+    processes: &mut [crate::snapshot::Process],
+    rescan: impl FnOnce() -> anyhow::Result<Vec<ProcInfo>>,
+) {
+    if let Some(rest) = latest.and_then(|at| min.checked_sub(at.elapsed())) {
+        std::thread::sleep(rest);
+    }
+    let again: std::collections::HashMap<u32, Option<f64>> = rescan()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| (i.pid, i.cpu_percent))
+        .collect();
+    for p in processes.iter_mut().filter(|p| p.name.is_some()) {
+        p.cpu_percent = again.get(&p.pid).copied().flatten();
+    }
+}
+
 /// How often a process's maps are reread for new runtimes.
 pub const MAPS_REFRESH: Duration = Duration::from_secs(10);
 

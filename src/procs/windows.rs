@@ -14,7 +14,7 @@ use super::{classify, redact, ProcInfo, MAPS_REFRESH};
 use crate::units::format_unix_nanos;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use windows::core::PWSTR;
 use windows::Wdk::System::Threading::{NtQueryInformationProcess, ProcessCommandLineInformation};
 use windows::Win32::Foundation::{CloseHandle, ERROR_BAD_LENGTH, FILETIME, HANDLE, UNICODE_STRING};
@@ -57,6 +57,8 @@ pub struct ProcScanner {
     /// Per (pid, creation time, name): the creation time is 0 for a
     /// process we may not open, so the name tells a reused PID apart.
     statics: HashMap<(u32, u64, String), Static>,
+    /// The shortest CPU% window of the last scan.
+    window: Option<Duration>,
 }
 
 /// A process handle closed on drop.
@@ -85,8 +87,29 @@ impl ProcScanner {
         ProcScanner {
             cpu: HashMap::new(),
             statics: HashMap::new(),
+            window: None,
         }
     }
+
+    /// Opens a one-shot's CPU window: the next scan is the first reading.
+    pub fn open_cpu_window(&mut self) {
+        self.cpu.clear();
+    }
+
+    /// The second reading of the window: a rescan (one call a process
+    /// here), CPU% for the listed processes.
+    pub fn close_cpu_window(&mut self, min: Duration, processes: &mut [crate::snapshot::Process]) {
+        let latest = self.cpu.values().map(|&(_, at)| at).max();
+        super::close_by_rescan(latest, min, processes, || self.scan());
+    }
+
+    /// The shortest window a CPU% of the last scan was measured over.
+    pub fn cpu_window(&self) -> Option<Duration> {
+        self.window
+    }
+
+    /// Every process's libraries are read as it is first seen here.
+    pub fn read_deferred_maps(&mut self, _wanted: impl Fn(u32) -> bool, _scanned: &mut [ProcInfo]) {}
 
     /// Records CPU times, so the next scan has CPU%.
     pub fn prime(&mut self) {
@@ -102,6 +125,7 @@ impl ProcScanner {
         let mut out = Vec::new();
         let mut seen_cpu = HashMap::new();
         let mut seen_static = HashMap::new();
+        let mut shortest: Option<Duration> = None;
         for (pid, ppid, name) in list_processes()? {
             let handle = open(pid);
             let times = handle.as_ref().and_then(process_times);
@@ -109,7 +133,9 @@ impl ProcScanner {
             let key = (pid, created);
             let cpu_percent = match (times, self.cpu.get(&key)) {
                 (Some((_, cpu)), Some(&(before, at))) => {
-                    let secs = now.duration_since(at).as_secs_f64();
+                    let window = now.duration_since(at);
+                    shortest = Some(shortest.map_or(window, |s| s.min(window)));
+                    let secs = window.as_secs_f64();
                     (secs > 0.0).then(|| cpu.saturating_sub(before) as f64 / 1e7 / secs * 100.0)
                 }
                 _ => None,
@@ -151,6 +177,7 @@ impl ProcScanner {
         }
         self.cpu = seen_cpu;
         self.statics = seen_static;
+        self.window = shortest;
         Ok(out)
     }
 }

@@ -592,6 +592,7 @@ pub(crate) mod tests {
         Snapshot {
             schema_version: SCHEMA_VERSION,
             taken_at: "2026-11-30T12:00:00.5Z".into(),
+            cpu_window_seconds: Some(1.0),
             host: Host {
                 hostname: Some("box".into()),
                 os: "linux".into(),

@@ -280,9 +280,16 @@ impl Fleet {
             }
         }
         let taken_at = crate::units::now_rfc3339();
+        // The rows come from every host: the shortest of their windows.
+        let cpu_window_seconds = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.snapshot.as_ref()?.cpu_window_seconds)
+            .reduce(f64::min);
         Snapshot {
             schema_version: SCHEMA_VERSION,
             taken_at,
+            cpu_window_seconds,
             host: Host {
                 hostname: Some(format!(
                     "{} host{}",

@@ -23,6 +23,13 @@ pub struct Snapshot {
     pub schema_version: u32,
     /// RFC 3339, UTC.
     pub taken_at: String,
+    /// The shortest window, in seconds, over which a `cpu_percent` in this
+    /// snapshot was measured (the time between a process's two readings of
+    /// its CPU time); null when none was measured, as in a live view's first
+    /// sample. A one-shot snapshot measures over at least 10 ms, overlapped
+    /// with its work, with a nanosecond clock.
+    #[serde(default)]
+    pub cpu_window_seconds: Option<f64>,
     pub host: Host,
     pub backends: Vec<Backend>,
     pub devices: Vec<Device>,

@@ -196,6 +196,7 @@ pub fn desktop() -> Snapshot {
     Snapshot {
         schema_version: SCHEMA_VERSION,
         taken_at: "2026-11-30T17:31:58.000Z".into(),
+        cpu_window_seconds: Some(1.0),
         host: Host {
             hostname: Some("desk".into()),
             os: "windows".into(),
@@ -306,6 +307,7 @@ pub fn server(gpus: u32, per_gpu: u32) -> Snapshot {
         }],
         devices,
         processes,
+        cpu_window_seconds: Some(1.0),
         attribution,
     }
 }
