@@ -12,7 +12,7 @@
 
 use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
-use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Match, Pcie, QueryError};
+use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device as NvmlDevice, Nvml};
@@ -100,6 +100,18 @@ impl NvmlSource {
                 status: BackendStatus::Error,
                 detail: format!("NVML initialisation failed: {e}"),
             }),
+        }
+    }
+
+    /// Whether the library at `path` loads, without starting NVML (which
+    /// can take seconds): a path given on the command line that does not
+    /// is an error, where the default library missing is only a status.
+    pub fn check_loads(path: &Path) -> Result<(), String> {
+        // SAFETY: loading runs the library's initialisers, as nvml-wrapper's
+        // load of the same file does right after; no symbol is called.
+        match unsafe { libloading::Library::new(path) } {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("cannot load {}: {e}", path.display())),
         }
     }
 
@@ -293,10 +305,9 @@ fn read_device(
     }
     let processes = by_pid
         .into_iter()
-        .map(|(pid, mut usage)| {
-            usage.pairing = pid_visible(pid).then_some(Match::Exact);
-            GpuProcess { pid, usage }
-        })
+        // `pairing` stays None: the PID is the driver's own word, and only
+        // the PID stage (container, WSL) pairs it with another.
+        .map(|(pid, usage)| GpuProcess { pid, usage })
         .collect();
     device.errors = errors;
     (processes, newest)

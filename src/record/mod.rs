@@ -32,10 +32,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE.jsonl")]
     pub output: PathBuf,
     /// Seconds between snapshots (default: the global --interval, 1).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
     pub interval: Option<f64>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
 }
 

@@ -74,9 +74,9 @@ impl fmt::Write for Count {
 }
 
 /// Writes `s` escaped, cut to `max` columns when it is wider (the last
-/// column then a `~`); an escape is written whole or not at all.
-fn write_fitted(s: &str, max: Option<usize>, out: &mut impl fmt::Write) -> fmt::Result {
-    // Cut: the room left beside the `~` (none at all in zero columns).
+/// column then `mark`); an escape is written whole or not at all.
+fn write_fitted(s: &str, max: Option<usize>, mark: char, out: &mut impl fmt::Write) -> fmt::Result {
+    // Cut: the room left beside the mark (none at all in zero columns).
     let (room, marked) = match max {
         Some(m) if width(s) > m => (Some(m.saturating_sub(1)), m > 0),
         _ => (None, false),
@@ -97,7 +97,7 @@ fn write_fitted(s: &str, max: Option<usize>, out: &mut impl fmt::Write) -> fmt::
         }
     }
     if marked {
-        out.write_char('~')?;
+        out.write_char(mark)?;
     }
     Ok(())
 }
@@ -110,7 +110,7 @@ pub fn escape<'a>(s: impl Into<Cow<'a, str>>) -> Cow<'a, str> {
         return s;
     }
     let mut out = String::with_capacity(s.len() + 8);
-    let _ = write_fitted(&s, None, &mut out);
+    let _ = write_fitted(&s, None, '~', &mut out);
     Cow::Owned(out)
 }
 
@@ -123,7 +123,14 @@ pub fn width(s: &str) -> usize {
 /// when cut. Cutting counts escapes whole, so none is left in half.
 pub fn clip(s: &str, max: usize) -> String {
     let mut out = String::new();
-    let _ = write_fitted(s, Some(max), &mut out);
+    let _ = write_fitted(s, Some(max), '~', &mut out);
+    out
+}
+
+/// As [`clip`], with an ellipsis (`…`, one column) for the cut.
+pub fn ellipsized(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    let _ = write_fitted(s, Some(max), '…', &mut out);
     out
 }
 
@@ -152,7 +159,7 @@ impl fmt::Display for Safe<'_> {
         for _ in 0..before {
             f.write_char(f.fill())?;
         }
-        write_fitted(self.0, f.precision(), f)?;
+        write_fitted(self.0, f.precision(), '~', f)?;
         for _ in 0..after {
             f.write_char(f.fill())?;
         }
