@@ -166,8 +166,9 @@ pub fn command() -> clap::Command {
             .find(|a| a.get_id() == id)
             .cloned()
             .expect("every shared flag is one of Cli's");
-        for name in takers {
-            cmd = cmd.mut_subcommand(name, |sub| sub.arg(arg.clone()));
+        // In place: `mut_subcommand` would move each to the end of the list.
+        for sub in cmd.get_subcommands_mut().filter(|s| takers.contains(&s.get_name())) {
+            *sub = std::mem::take(sub).arg(arg.clone());
         }
     }
     cmd

@@ -254,6 +254,11 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
     writer
         .finish()
         .with_context(|| format!("{}: cannot write", path.display()))?;
-    eprintln!("{}: {lines} snapshots written", path.display());
+    eprintln!("{}: {} written", path.display(), snapshots(lines));
     Ok(())
+}
+
+/// `1 snapshot`, `3 snapshots`: how many a recording holds.
+pub fn snapshots(n: u64) -> String {
+    format!("{n} snapshot{}", if n == 1 { "" } else { "s" })
 }

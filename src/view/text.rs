@@ -173,7 +173,22 @@ struct Column {
     title: &'static str,
     cells: Vec<String>,
     figure: bool,
+    /// The width full rows pad to, so that columns stand where they
+    /// always have whatever the rows hold.
+    usual: usize,
     width: usize,
+}
+
+impl Column {
+    /// As wide as its widest cell or its title.
+    fn natural(&self) -> usize {
+        self.cells
+            .iter()
+            .map(|s| width_of(s))
+            .chain([self.title.len()])
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// What a row too wide for the terminal gives up, in order, until it fits:
@@ -203,23 +218,24 @@ const GIVE_ORDER: &[Give] = &[
 fn render_processes(out: &mut String, processes: &[Process], width: Option<usize>) {
     let mut columns: Vec<Column> = [
         // The pairing marker's column follows the digits.
-        ("PID ", true),
-        ("USER", false),
-        ("NAME", false),
-        ("KIND", false),
-        ("GPU", true),
-        ("VRAM", true),
-        ("GPU%", true),
-        ("CPU%", true),
-        ("RSS", true),
-        ("RUNTIME", false),
-        ("COMMAND", false),
+        ("PID ", true, 8),
+        ("USER", false, 10),
+        ("NAME", false, 16),
+        ("KIND", false, 10),
+        ("GPU", true, 3),
+        ("VRAM", true, 10),
+        ("GPU%", true, 4),
+        ("CPU%", true, 6),
+        ("RSS", true, 10),
+        ("RUNTIME", false, 20),
+        ("COMMAND", false, 0),
     ]
     .into_iter()
-    .map(|(title, figure)| Column {
+    .map(|(title, figure, usual)| Column {
         title,
         cells: Vec::new(),
         figure,
+        usual,
         width: 0,
     })
     .collect();
@@ -283,13 +299,7 @@ fn render_processes(out: &mut String, processes: &[Process], width: Option<usize
         }
     }
     for c in &mut columns {
-        c.width = c
-            .cells
-            .iter()
-            .map(|s| width_of(s))
-            .chain([c.title.len()])
-            .max()
-            .unwrap_or(0);
+        c.width = c.natural().max(c.usual);
     }
     if let Some(limit) = width {
         fit(&mut columns, limit);
@@ -361,6 +371,13 @@ fn cut(s: &str, max: usize) -> String {
 /// Gives up what [`GIVE_ORDER`] says until the row fits `limit` columns.
 fn fit(columns: &mut Vec<Column>, limit: usize) {
     let total = |columns: &[Column]| columns.iter().map(|c| c.width).sum::<usize>() + columns.len().saturating_sub(1);
+    if total(columns) <= limit {
+        return;
+    }
+    // First the padding goes: each column as wide as what it holds.
+    for c in columns.iter_mut() {
+        c.width = c.natural();
+    }
     for give in GIVE_ORDER {
         let over = total(columns).saturating_sub(limit);
         if over == 0 {

@@ -242,7 +242,12 @@ fn title_line(app: &App, theme: Theme) -> Line<'static> {
         spans.push(Span::styled("  PAUSED (p resumes)", theme.warn()));
     }
     if app.discovering() {
-        spans.push(Span::styled("  discovering models…", theme.warn()));
+        let what = if app.replay {
+            "  models were being discovered"
+        } else {
+            "  discovering models…"
+        };
+        spans.push(Span::styled(what, theme.warn()));
     }
     Line::from(spans)
 }
@@ -813,8 +818,8 @@ impl Col {
                 .unwrap_or_else(|| "n/a".into()),
             Col::Cpu => p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into()),
             Col::Rss => bytes(p.rss_bytes),
-            Col::Model => describe::model_cell(p),
-            Col::Inside => describe::inside(p),
+            Col::Model => describe::model_cell(p, app.replay),
+            Col::Inside => describe::inside(p, app.replay),
         }
     }
 }
@@ -857,23 +862,17 @@ fn draw_table(
             offset = i + 1 - visible;
         }
     }
-    let header = Row::new(cols.iter().map(|c| {
-        let mut t = c.title().to_string();
-        if c.sort_key() == Some(app.sort) {
-            t.push_str(arrow(app));
-        }
-        let line = Line::from(t);
-        Cell::from(if c.right() {
-            line.alignment(Alignment::Right)
-        } else {
-            line
-        })
-    }))
-    .style(theme.header());
+    let sorted = |c: &Col| c.sort_key() == Some(app.sort);
     let widths: Vec<Constraint> = if rows.is_empty() {
         vec![Constraint::Fill(1)]
     } else {
-        cols.iter().map(|c| c.width()).collect()
+        // The sorted column has room for its name and the arrow.
+        cols.iter()
+            .map(|c| match c.width() {
+                Constraint::Length(n) if sorted(c) => Constraint::Length(n.max(c.title().len() as u16 + 1)),
+                w => w,
+            })
+            .collect()
     };
     // The columns as the table lays them out (its flex and spacing), so a
     // cell is cut here, on its escaped text, and never by the table in the
@@ -882,6 +881,21 @@ fn draw_table(
         .flex(Flex::Start)
         .spacing(1)
         .split(Rect { height: 1, ..area });
+    // A header cut on its escaped text too: a squeezed column drops the
+    // arrow first and keeps its name (the title line says the sort).
+    let header = Row::new(cols.iter().zip(cell_widths.iter()).map(|(c, w)| {
+        let mut t = c.title().to_string();
+        if sorted(c) && t.len() < w.width as usize {
+            t.push_str(arrow(app));
+        }
+        let line = Line::from(clip(&t, w.width as usize));
+        Cell::from(if c.right() {
+            line.alignment(Alignment::Right)
+        } else {
+            line
+        })
+    }))
+    .style(theme.header());
     let body_rows: Vec<Row> = if rows.is_empty() {
         let msg = if app.filter.is_empty() {
             "No process holds GPU memory or runs an AI or GPU runtime."
@@ -1005,9 +1019,10 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
         out.extend(model_lines(m, measured, theme));
     }
     if p.models.is_empty() && p.models_pending {
-        out.push(Line::from(Span::styled("model: discovering…", theme.warn())));
+        let pending = describe::pending(app.replay);
+        out.push(Line::from(Span::styled(format!("model: {pending}"), theme.warn())));
     }
-    for n in describe::notes(snap, p) {
+    for n in describe::notes(snap, p, app.replay) {
         out.push(Line::from(vec![
             Span::styled("note: ", theme.warn()),
             Span::raw(escape(n)),
