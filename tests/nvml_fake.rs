@@ -261,7 +261,7 @@ fn json_reports_every_scenario_value_null_where_unknown_and_errors_per_device() 
 fn json_output_validates_against_the_printed_schema() {
     let d = desktop_scenario();
     let snapshot = d.scenario.json(&["--json"]);
-    let schema = d.scenario.json(&["schema"]);
+    let schema = common::schema();
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     let errors: Vec<String> = validator
         .iter_errors(&snapshot)

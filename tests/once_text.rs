@@ -11,8 +11,8 @@ use std::time::Duration;
 
 const GIB: u64 = 1 << 30;
 
-/// An H100 with one process on it: 9.00 GiB, a command line far longer
-/// than 80 columns, and a name wider than the NAME column gets at 80.
+/// An H100 with a process on it (9.00 GiB, a command line far longer
+/// than 80 columns) and a PID not in our /proc (a row with a long note).
 fn server(pid: u32) -> Value {
     json!({
         "driver_version": "580.95.05",
@@ -23,7 +23,10 @@ fn server(pid: u32) -> Value {
             "pci_bus_id": "00000000:18:00.0",
             "memory": {"total": 80 * GIB, "used": 10 * GIB, "free": 70 * GIB, "reserved": 0},
             "utilization": {"gpu": 41, "memory": 12},
-            "compute_processes": [{"pid": pid, "used_memory": 9 * GIB}],
+            "compute_processes": [
+                {"pid": pid, "used_memory": 9 * GIB},
+                {"pid": 4_190_001, "used_memory": GIB}
+            ],
             "process_utilization": [{"pid": pid, "sm": 37, "mem": 9, "enc": 0, "dec": 0}]
         }]
     })
@@ -100,20 +103,31 @@ fn once_in_an_80_column_terminal_fits_its_rows_and_cuts_only_text() {
     // Joined: a row the terminal wrapped would come back as one long line.
     let screen = t.run(&["capture-pane", "-p", "-J", "-t", "view"]);
     let (header, row) = rows(&screen, p.pid());
-    for line in [header, row] {
-        assert!(line.chars().count() <= 80, "wider than the terminal:\n{line}\n{screen}");
-    }
     // The command is last and cut with an ellipsis; the figures are whole.
     assert!(header.trim_end().ends_with("COMMAND"), "{header}");
     assert!(row.ends_with('…'), "{row}");
     assert!(row.contains(" 9.00 GiB "), "{row}");
     assert!(row.contains(&format!("{} ", p.pid())), "{row}");
     let memory = screen.lines().find(|l| l.contains("memory [")).unwrap();
-    assert!(memory.chars().count() <= 80, "{memory}");
     assert!(
         memory.ends_with("10.00 GiB used of 80.00 GiB, 70.00 GiB free"),
         "{memory}"
     );
+    // The note under the other row is wrapped between words under its
+    // first word, not by the terminal at its edge.
+    let note = screen
+        .lines()
+        .position(|l| l.trim_start().starts_with("note: PID 4190001"))
+        .unwrap_or_else(|| panic!("no note in\n{screen}"));
+    let next = screen.lines().nth(note + 1).unwrap();
+    assert!(
+        next.starts_with(&" ".repeat(15)) && next.trim_start().len() > 10,
+        "{screen}"
+    );
+    // Below the title and the device's name, nothing is wider.
+    for line in screen.lines().skip_while(|l| !l.contains("memory [")) {
+        assert!(line.chars().count() <= 80, "wider than the terminal:\n{line}\n{screen}");
+    }
 
     // --wide: whole rows in the terminal too.
     t.run(&["kill-server"]);

@@ -163,7 +163,7 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device, width: Option<usize
         let _ = writeln!(out, "  ! the process list of this device is incomplete: a query failed");
     }
     for n in &d.notes {
-        let _ = writeln!(out, "  note: {}", safe(n));
+        note(out, 2, n, width);
     }
 }
 
@@ -293,7 +293,7 @@ fn render_processes(out: &mut String, processes: &[Process], width: Option<usize
             }
             let mut lines = String::new();
             if i + 1 == p.gpu.len().max(1) {
-                render_under(&mut lines, p);
+                render_under(&mut lines, p, width);
             }
             under.push(lines);
         }
@@ -326,7 +326,7 @@ fn render_processes(out: &mut String, processes: &[Process], width: Option<usize
 }
 
 /// The footprint, models and notes printed under a process's last row.
-fn render_under(out: &mut String, p: &Process) {
+fn render_under(out: &mut String, p: &Process, width: Option<usize>) {
     if let Some(f) = p.footprint_bytes {
         // macOS: unified memory has no per-process VRAM figure.
         let _ = writeln!(
@@ -337,11 +337,36 @@ fn render_under(out: &mut String, p: &Process) {
         );
     }
     for m in &p.models {
-        render_model(out, m);
+        render_model(out, m, width);
     }
     for n in &p.notes {
-        let _ = writeln!(out, "{:>9}note: {}", "", safe(n));
+        note(out, 9, n, width);
     }
+}
+
+/// `note: TEXT` indented by `indent`, escaped; in a terminal of `width`
+/// wrapped between words under its first word, so it never runs back to
+/// the left edge.
+fn note(out: &mut String, indent: usize, text: &str, width: Option<usize>) {
+    let text = escape(text);
+    let lead = indent + "note: ".len();
+    let room = width.map_or(usize::MAX, |w| w.saturating_sub(lead).max(20));
+    let mut line = String::new();
+    let mut first = true;
+    for word in text.split(' ') {
+        if !line.is_empty() && width_of(&line) + 1 + width_of(word) > room {
+            let head = if first { "note: " } else { "      " };
+            let _ = writeln!(out, "{:indent$}{head}{line}", "");
+            line.clear();
+            first = false;
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    let head = if first { "note: " } else { "      " };
+    let _ = writeln!(out, "{:indent$}{head}{line}", "");
 }
 
 /// Columns taken by an escaped cell.
@@ -396,7 +421,7 @@ fn fit(columns: &mut Vec<Column>, limit: usize) {
 
 /// A model row: what it is, how sure we are, and its memory estimated and
 /// reported side by side (never added to the measured figures above).
-fn render_model(out: &mut String, m: &crate::snapshot::Model) {
+fn render_model(out: &mut String, m: &crate::snapshot::Model, width: Option<usize>) {
     let file = m
         .path
         .as_deref()
@@ -464,14 +489,13 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model) {
         );
     }
     if let Some(without) = m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window) {
-        let _ = writeln!(
-            out,
-            "{:>16}note: sliding-window layers hold only their window; had they the whole context, the KV cache would be {} (what calculators that ignore the window say)",
-            "",
+        let text = format!(
+            "sliding-window layers hold only their window; had they the whole context, the KV cache would be {} (what calculators that ignore the window say)",
             bytes(Some(without))
         );
+        note(out, 16, &text, width);
     }
     for n in &m.notes {
-        let _ = writeln!(out, "{:>16}note: {}", "", safe(n));
+        note(out, 16, n, width);
     }
 }

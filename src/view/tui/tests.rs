@@ -19,7 +19,7 @@ fn draw(app: &mut App, w: u16, h: u16) -> Terminal<TestBackend> {
 }
 
 /// The screen as text, one line per row, trailing blanks trimmed.
-fn screen(app: &mut App, w: u16, h: u16) -> String {
+pub(super) fn screen(app: &mut App, w: u16, h: u16) -> String {
     let t = draw(app, w, h);
     let buf = t.backend().buffer();
     let mut out = String::new();
@@ -34,19 +34,19 @@ fn screen(app: &mut App, w: u16, h: u16) -> String {
     out
 }
 
-fn app_with(s: crate::snapshot::Snapshot) -> App {
+pub(super) fn app_with(s: crate::snapshot::Snapshot) -> App {
     let mut app = App::new(false, false);
     app.feed_status = "live, every 1.0 s".into();
     app.show(s);
     app
 }
 
-fn key(app: &mut App, c: char) -> Action {
+pub(super) fn key(app: &mut App, c: char) -> Action {
     app.on_key(KeyEvent::from(KeyCode::Char(c)))
 }
 
 /// The line that starts (after blanks) with the PID.
-fn row<'a>(screen: &'a str, pid: &str) -> &'a str {
+pub(super) fn row<'a>(screen: &'a str, pid: &str) -> &'a str {
     screen
         .lines()
         .find(|l| l.trim_start().starts_with(pid))
