@@ -42,7 +42,7 @@ const ARGS: [&str; 6] = [
 ];
 
 /// The table's header and the row of `pid`, as printed.
-fn rows<'a>(text: &'a str, pid: u32) -> (&'a str, &'a str) {
+fn rows(text: &str, pid: u32) -> (&str, &str) {
     let header = text
         .lines()
         .find(|l| l.trim_start().starts_with("PID "))
