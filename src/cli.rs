@@ -83,7 +83,9 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "remote")]
     pub remote_token_file: Option<PathBuf>,
 
-    /// Load this NVML library instead of the system's libnvidia-ml.
+    /// Load this NVML library instead of the system's libnvidia-ml (given
+    /// here, one that does not load is an error; from the variable, the
+    /// nvml line says why).
     #[arg(long, value_name = "PATH", env = "GPUTASKMAN_NVML_LIB")]
     pub nvml_lib: Option<PathBuf>,
 
