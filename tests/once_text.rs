@@ -46,7 +46,7 @@ fn rows(text: &str, pid: u32) -> (&str, &str) {
     let header = text
         .lines()
         .find(|l| l.trim_start().starts_with("PID "))
-        .expect("a header");
+        .unwrap_or_else(|| panic!("no header in\n{text}"));
     let row = text
         .lines()
         .find(|l| l.trim_start().starts_with(&pid.to_string()))
@@ -100,8 +100,10 @@ fn once_in_an_80_column_terminal_fits_its_rows_and_cuts_only_text() {
     };
     t.start_sized(&once(""), 80, 40);
     t.wait_for("--once to finish", Duration::from_secs(30), |s| s.contains("ONCE-DONE"));
-    // Joined: a row the terminal wrapped would come back as one long line.
-    let screen = t.run(&["capture-pane", "-p", "-J", "-t", "view"]);
+    // Joined: a row the terminal wrapped would come back as one long line;
+    // from the top of the history: other AI processes on this machine are
+    // rows too, and may scroll the header off the pane.
+    let screen = t.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "view"]);
     let (header, row) = rows(&screen, p.pid());
     // The command is last and cut with an ellipsis; the figures are whole.
     assert!(header.trim_end().ends_with("COMMAND"), "{header}");
@@ -136,7 +138,7 @@ fn once_in_an_80_column_terminal_fits_its_rows_and_cuts_only_text() {
     t.wait_for("--once --wide to finish", Duration::from_secs(30), |s| {
         s.contains("ONCE-DONE")
     });
-    let screen = t.run(&["capture-pane", "-p", "-J", "-t", "view"]);
+    let screen = t.run(&["capture-pane", "-p", "-J", "-S", "-", "-t", "view"]);
     let (_, row) = rows(&screen, p.pid());
     assert!(row.ends_with("32768-and-the-tail-end-of-a-long-command-line"), "{row}");
 }

@@ -163,7 +163,7 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device, width: Option<usize
         let _ = writeln!(out, "  ! the process list of this device is incomplete: a query failed");
     }
     for n in &d.notes {
-        note(out, 2, n, width);
+        wrapped(out, 2, "note: ", n, width);
     }
 }
 
@@ -340,33 +340,31 @@ fn render_under(out: &mut String, p: &Process, width: Option<usize>) {
         render_model(out, m, width);
     }
     for n in &p.notes {
-        note(out, 9, n, width);
+        wrapped(out, 9, "note: ", n, width);
     }
 }
 
-/// `note: TEXT` indented by `indent`, escaped; in a terminal of `width`
-/// wrapped between words under its first word, so it never runs back to
-/// the left edge.
-fn note(out: &mut String, indent: usize, text: &str, width: Option<usize>) {
+/// `HEAD TEXT` indented by `indent`, escaped; in a terminal of `width`
+/// wrapped between words under the text's first word, so a line never
+/// runs back to the left edge and nothing in it is cut.
+fn wrapped(out: &mut String, indent: usize, head: &str, text: &str, width: Option<usize>) {
     let text = escape(text);
-    let lead = indent + "note: ".len();
+    let lead = indent + head.len();
     let room = width.map_or(usize::MAX, |w| w.saturating_sub(lead).max(20));
     let mut line = String::new();
-    let mut first = true;
+    let mut head = head.to_string();
     for word in text.split(' ') {
-        if !line.is_empty() && width_of(&line) + 1 + width_of(word) > room {
-            let head = if first { "note: " } else { "      " };
-            let _ = writeln!(out, "{:indent$}{head}{line}", "");
+        if !line.trim().is_empty() && width_of(&line) + 1 + width_of(word) > room {
+            let _ = writeln!(out, "{:indent$}{head}{}", "", line.trim_end());
             line.clear();
-            first = false;
+            head = " ".repeat(head.len());
         }
-        if !line.is_empty() {
+        if !line.is_empty() || word.is_empty() {
             line.push(' ');
         }
         line.push_str(word);
     }
-    let head = if first { "note: " } else { "      " };
-    let _ = writeln!(out, "{:indent$}{head}{line}", "");
+    let _ = writeln!(out, "{:indent$}{head}{}", "", line.trim_end());
 }
 
 /// Columns taken by an escaped cell.
@@ -437,28 +435,25 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model, width: Option<usiz
     } else {
         format!(" ({})", what.join(", "))
     };
-    let _ = writeln!(
+    let evidence = m.evidence.join(", ");
+    wrapped(
         out,
-        "{:>9}model: {}{} [{}: {sureness}]",
-        "",
-        safe(file),
-        safe(&what),
-        safe(&m.evidence.join(", "))
+        9,
+        "model: ",
+        &format!("{file}{what} [{evidence}: {sureness}]"),
+        width,
     );
     let slots = match (m.slots_busy, m.slots_total) {
         (Some(b), Some(t)) => format!(", slots {b}/{t} busy"),
         (None, Some(t)) => format!(", {t} slots"),
         _ => String::new(),
     };
-    let url = m
-        .server_url
-        .as_deref()
-        .map(|u| format!(", {}", safe(u)))
-        .unwrap_or_default();
+    let url = m.server_url.as_deref().map(|u| format!(", {u}")).unwrap_or_default();
     let context = m.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
-    let _ = writeln!(out, "{:>16}context {context}{}{slots}{url}", "", super::per_slot(m));
+    let settings = format!("context {context}{}{slots}{url}", super::per_slot(m));
+    wrapped(out, 16, "", &settings, width);
     if let Some(a) = &m.activity {
-        let _ = writeln!(out, "{:>16}now: {}", "", super::activity(a));
+        wrapped(out, 16, "now: ", &super::activity(a), width);
     }
     let _ = writeln!(
         out,
@@ -466,36 +461,34 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model, width: Option<usiz
         "", "", "weights", "KV cache", "compute"
     );
     if let Some(e) = &m.estimate {
-        let _ = writeln!(
-            out,
-            "{:>16}{:<10} {:>10} {:>10} {:>10}  (from the file header and settings)",
-            "",
+        let row = format!(
+            "{:<10} {:>10} {:>10} {:>10}  (from the file header and settings)",
             "estimated",
             bytes(e.weights_bytes),
             bytes(e.kv_bytes),
             "n/a"
         );
+        wrapped(out, 16, "", &row, width);
     }
     if let Some(r) = &m.reported {
-        let _ = writeln!(
-            out,
-            "{:>16}{:<10} {:>10} {:>10} {:>10}  ({})",
-            "",
+        let row = format!(
+            "{:<10} {:>10} {:>10} {:>10}  ({})",
             "reported",
             bytes(r.weights_bytes),
             bytes(r.kv_bytes),
             bytes(r.compute_bytes),
-            safe(&r.source)
+            r.source
         );
+        wrapped(out, 16, "", &row, width);
     }
     if let Some(without) = m.estimate.as_ref().and_then(|e| e.kv_bytes_without_window) {
         let text = format!(
             "sliding-window layers hold only their window; had they the whole context, the KV cache would be {} (what calculators that ignore the window say)",
             bytes(Some(without))
         );
-        note(out, 16, &text, width);
+        wrapped(out, 16, "note: ", &text, width);
     }
     for n in &m.notes {
-        note(out, 16, n, width);
+        wrapped(out, 16, "note: ", n, width);
     }
 }

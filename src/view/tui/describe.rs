@@ -225,14 +225,14 @@ fn now(m: &Model) -> String {
 
 /// The "what is inside" column, for a process that holds GPU memory (a
 /// GPU lists it, and not with a measured 0): the weights of a model on the
-/// CPU are not inside a GPU.
+/// CPU are not inside a GPU. What its model is doing is said either way.
 pub fn inside(p: &Process, replay: bool) -> String {
     let holds = p
         .gpu
         .iter()
         .any(|g| g.vram_bytes != Some(0) || g.spill_bytes.is_some_and(|s| s > 0));
     if !holds {
-        return "-".into();
+        return format!("-{}", p.models.first().map(now).unwrap_or_default());
     }
     let is = |r: &str| p.runtimes.iter().any(|x| x == r);
     if let Some(m) = p.models.first() {
