@@ -2,7 +2,8 @@
 //! (shared/DESIGN.md): add, never rename.
 
 use crate::collect::Options;
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -21,17 +22,28 @@ pub struct Cli {
     #[arg(long, conflicts_with = "list_gpus")]
     pub json: bool,
 
+    /// With --once: full rows, however wide the terminal (a pipe gets them
+    /// anyway).
+    #[arg(long, requires = "once")]
+    pub wide: bool,
+
     /// List the devices found, one a line, with their index.
     #[arg(long)]
     pub list_gpus: bool,
 
     /// Only device N (its index in --list-gpus), or one MIG instance
     /// (`0/1`: GPU 0, GPU instance 1).
-    #[arg(long, value_name = "N", global = true)]
+    #[arg(long, value_name = "N")]
     pub gpu: Option<crate::snapshot::GpuChoice>,
 
     /// Refresh period of the live view and of record, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = 1.0, value_parser = seconds)]
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 1.0,
+        value_parser = seconds,
+        allow_negative_numbers = true
+    )]
     pub interval: f64,
 
     /// Read settings from this file instead of
@@ -85,9 +97,15 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "remote")]
     pub remote_token_file: Option<PathBuf>,
 
-    /// Load this NVML library instead of the system's libnvidia-ml.
-    #[arg(long, value_name = "PATH", env = "GPUTASKMAN_NVML_LIB", global = true)]
+    /// Load this NVML library instead of the system's libnvidia-ml (given
+    /// here, one that does not load is an error; from the variable, the
+    /// nvml line says why).
+    #[arg(long, value_name = "PATH", env = "GPUTASKMAN_NVML_LIB")]
     pub nvml_lib: Option<PathBuf>,
+
+    /// Whether `nvml_lib` was given as a flag (not from the environment).
+    #[arg(skip)]
+    pub nvml_lib_on_command_line: bool,
 
     /// Read processes from this procfs mount (for recorded trees in tests).
     #[arg(
@@ -117,6 +135,90 @@ pub fn seconds(text: &str) -> Result<f64, String> {
         Ok(s) if s > 0.0 && s <= MAX_SECONDS => Ok(s),
         _ => Err(WANT.to_string()),
     }
+}
+
+/// The parser of the counts `model` takes (`--ctx`, `--parallel`,
+/// `--ubatch`): a negative one is named as such, not taken for a flag.
+pub fn count(text: &str) -> Result<u32, String> {
+    match (text.trim().parse::<u32>(), text.trim().parse::<i64>()) {
+        (Ok(n), _) => Ok(n),
+        (_, Ok(n)) if n < 0 => Err("a count cannot be negative: give 0 or more".into()),
+        _ => Err(format!("give a whole number from 0 to {}", u32::MAX)),
+    }
+}
+
+/// The environment variables that stand in for flags (clap's `env`).
+pub const ENV_SETTINGS: [&str; 2] = ["GPUTASKMAN_NVML_LIB", "GPUTASKMAN_PROC_ROOT"];
+
+/// A library `--nvml-lib` names on the command line must load: asked for
+/// by name, its absence is an error (status 2), not an empty screen.
+/// GPUTASKMAN_NVML_LIB's, like the default library, is the nvml source's
+/// status line (a setting of the environment, for every command).
+pub fn check_nvml_lib(cli: &Cli) -> anyhow::Result<()> {
+    match &cli.nvml_lib {
+        Some(path) if cli.nvml_lib_on_command_line => {
+            crate::collect::nvml::NvmlSource::check_loads(path).map_err(|e| anyhow::anyhow!("--nvml-lib: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The flags of the top level that some subcommands take too, and which;
+/// to the others they are unknown (`schema --gpu 99` is a usage error), and
+/// given before such a subcommand (`--gpu 99 schema`) they are refused.
+const SHARED_FLAGS: [(&str, &str, &[&str]); 2] = [
+    ("gpu", "--gpu", &["model", "record", "serve"]),
+    ("nvml_lib", "--nvml-lib", &["model", "record", "serve"]),
+];
+
+/// The command line's definition: [`Cli`]'s, with the shared flags added to
+/// the subcommands that take them (their help, completions and man page
+/// show them; the others' do not).
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    for (id, _, takers) in SHARED_FLAGS {
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .cloned()
+            .expect("every shared flag is one of Cli's");
+        // In place: `mut_subcommand` would move each to the end of the list.
+        for sub in cmd.get_subcommands_mut().filter(|s| takers.contains(&s.get_name())) {
+            *sub = std::mem::take(sub).arg(arg.clone());
+        }
+    }
+    cmd
+}
+
+/// Takes the shared flags given after their subcommand into `cli`, and
+/// refuses those given before a subcommand they mean nothing to.
+pub fn take_shared_flags(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap::Error> {
+    cli.nvml_lib_on_command_line = matches.value_source("nvml_lib") == Some(ValueSource::CommandLine);
+    let Some((name, sub)) = matches.subcommand() else {
+        return Ok(());
+    };
+    for (id, flag, takers) in SHARED_FLAGS {
+        if !takers.contains(&name) {
+            if matches.value_source(id) == Some(ValueSource::CommandLine) {
+                return Err(command().error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!("{flag} means nothing to `gputaskman {name}`"),
+                ));
+            }
+            continue;
+        }
+        if sub.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        match id {
+            "gpu" => cli.gpu = sub.get_one::<crate::snapshot::GpuChoice>(id).copied(),
+            _ => {
+                cli.nvml_lib = sub.get_one::<PathBuf>(id).cloned();
+                cli.nvml_lib_on_command_line = true;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[derive(Debug, Subcommand)]

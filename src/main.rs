@@ -1,5 +1,5 @@
-use clap::{CommandFactory, FromArgMatches};
-use gputaskman::cli::{Cli, Command, ConfigAction};
+use clap::FromArgMatches;
+use gputaskman::cli::{self, Cli, Command, ConfigAction};
 use gputaskman::view::safe_text::safe;
 use gputaskman::{config, diff_cmd, install_files, model_cmd, oneshot, record, serve, view};
 use std::process::ExitCode;
@@ -16,18 +16,47 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+    // An empty variable is no setting (`GPUTASKMAN_NVML_LIB= cmd`), not
+    // a path "" that clap refuses for every command.
+    for name in cli::ENV_SETTINGS {
+        if std::env::var_os(name).is_some_and(|v| v.is_empty()) {
+            std::env::remove_var(name);
+        }
+    }
     // `gputaskman model` takes llama.cpp's own spellings (-np, -ctk, ...).
-    let matches = Cli::command().get_matches_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
+    let matches = cli::command().get_matches_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    cli::take_shared_flags(&mut cli, &matches).unwrap_or_else(|e| e.exit());
     // The config file fills in what the command line left unset.
-    match config::apply(&mut cli, &matches).and_then(|()| run(&cli)) {
+    match config::apply(&mut cli, &matches)
+        .and_then(|()| cli::check_nvml_lib(&cli))
+        .and_then(|()| run(&cli))
+    {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped early (`| head`) took what it wanted.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         // Errors quote paths, file contents and remote answers.
         Err(e) => {
             eprintln!("gputaskman: {}", safe(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether the error is a write to a reader that has gone. serde_json
+/// hides its io::Error from the chain and names only its kind.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        let kind = match (
+            c.downcast_ref::<std::io::Error>(),
+            c.downcast_ref::<serde_json::Error>(),
+        ) {
+            (Some(io), _) => Some(io.kind()),
+            (_, Some(json)) => json.io_error_kind(),
+            _ => None,
+        };
+        kind == Some(std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Hands the command to the module that runs it. The views that take the
@@ -61,7 +90,8 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         }) => config::init(cli, *force, &mut stdout),
         None => match &cli.remote {
             Some(list) if cli.once || cli.json => {
-                serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, &mut stdout)
+                let width = oneshot::terminal_width(cli.wide);
+                serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, width, &mut stdout)
             }
             Some(list) => {
                 drop(stdout);

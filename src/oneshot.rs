@@ -6,7 +6,7 @@ use crate::collect::Collector;
 use crate::snapshot::Snapshot;
 use crate::view;
 use crate::view::safe_text::safe;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 /// The shortest window over which a one-shot snapshot measures CPU% (and
@@ -46,10 +46,21 @@ pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
         serde_json::to_writer_pretty(&mut out, &snap)?;
         out.push(b'\n');
     } else {
-        out.extend_from_slice(view::text::render(&snap).as_bytes());
+        out.extend_from_slice(view::text::render(&snap, terminal_width(cli.wide)).as_bytes());
     }
     stdout.write_all(&out)?;
     Ok(())
+}
+
+/// The width `--once` fits its rows to: the terminal's when stdout is one,
+/// else (a pipe, a file) or with `--wide` none: full rows.
+pub fn terminal_width(wide: bool) -> Option<usize> {
+    if wide || !std::io::stdout().is_terminal() {
+        return None;
+    }
+    ratatui::crossterm::terminal::size()
+        .ok()
+        .map(|(columns, _)| usize::from(columns))
 }
 
 /// `gputaskman schema`: the JSON Schema of `--json`.

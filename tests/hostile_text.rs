@@ -162,7 +162,7 @@ fn summary_and_diff_show_hostile_snapshots_escaped() {
     let summary = snapshot_builder::run_ok(&["summary".as_ref(), before.as_os_str()]);
     common::assert_inert("summary", &summary);
     assert_no_forged_rows("summary", &summary);
-    assert!(summary.contains("b\\e]0;FILE\\x07.json: 1 snapshots"), "{summary}");
+    assert!(summary.contains("b\\e]0;FILE\\x07.json: 1 snapshot from"), "{summary}");
     assert!(
         summary.contains("GPU 0 GPU\\e]0;DEVTITLE\\x07 (GPU-\\u{202e}1)"),
         "{summary}"

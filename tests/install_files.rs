@@ -92,8 +92,9 @@ fn a_reader_that_stops_early_is_no_panic() {
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("Broken pipe"), "{err}");
+    // The reader took what it wanted: no error, as with any command.
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(err, "");
 }
 
 #[test]

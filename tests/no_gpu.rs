@@ -40,7 +40,8 @@ fn once_without_a_driver_explains_why_no_gpu_was_found() {
 fn a_wrong_library_path_is_named_in_the_explanation() {
     let out = Command::cargo_bin("gputaskman")
         .unwrap()
-        .args(["--json", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .arg("--json")
         .output()
         .unwrap();
     assert!(out.status.success());

@@ -153,7 +153,8 @@ fn each_instance_is_a_device_under_its_gpu_with_its_own_memory_and_processes() {
         assert_eq!(gpu.as_array().unwrap().len(), 1, "pid {pid}: {gpu}");
         assert_eq!(gpu[0]["device"], on, "pid {pid}");
         assert_eq!(gpu[0]["vram_bytes"], vram, "pid {pid}");
-        assert_eq!(gpu[0]["match"], "exact");
+        // The PID is the process's own: no pairing was made.
+        assert_eq!(gpu[0]["match"], serde_json::Value::Null);
     }
     // Per-process utilization: n/a in MIG mode, measured on the L4.
     assert_eq!(process(&s, m.trainer.pid())["gpu"][0]["engines"], json!({}));
@@ -202,7 +203,7 @@ fn list_gpus_and_once_name_instances_under_their_gpu() {
     assert!(text.contains("\n  MIG 0/2 2g.20gb  "), "{text}");
     let row = text
         .lines()
-        .find(|l| l.trim_start().starts_with(&format!("{}*", m.server.pid())))
+        .find(|l| l.trim_start().split_whitespace().next() == Some(&m.server.pid().to_string()))
         .unwrap_or_else(|| panic!("no row for the server: {text}"));
     assert!(row.contains(" 0/2 "), "the GPU column names the instance: {row}");
 }
@@ -276,10 +277,7 @@ fn the_live_view_nests_instances_under_their_gpu() {
     let s = t.wait_for("instance 0/1 alone", Duration::from_secs(10), |s| {
         s.contains("on GPU 0/1")
     });
-    let pids = |s: &str, pid: u32| {
-        s.lines()
-            .any(|l| l.split_whitespace().next() == Some(&format!("{pid}*")))
-    };
+    let pids = |s: &str, pid: u32| s.lines().any(|l| l.split_whitespace().next() == Some(&pid.to_string()));
     assert!(pids(&s, m.trainer.pid()), "{s}");
     assert!(!pids(&s, m.server.pid()) && !pids(&s, m.render.pid()), "{s}");
 }

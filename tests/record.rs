@@ -550,6 +550,26 @@ fn summary_gives_min_median_max_last_and_peak_per_device_and_process() {
     );
 }
 
+/// One snapshot is one, not "1 snapshots" (as summary said).
+#[test]
+fn summary_counts_one_snapshot_in_the_singular() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.jsonl");
+    let mut w = RecordWriter::open(&path).unwrap();
+    let mut s = snapshot(&at(0));
+    s.devices.push(device(0, "NVIDIA L4", Some("GPU-l4"), None, Some(GIB)));
+    let mut p = process(100, "train", OLD);
+    p.gpu.push(gpu(0, Some(MIB)));
+    s.processes.push(p);
+    w.append(&s).unwrap();
+    w.finish().unwrap();
+    let text = snapshot_builder::run_ok(&["summary".as_ref(), path.as_os_str()]);
+    assert!(text.contains(": 1 snapshot from "), "{text}");
+    assert!(text.contains("total 24.00 GiB, in 1 snapshot\n"), "{text}");
+    assert!(text.contains("(1 snapshot)\n"), "{text}");
+    assert!(!text.contains("1 snapshots"), "{text}");
+}
+
 /// Tags open and close in order (a small well-formedness check).
 fn well_formed(svg: &str) -> Result<(), String> {
     let mut stack: Vec<&str> = Vec::new();
@@ -592,11 +612,13 @@ fn plot_draws_a_self_contained_svg_with_gaps_for_unknown() {
     assert!(!svg.contains("href"), "self-contained");
     assert!(svg.contains("GPU 0 NVIDIA L4 used (peak 3.00 GiB)"), "{svg}");
     assert!(svg.contains("100 train vram GPU 0 (peak 300.0 MiB)"), "{svg}");
+    // The axis reaches the device's total (24 GiB), drawn as its ceiling.
+    assert!(svg.contains("GPU 0 NVIDIA L4 total (peak 24.00 GiB)"), "{svg}");
     for label in [
         ">0<",
-        ">1 GiB<",
-        ">2 GiB<",
-        ">3 GiB<",
+        ">8 GiB<",
+        ">16 GiB<",
+        ">24 GiB<",
         ">10:00:00<",
         ">10:00:03<",
         ">time (UTC)<",
@@ -611,7 +633,11 @@ fn plot_draws_a_self_contained_svg_with_gaps_for_unknown() {
         .and_then(|s| s.split('"').next())
         .unwrap();
     assert_eq!(device_line.split(' ').count(), 3, "{device_line}");
-    assert_eq!(svg.matches("<polyline").count(), 2, "no RSS without --rss");
+    assert_eq!(
+        svg.matches("<polyline").count(),
+        3,
+        "used, total and one process's VRAM; no RSS without --rss"
+    );
 
     bin()
         .args([
@@ -634,6 +660,63 @@ fn plot_draws_a_self_contained_svg_with_gaps_for_unknown() {
         2,
         "{server}"
     );
+}
+
+/// Two GPUs and 14 processes: 18 series, more than the 12 colours of the
+/// palette. Every series has a colour of its own, and each device's total
+/// is drawn as its ceiling. (The old plot cycled 12 colours and drew no
+/// total.)
+#[test]
+fn plot_gives_every_series_its_own_colour_and_draws_each_device_total() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.jsonl");
+    let mut w = RecordWriter::open(&path).unwrap();
+    for i in 0..3u64 {
+        let mut s = snapshot(&at(i));
+        for d in 0..2 {
+            let mut dev = device(d, "NVIDIA L4", Some(&format!("GPU-l4-{d}")), None, Some(GIB + i * MIB));
+            dev.memory_total_bytes = Some(24 * GIB);
+            s.devices.push(dev);
+        }
+        for pid in 0..14u32 {
+            let mut p = process(1000 + pid, &format!("w{pid}"), OLD);
+            p.gpu.push(gpu(pid % 2, Some((u64::from(pid) + 1) * 10 * MIB)));
+            s.processes.push(p);
+        }
+        w.append(&s).unwrap();
+    }
+    w.finish().unwrap();
+    let svg_path = dir.path().join("many.svg");
+    bin()
+        .args(["plot".as_ref(), path.as_os_str(), "-o".as_ref(), svg_path.as_os_str()])
+        .args(["--top", "14"])
+        .assert()
+        .success();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    well_formed(&svg).unwrap();
+    let colours: Vec<&str> = svg
+        .split(r#"<g fill="none" stroke=""#)
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    assert_eq!(colours.len(), 2 + 2 + 14, "{svg}");
+    let distinct: std::collections::BTreeSet<&str> = colours.iter().copied().collect();
+    assert_eq!(distinct.len(), colours.len(), "a colour is shared: {colours:?}");
+    for d in 0..2 {
+        let label = format!("GPU {d} NVIDIA L4 total");
+        assert!(svg.contains(&format!("{label} (peak 24.00 GiB)")), "{label}: {svg}");
+        // Three points, all at the total.
+        let line = svg
+            .split(&format!("<title>{label}</title>"))
+            .nth(1)
+            .and_then(|s| s.split("points=\"").nth(1))
+            .and_then(|s| s.split('"').next())
+            .unwrap();
+        let ys: std::collections::BTreeSet<&str> = line.split(' ').map(|p| p.split(',').nth(1).unwrap()).collect();
+        assert_eq!((line.split(' ').count(), ys.len()), (3, 1), "{line}");
+    }
+    // The axis reaches the totals.
+    assert!(svg.contains(">24 GiB<"), "{svg}");
 }
 
 #[test]

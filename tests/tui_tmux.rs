@@ -187,19 +187,15 @@ fn the_live_view_in_a_terminal_answers_keys() {
     let top = shown(&s);
     assert!(s.contains("s sort VRAM↓"), "{s}");
 
-    // s: the next sort column (spill); NVML knows no spill, so every row
-    // is n/a there and the rows fall back to PID order.
+    // s: the next sort column with a value somewhere. NVML knows no
+    // spill: SPILL (n/a on every row) is skipped for GPU%, busiest first,
+    // the idle ones by PID.
     t.keys(&["s"]);
-    let s = t.wait_for("sort by spill", Duration::from_secs(5), |s| s.contains("s sort SPILL↓"));
-    let mut by_pid = vec![
-        d.shell.pid(),
-        d.llama.pid(),
-        d.firefox.pid(),
-        d.whisper.pid(),
-        d.discord.pid(),
-    ];
-    by_pid.sort();
-    assert_eq!(table_pids(&s, &all), by_pid, "{s}");
+    let s = t.wait_for("sort by GPU%", Duration::from_secs(5), |s| s.contains("s sort GPU%↓"));
+    let mut idle = vec![d.shell.pid(), d.whisper.pid(), d.discord.pid()];
+    idle.sort();
+    let by_busy: Vec<u32> = [d.llama.pid(), d.firefox.pid()].into_iter().chain(idle).collect();
+    assert_eq!(table_pids(&s, &all), by_busy, "{s}");
 
     // a: all processes, the idle Ollama too.
     t.keys(&["a"]);
@@ -212,7 +208,7 @@ fn the_live_view_in_a_terminal_answers_keys() {
     t.keys(&["m"]);
     let s = t.wait_for("full columns", Duration::from_secs(5), |s| s.contains("m full"));
     let header = s.lines().find(|l| l.contains("WHAT IS INSIDE")).unwrap();
-    for col in ["KIND", "RUNTIME", "SPILL↓", "PAGED", "RSS"] {
+    for col in ["KIND", "RUNTIME", "SPILL", "GPU%↓", "PAGED", "RSS"] {
         assert!(header.contains(col), "{col} missing: {header}");
     }
     assert!(row(&s, d.llama.pid()).contains("llama.cpp"), "{s}");

@@ -78,7 +78,8 @@ fn json(bin: Option<&Path>, extra: &[&str]) -> Value {
     };
     let out = assert_cmd::Command::cargo_bin("gputaskman")
         .unwrap()
-        .args(["--json", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"])
+        .args(["--json"])
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
         .args(extra)
         .env("GPUTASKMAN_WSL", "1")
         .env("GPUTASKMAN_SYS_ROOT", sys.path())

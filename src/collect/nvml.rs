@@ -21,7 +21,7 @@
 
 use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
-use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, Match, MigInstance, Pcie, QueryError};
+use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, MigInstance, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device as NvmlDevice, Nvml};
@@ -109,6 +109,18 @@ impl NvmlSource {
                 status: BackendStatus::Error,
                 detail: format!("NVML initialisation failed: {e}"),
             }),
+        }
+    }
+
+    /// Whether the library at `path` loads, without starting NVML (which
+    /// can take seconds): a path given on the command line that does not
+    /// is an error, where the default library missing is only a status.
+    pub fn check_loads(path: &Path) -> Result<(), String> {
+        // SAFETY: loading runs the library's initialisers, as nvml-wrapper's
+        // load of the same file does right after; no symbol is called.
+        match unsafe { libloading::Library::new(path) } {
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("cannot load {}: {e}", path.display())),
         }
     }
 
@@ -275,17 +287,16 @@ fn read_device(
     }
     // After any the caller noted (MIG devices that could not be listed).
     device.errors.extend(errors);
-    (listed_processes(by_pid, pid_visible), newest)
+    (listed_processes(by_pid), newest)
 }
 
 /// The entries of a device's lists as processes: exact where the PID is ours.
-fn listed_processes(by_pid: BTreeMap<u32, GpuUsage>, pid_visible: &dyn Fn(u32) -> bool) -> Vec<GpuProcess> {
+fn listed_processes(by_pid: BTreeMap<u32, GpuUsage>) -> Vec<GpuProcess> {
     by_pid
         .into_iter()
-        .map(|(pid, mut usage)| {
-            usage.pairing = pid_visible(pid).then_some(Match::Exact);
-            GpuProcess { pid, usage }
-        })
+        // `pairing` stays None: the PID is the driver's own word, and only
+        // the PID stage (container, WSL) pairs it with another.
+        .map(|(pid, usage)| GpuProcess { pid, usage })
         .collect()
 }
 
@@ -434,7 +445,7 @@ fn read_mig_gpu(
         let (by_pid, listed) = read_lists(&mut ir, nvml, mig, &mut instance, pid_visible);
         instance.process_list_complete = listed && !ir.lost;
         complete &= instance.process_list_complete;
-        processes.extend(listed_processes(by_pid, pid_visible));
+        processes.extend(listed_processes(by_pid));
         instance.errors = instance_errors;
         instances.push(instance);
     }

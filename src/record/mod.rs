@@ -32,10 +32,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE.jsonl")]
     pub output: PathBuf,
     /// Seconds between snapshots (default: the global --interval, 1).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
     pub interval: Option<f64>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
 }
 
@@ -254,6 +254,11 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
     writer
         .finish()
         .with_context(|| format!("{}: cannot write", path.display()))?;
-    eprintln!("{}: {lines} snapshots written", path.display());
+    eprintln!("{}: {} written", path.display(), snapshots(lines));
     Ok(())
+}
+
+/// `1 snapshot`, `3 snapshots`: how many a recording holds.
+pub fn snapshots(n: u64) -> String {
+    format!("{n} snapshot{}", if n == 1 { "" } else { "s" })
 }

@@ -1,6 +1,7 @@
-//! `gputaskman plot FILE -o mem.svg`: measured memory over time, one line
-//! per device (used memory) and per process and device (VRAM, and spill
-//! where measured), as a self-contained SVG that any browser opens.
+//! `gputaskman plot FILE -o mem.svg`: measured memory over time, lines per
+//! device (used memory, and its total for scale) and per process and device
+//! (VRAM, and spill where measured), each in a colour of its own, as a
+//! self-contained SVG that any browser opens.
 //!
 //! Axes are in binary units with power-of-two steps; times are UTC clock
 //! times. A process or value that is not listed or unknown leaves a gap,
@@ -36,20 +37,31 @@ pub struct Options {
     pub rss: bool,
 }
 
+/// What a line is, which sets how it is drawn.
+#[derive(Clone, Copy, PartialEq)]
+enum Line {
+    /// A device's memory size: thin and dotted, the ceiling of its used.
+    DeviceTotal,
+    /// A device's used memory: thick and dashed.
+    DeviceUsed,
+    /// A process's figure: thin and solid.
+    Process,
+}
+
 /// One line on the chart: `(seconds since the first snapshot, bytes)`
 /// points, `None` where there is a gap.
 struct Series {
     label: String,
-    device: bool,
+    line: Line,
     points: Vec<Option<(f64, u64)>>,
     peak: u64,
 }
 
 impl Series {
-    fn new(label: String, device: bool, n: usize) -> Series {
+    fn new(label: String, line: Line, n: usize) -> Series {
         Series {
             label,
-            device,
+            line,
             points: vec![None; n],
             peak: 0,
         }
@@ -70,8 +82,11 @@ impl Series {
 /// Per process: its name, per-device vram/spill series, and rss.
 type ProcSeries = (String, Vec<(DeviceKey, Series, Series)>, Series);
 
+/// Per device: its used and total series.
+type DeviceSeries = (DeviceKey, Series, Series);
+
 /// The series of every device, and of every process by its key.
-type Gathered = (Vec<(DeviceKey, Series)>, Vec<(ProcessKey, ProcSeries)>);
+type Gathered = (Vec<DeviceSeries>, Vec<(ProcessKey, ProcSeries)>);
 
 /// The plot's scale: seconds and bytes to SVG coordinates.
 struct Scale {
@@ -106,7 +121,8 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
     let (series, left_out) = choose(devices, procs, options);
     if series.is_empty() {
         anyhow::bail!(
-            "nothing measured to plot: no device memory and no per-process VRAM in {n} snapshots{}",
+            "nothing measured to plot: no device memory and no per-process VRAM in {}{}",
+            super::snapshots(n as u64),
             if options.rss {
                 ""
             } else {
@@ -132,8 +148,9 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
     draw_series(&mut svg, &series, &legend, &scale);
     let _ = writeln!(svg, "</svg>");
     let account = format!(
-        "{} series over {n} snapshots{}",
+        "{} series over {}{}",
         series.len(),
+        super::snapshots(n as u64),
         if left_out > 0 {
             format!(" ({left_out} smaller processes not drawn; --top to change)")
         } else {
@@ -146,7 +163,7 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
 /// Every series of the recording: per device, and per process.
 fn gather(rec: &RecordingIndex, times: &[Option<f64>], t0: f64) -> Gathered {
     let n = rec.len();
-    let mut devices: Vec<(DeviceKey, Series)> = Vec::new();
+    let mut devices: Vec<DeviceSeries> = Vec::new();
     let mut procs: Vec<(ProcessKey, ProcSeries)> = Vec::new();
     let mut proc_index: HashMap<ProcessKey, usize> = HashMap::new();
     rec.for_each(|at, s| {
@@ -155,14 +172,20 @@ fn gather(rec: &RecordingIndex, times: &[Option<f64>], t0: f64) -> Gathered {
         for d in &s.devices {
             let key = device_key(d);
             labels.insert((d.backend.as_str(), d.index), (key.clone(), device_label(d)));
-            let k = match devices.iter().position(|(k, _)| *k == key) {
+            let k = match devices.iter().position(|(k, ..)| *k == key) {
                 Some(k) => k,
                 None => {
-                    devices.push((key, Series::new(format!("{} used", device_label(d)), true, n)));
+                    let label = device_label(d);
+                    devices.push((
+                        key,
+                        Series::new(format!("{label} used"), Line::DeviceUsed, n),
+                        Series::new(format!("{label} total"), Line::DeviceTotal, n),
+                    ));
                     devices.len() - 1
                 }
             };
             devices[k].1.set(at, t, d.memory_used_bytes);
+            devices[k].2.set(at, t, d.memory_total_bytes);
         }
         for p in &s.processes {
             let key: ProcessKey = (p.pid, p.start_time.clone());
@@ -170,7 +193,11 @@ fn gather(rec: &RecordingIndex, times: &[Option<f64>], t0: f64) -> Gathered {
             let k = *proc_index.entry(key.clone()).or_insert_with(|| {
                 procs.push((
                     key,
-                    (name.clone(), Vec::new(), Series::new(format!("{name} rss"), false, n)),
+                    (
+                        name.clone(),
+                        Vec::new(),
+                        Series::new(format!("{name} rss"), Line::Process, n),
+                    ),
                 ));
                 procs.len() - 1
             });
@@ -189,8 +216,8 @@ fn gather(rec: &RecordingIndex, times: &[Option<f64>], t0: f64) -> Gathered {
                         let short = label.split(' ').take(2).collect::<Vec<_>>().join(" ");
                         gpus.push((
                             dk,
-                            Series::new(format!("{name} vram {short}"), false, n),
-                            Series::new(format!("{name} spill {short}"), false, n),
+                            Series::new(format!("{name} vram {short}"), Line::Process, n),
+                            Series::new(format!("{name} spill {short}"), Line::Process, n),
                         ));
                         gpus.len() - 1
                     }
@@ -206,11 +233,7 @@ fn gather(rec: &RecordingIndex, times: &[Option<f64>], t0: f64) -> Gathered {
 
 /// The device series and those of the processes with the highest peaks
 /// (`--top`), and how many processes were left out.
-fn choose(
-    devices: Vec<(DeviceKey, Series)>,
-    procs: Vec<(ProcessKey, ProcSeries)>,
-    options: &Options,
-) -> (Vec<Series>, usize) {
+fn choose(devices: Vec<DeviceSeries>, procs: Vec<(ProcessKey, ProcSeries)>, options: &Options) -> (Vec<Series>, usize) {
     let peak = |p: &ProcSeries| -> u64 {
         let gpu = p.1.iter().map(|g| g.1.peak.max(g.2.peak)).max().unwrap_or(0);
         if options.rss {
@@ -225,7 +248,11 @@ fn choose(
     let left_out = ranked.len().saturating_sub(options.top);
     ranked.truncate(options.top);
 
-    let mut series: Vec<Series> = devices.into_iter().map(|d| d.1).filter(|s| s.known()).collect();
+    let mut series: Vec<Series> = devices
+        .into_iter()
+        .flat_map(|(_, used, total)| [used, total])
+        .filter(|s| s.known())
+        .collect();
     for (_, gpus, rss) in ranked {
         for (_, vram, spill) in gpus {
             if vram.known() {
@@ -268,7 +295,8 @@ fn header(legend: &[String], title: &str, n: usize, t0: f64, t_max: f64, left_ou
         svg,
         r##"<text x="{LEFT}" y="40" fill="#555">{}</text>"##,
         xml(&format!(
-            "{n} snapshots from {start} UTC over {}; gaps: not listed or n/a{more}",
+            "{} from {start} UTC over {}; gaps: not listed or n/a{more}",
+            super::snapshots(n as u64),
             crate::units::duration(t_max)
         ))
     );
@@ -322,11 +350,11 @@ fn draw_axes(svg: &mut String, scale: &Scale, t0: f64) {
 fn draw_series(svg: &mut String, series: &[Series], legend: &[String], scale: &Scale) {
     let (x, y) = (|t| scale.x(t), |v| scale.y(v));
     for (i, s) in series.iter().enumerate() {
-        let color = PALETTE[i % PALETTE.len()];
-        let style = if s.device {
-            r#" stroke-width="2.5" stroke-dasharray="8 4""#
-        } else {
-            r#" stroke-width="1.5""#
+        let color = colour(i);
+        let style = match s.line {
+            Line::DeviceTotal => r#" stroke-width="1" stroke-dasharray="2 3""#,
+            Line::DeviceUsed => r#" stroke-width="2.5" stroke-dasharray="8 4""#,
+            Line::Process => r#" stroke-width="1.5""#,
         };
         let _ = writeln!(
             svg,
@@ -356,6 +384,20 @@ fn draw_series(svg: &mut String, series: &[Series], legend: &[String], scale: &S
                 ly + 4.0,
                 xml(&legend[i])
             );
+        }
+    }
+}
+
+/// The colour of the `i`th series, none shared: the palette, then hues a
+/// golden angle apart (each new one far from those just before it), in
+/// three lightnesses.
+fn colour(i: usize) -> String {
+    match PALETTE.get(i) {
+        Some(c) => (*c).to_string(),
+        None => {
+            let k = i - PALETTE.len();
+            let hue = (k as f64 * 137.507_764) % 360.0;
+            format!("hsl({hue:.1},70%,{}%)", 30 + (k % 3) * 12)
         }
     }
 }

@@ -46,7 +46,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_cmdline: bool,
     /// Seconds between samples (default: the global --interval, 1).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
     pub interval: Option<f64>,
 }
 

@@ -331,8 +331,8 @@ impl Fleet {
     }
 
     /// The fleet as text for `--remote ... --once`: each host's status line
-    /// and its snapshot as `--once` prints it.
-    pub fn to_text(&self, now: Instant) -> String {
+    /// and its snapshot as `--once` prints it (rows fitted to `width`).
+    pub fn to_text(&self, now: Instant, width: Option<usize>) -> String {
         let mut out = String::new();
         for (h, name) in self.hosts.iter().zip(short_names(&self.hosts)) {
             // The name and the status quote what the host answered.
@@ -340,7 +340,7 @@ impl Fleet {
             out.push_str(&escape(head));
             out.push('\n');
             if let Some(s) = &h.snapshot {
-                out.push_str(&crate::view::text::render(s));
+                out.push_str(&crate::view::text::render(s, width));
             }
             out.push('\n');
         }
@@ -379,8 +379,15 @@ pub fn run_live(
     crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, interval)), look)
 }
 
-/// `gputaskman --remote URLS --once|--json`: one round over every host.
-pub fn run_once(list: &str, token_file: Option<&Path>, json: bool, out: &mut impl Write) -> anyhow::Result<()> {
+/// `gputaskman --remote URLS --once|--json`: one round over every host,
+/// `--once` rows fitted to `width`.
+pub fn run_once(
+    list: &str,
+    token_file: Option<&Path>,
+    json: bool,
+    width: Option<usize>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;
     let token = token_file.map(read_token).transpose()?;
     let fleet = Poller::new(targets, token.as_deref()).poll();
@@ -389,7 +396,7 @@ pub fn run_once(list: &str, token_file: Option<&Path>, json: bool, out: &mut imp
         serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", fleet.to_text(now))?;
+        write!(out, "{}", fleet.to_text(now, width))?;
     }
     Ok(())
 }

@@ -352,11 +352,13 @@ pub struct Container {
     pub namespace: Option<String>,
 }
 
-/// How a process row was paired with a device's process entry.
+/// How a device's entry, whose PID had to be translated (a container's
+/// host PIDs, a WSL host's GPU contexts), was paired with a process here.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Match {
-    /// The same PID in the same PID namespace: certain (`*` on screen).
+    /// Paired for certain: the counts and creation order agree, or the
+    /// context appeared with the process (`*` on screen).
     Exact,
     /// Paired by a heuristic (`?` on screen).
     Guess,
@@ -378,6 +380,9 @@ pub struct GpuUsage {
     pub paged_bytes: Option<u64>,
     /// The backend that measured it.
     pub source: String,
+    /// How the entry was paired with this process when its PID had to be
+    /// translated (container, WSL host); null when the source gave the
+    /// process's own PID (nothing was paired) or paired none.
     #[serde(rename = "match")]
     pub pairing: Option<Match>,
     /// NVML context types: `C` compute, `G` graphics, `M` MPS.

@@ -229,7 +229,8 @@ pub const TITLE: &str = "What can be known about GPU memory?";
 /// `gputaskman explain`.
 const READING: [&str; 6] = [
     "n/a: the source cannot say (never 0). -: the process has nothing on that GPU.",
-    "PID*: paired with the device's entry exactly; PID?: paired by a guess.",
+    "PID*: a translated PID (a container's host PID, a WSL host's context) paired for certain; \
+     PID?: paired by a guess; no mark: the source gave the process's own PID.",
     "Model [api✓]: the strongest evidence; ✓ confirmed by two sources.",
     "Bar: one glyph per large process (measured), W K C: weights, KV cache, compute as the \
      runtime reported or the file implies (not measured), -: used by no listed process, \

@@ -45,7 +45,12 @@ pub fn render(s: &Summary) -> String {
         }
         _ => String::new(),
     };
-    let _ = writeln!(out, "{}: {} snapshots{span}", safe(&s.file), s.snapshots);
+    let _ = writeln!(
+        out,
+        "{}: {}{span}",
+        safe(&s.file),
+        crate::record::snapshots(s.snapshots as u64)
+    );
     if !s.skipped.is_empty() {
         let _ = writeln!(out, "skipped:");
         for why in &s.skipped {
@@ -67,12 +72,12 @@ pub fn render(s: &Summary) -> String {
         let ident = device_ident(d.uuid.as_deref(), d.pci_bus_id.as_deref());
         let _ = writeln!(
             out,
-            "  GPU {} {} ({}), total {}, in {} snapshots",
+            "  GPU {} {} ({}), total {}, in {}",
             d.index,
             safe(d.name.as_deref().unwrap_or("(unnamed)")),
             safe(ident),
             bytes(d.memory_total_bytes),
-            d.samples
+            crate::record::snapshots(d.samples as u64)
         );
         stats_row(&mut out, "used", &d.memory_used_bytes);
         if d.shared_memory_used_bytes.known > 0 {
@@ -89,12 +94,12 @@ pub fn render(s: &Summary) -> String {
     for p in &s.processes {
         let _ = writeln!(
             out,
-            "  {} {}  seen {} - {} ({} snapshots)",
+            "  {} {}  seen {} - {} ({})",
             p.pid,
             safe(p.name.as_deref().unwrap_or("(not in /proc)")),
             safe(clock(&p.first_seen)),
             safe(clock(&p.last_seen)),
-            p.samples
+            crate::record::snapshots(p.samples as u64)
         );
         for g in &p.gpu {
             stats_row(&mut out, &format!("vram {}", g.device), &g.vram_bytes);

@@ -81,6 +81,18 @@ impl Scenario {
     }
 }
 
+/// What `gputaskman schema` prints (it takes no --nvml-lib, so not through
+/// a scenario's command).
+pub fn schema() -> serde_json::Value {
+    let out = assert_cmd::Command::cargo_bin("gputaskman")
+        .unwrap()
+        .arg("schema")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the schema is JSON")
+}
+
 /// A real process, killed and reaped when dropped, even if the test fails.
 pub struct Sleeper {
     child: Child,

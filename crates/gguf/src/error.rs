@@ -20,8 +20,10 @@ pub struct Error {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ErrorKind {
+    /// Shown in the message, so not also a `source` (an error chain
+    /// printed whole would say it twice).
     #[error("{0}")]
-    Io(#[source] io::Error),
+    Io(io::Error),
     #[error("not a GGUF file (starts with {0:02x?}, expected \"GGUF\")")]
     NotGguf([u8; 4]),
     #[error("GGUF version 1 is not supported (llama.cpp dropped it; re-convert the model)")]
@@ -123,14 +125,9 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            ErrorKind::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// No `source`: the one error that has one, `Io`, says it in the message
+/// (the API guidelines' rule: show the source or return it, not both).
+impl std::error::Error for Error {}
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {

@@ -34,7 +34,7 @@
 #[cfg(target_os = "macos")]
 pub mod iokit;
 
-use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match, QueryError};
+use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, QueryError};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -843,11 +843,9 @@ impl Apple {
                                 spill_bytes: None,
                                 paged_bytes: None,
                                 source: "apple".into(),
-                                // The creator's own PID, as NVML's PIDs
-                                // seen in our /proc and DRM's fdinfo owners
-                                // are marked: exact (a `?` guess is the
-                                // inferred kind).
-                                pairing: Some(Match::Exact),
+                                // The creator's own PID: nothing was
+                                // paired (`match` is for translated PIDs).
+                                pairing: None,
                                 contexts: Vec::new(),
                                 engines,
                             },

@@ -22,7 +22,7 @@ pub mod sysfs;
 
 use super::nvml::{GpuProcess, Sample};
 use super::source::{Report, Round, Source};
-use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match};
+use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -735,7 +735,8 @@ impl DrmSource {
                     spill_bytes: acc.spill,
                     paged_bytes: acc.paged,
                     source: "drm".into(),
-                    pairing: Some(Match::Exact),
+                    // The fd's owner itself: nothing was paired.
+                    pairing: None,
                     contexts: Vec::new(),
                     engines,
                 },
@@ -1144,7 +1145,7 @@ mod tests {
         for p in &s.processes {
             assert_eq!(p.usage.device, 0);
             assert_eq!(p.usage.source, "drm");
-            assert_eq!(p.usage.pairing, Some(Match::Exact));
+            assert_eq!(p.usage.pairing, None, "an fd's owner is not a pairing");
             assert!(p.usage.contexts.is_empty());
             assert!(p.usage.engines.is_empty(), "no rate from one sample");
         }

@@ -266,7 +266,7 @@ impl App {
     }
 
     fn compare(&self, a: &Process, b: &Process) -> Ordering {
-        let (ka, kb) = (self.sort_value(a), self.sort_value(b));
+        let (ka, kb) = (self.sort_value(self.sort, a), self.sort_value(self.sort, b));
         // Unknown sorts last in either direction: n/a is not small.
         let ord = match (&ka, &kb) {
             (Value::Unknown, Value::Unknown) => return Ordering::Equal,
@@ -284,9 +284,23 @@ impl App {
         }
     }
 
-    fn sort_value(&self, p: &Process) -> Value {
+    /// The column `s` moves to: the next one some row shown has a value in
+    /// (a column hidden, or n/a on every row, orders nothing).
+    fn next_sort(&self) -> SortKey {
+        let rows = self.rows();
+        let mut key = self.sort.next();
+        while key != self.sort {
+            if rows.iter().any(|p| !matches!(self.sort_value(key, p), Value::Unknown)) {
+                return key;
+            }
+            key = key.next();
+        }
+        self.sort.next()
+    }
+
+    fn sort_value(&self, key: SortKey, p: &Process) -> Value {
         let figure = |v: Option<f64>| v.map(Value::Num).unwrap_or(Value::Unknown);
-        match self.sort {
+        match key {
             SortKey::Vram => figure(self.figure(p, |g| g.vram_bytes).map(|v| v as f64)),
             SortKey::Spill => figure(self.figure(p, |g| g.spill_bytes).map(|v| v as f64)),
             SortKey::Gpu => figure(self.gpu_percent(p).map(f64::from)),
@@ -411,7 +425,7 @@ impl App {
             // an overlay with one Esc too many keeps the view.
             KeyCode::Esc => self.filter.clear(),
             KeyCode::Char('s') => {
-                self.sort = self.sort.next();
+                self.sort = self.next_sort();
                 self.reversed = false;
             }
             KeyCode::Char('S') => self.reversed = !self.reversed,

@@ -109,9 +109,19 @@ pub fn evidence_marker(m: &Model) -> String {
     format!("[{strongest}{}]", if m.confirmed { "✓" } else { "" })
 }
 
-pub fn model_cell(p: &Process) -> String {
+/// A process whose models discovery has not found yet: in the live view
+/// discovery is under way; a replay says what was so when it was recorded.
+pub fn pending(replay: bool) -> &'static str {
+    if replay {
+        "was being discovered"
+    } else {
+        "discovering…"
+    }
+}
+
+pub fn model_cell(p: &Process, replay: bool) -> String {
     match p.models.as_slice() {
-        [] if p.models_pending => "discovering…".into(),
+        [] if p.models_pending => pending(replay).into(),
         [] => String::new(),
         [m] => format!("{} {}", model_name(m), evidence_marker(m)),
         [m, rest @ ..] => format!("{} {} +{}", model_name(m), evidence_marker(m), rest.len()),
@@ -196,7 +206,6 @@ pub fn model_split(p: &Process, device: u32) -> Option<(Vec<(Part, u64)>, &'stat
     (!parts.is_empty()).then_some((parts, "estimated"))
 }
 
-/// The "what is inside" column.
 /// What a model is doing now, for its table row, where its runtime says:
 /// ` · now 2/4 busy, 31 tok/s` (slots busy of all, generated tokens a
 /// second); nothing when it says neither. The detail pane has all of it.
@@ -214,7 +223,17 @@ fn now(m: &Model) -> String {
     }
 }
 
-pub fn inside(p: &Process) -> String {
+/// The "what is inside" column, for a process that holds GPU memory (a
+/// GPU lists it, and not with a measured 0): the weights of a model on the
+/// CPU are not inside a GPU. What its model is doing is said either way.
+pub fn inside(p: &Process, replay: bool) -> String {
+    let holds = p
+        .gpu
+        .iter()
+        .any(|g| g.vram_bytes != Some(0) || g.spill_bytes.is_some_and(|s| s > 0));
+    if !holds {
+        return format!("-{}", p.models.first().map(now).unwrap_or_default());
+    }
     let is = |r: &str| p.runtimes.iter().any(|x| x == r);
     if let Some(m) = p.models.first() {
         let kv = m
@@ -230,7 +249,7 @@ pub fn inside(p: &Process) -> String {
         return memory + &now(m);
     }
     if p.models_pending {
-        return "discovering…".into();
+        return pending(replay).into();
     }
     match p.kind {
         ProcessKind::Browser => "page textures, video, canvas/WebGL".into(),
@@ -242,18 +261,19 @@ pub fn inside(p: &Process) -> String {
         _ if is("cuda") || is("cudart") || p.gpu.iter().any(|g| g.contexts.iter().any(|c| c == "C")) => {
             "CUDA context and buffers".into()
         }
-        _ if p.gpu.is_empty() => "nothing on a GPU".into(),
         _ => "n/a".into(),
     }
 }
 
 /// Short notes that explain what may surprise in a process's figures.
-pub fn notes(s: &Snapshot, p: &Process) -> Vec<String> {
+pub fn notes(s: &Snapshot, p: &Process, replay: bool) -> Vec<String> {
     let mut out = Vec::new();
-    if p.models_pending {
-        out.push(
+    match (p.models_pending, replay) {
+        (true, false) => out.push(
             "Model discovery has not looked at this process yet: runtime APIs are probed in the background.".into(),
-        );
+        ),
+        (true, true) => out.push("Model discovery had not looked at this process yet when this was recorded.".into()),
+        _ => {}
     }
     let vram = crate::view::tui::app::sum(p.gpu.iter().map(|g| g.vram_bytes));
     let spill = crate::view::tui::app::sum(p.gpu.iter().map(|g| g.spill_bytes));
@@ -270,12 +290,26 @@ pub fn notes(s: &Snapshot, p: &Process) -> Vec<String> {
     if p.gpu.iter().any(|g| g.paged_bytes.is_some()) {
         out.push("Paged is an estimate of memory moved out of the GPU's view, not a counter.".into());
     }
-    if !p.gpu.is_empty() && p.gpu.iter().any(|g| g.vram_bytes.is_none()) {
+    // Each note on the platform it is true of. Apple's clients have no
+    // memory figure at all (the footprint stands in, and says so).
+    let wddm = |g: &GpuUsage| {
+        s.devices
+            .iter()
+            .any(|d| d.index == g.device && d.driver_model.as_deref() == Some("WDDM"))
+    };
+    let unknown: Vec<&GpuUsage> = p
+        .gpu
+        .iter()
+        .filter(|g| g.vram_bytes.is_none() && g.source != "apple")
+        .collect();
+    if unknown.iter().any(|g| wddm(g)) {
         out.push(
-            "VRAM n/a: the driver cannot say what this process holds (NVIDIA under Windows WDDM reports no per-process figure).".into(),
+            "VRAM n/a: NVIDIA's driver under Windows WDDM reports no per-process figure; the Windows GPU counters give it.".into(),
         );
+    } else if !unknown.is_empty() {
+        out.push("VRAM n/a: the driver did not say what this process holds.".into());
     }
-    if s.attribution.normalized || p.gpu.iter().any(|g| g.source == "wddm" || g.source == "wsl-host") {
+    if p.gpu.iter().any(|g| g.source == "wddm" || g.source == "wsl-host") {
         out.push(
             "Dedicated Usage double-counts surfaces shared between processes: rows can add up to more than the device uses.".into(),
         );

@@ -23,6 +23,8 @@ mod container_tests;
 #[cfg(test)]
 pub mod fixture;
 #[cfg(test)]
+mod label_tests;
+#[cfg(test)]
 mod layout_tests;
 #[cfg(test)]
 mod tests;

@@ -265,7 +265,12 @@ fn title_line(app: &App, theme: Theme) -> Line<'static> {
         spans.push(Span::styled("  PAUSED (p resumes)", theme.warn()));
     }
     if app.discovering() {
-        spans.push(Span::styled("  discovering models…", theme.warn()));
+        let what = if app.replay {
+            "  models were being discovered"
+        } else {
+            "  discovering models…"
+        };
+        spans.push(Span::styled(what, theme.warn()));
     }
     Line::from(spans)
 }
@@ -1146,8 +1151,8 @@ impl Column {
                 .unwrap_or_else(|| "n/a".into()),
             Column::Cpu => p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into()),
             Column::Rss => bytes(p.rss_bytes),
-            Column::Model => describe::model_cell(p),
-            Column::Inside => describe::inside(p),
+            Column::Model => describe::model_cell(p, app.replay),
+            Column::Inside => describe::inside(p, app.replay),
         }
     }
 }
@@ -1410,9 +1415,10 @@ fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u1
         out.extend(model_lines(m, measured, theme));
     }
     if p.models.is_empty() && p.models_pending {
-        out.push(Line::from(Span::styled("model: discovering…", theme.warn())));
+        let pending = describe::pending(app.replay);
+        out.push(Line::from(Span::styled(format!("model: {pending}"), theme.warn())));
     }
-    for n in describe::notes(snap, p) {
+    for n in describe::notes(snap, p, app.replay) {
         out.push(Line::from(vec![
             Span::styled("note: ", theme.warn()),
             Span::raw(escape(n)),
