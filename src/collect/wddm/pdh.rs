@@ -21,7 +21,8 @@ use windows::Wdk::Graphics::Direct3D::{
     D3DKMT_ADAPTERADDRESS, D3DKMT_ADAPTERINFO, D3DKMT_CLOSEADAPTER, D3DKMT_ENUMADAPTERS2, D3DKMT_OPENADAPTERFROMLUID,
     D3DKMT_QUERYADAPTERINFO, KMTQAITYPE_ADAPTERADDRESS,
 };
-use windows::Win32::Foundation::{LUID, NTSTATUS};
+use windows::Win32::Foundation::{FILETIME, LUID, NTSTATUS};
+use windows::Win32::Storage::FileSystem::LocalFileTimeToFileTime;
 use windows::Win32::System::LibraryLoader::{GetProcAddress, LoadLibraryExW, LOAD_LIBRARY_SEARCH_SYSTEM32};
 use windows::Win32::System::Performance::{
     PdhAddEnglishCounterW, PdhCloseQuery, PdhCollectQueryData, PdhGetRawCounterArrayW, PdhOpenQueryW, PDH_HCOUNTER,
@@ -79,14 +80,20 @@ fn open_query() -> Result<Query, String> {
     Ok(query)
 }
 
-/// Every instance's raw value of one counter, as (instance name, value).
-fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
+/// Milliseconds between 1601-01-01 (FILETIME's epoch) and 1970-01-01.
+const FILETIME_EPOCH_MS: u64 = 11_644_473_600_000;
+
+/// Every instance's raw value of one counter, as (instance name, value),
+/// and when PDH collected them (ms since the Unix epoch).
+type CounterArray = (Vec<(String, u64)>, Option<u64>);
+
+fn read_counter(counter: PDH_HCOUNTER) -> Result<CounterArray, String> {
     let (mut size, mut count) = (0u32, 0u32);
     // SAFETY: a null buffer asks for the size.
     let rc = unsafe { PdhGetRawCounterArrayW(counter, &mut size, &mut count, None) };
     if rc != PDH_MORE_DATA || size == 0 {
         return match rc {
-            0 => Ok(Vec::new()),
+            0 => Ok((Vec::new(), None)),
             _ => Err(format!("PdhGetRawCounterArray failed (0x{rc:08X})")),
         };
     }
@@ -102,6 +109,7 @@ fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
         return Err(format!("PdhGetRawCounterArray failed (0x{rc:08X})"));
     }
     let mut out = Vec::with_capacity(count as usize);
+    let mut collected_ms = None;
     for i in 0..count as usize {
         // SAFETY: PDH wrote `count` items at the start of buf; their names
         // point into the rest of it.
@@ -113,9 +121,18 @@ fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
         let Ok(name) = (unsafe { item.szName.to_string() }) else {
             continue;
         };
+        if collected_ms.is_none() {
+            // PDH_RAW_COUNTER's TimeStamp is local time.
+            let mut utc = FILETIME::default();
+            // SAFETY: two FILETIMEs, read and written.
+            if unsafe { LocalFileTimeToFileTime(&item.RawValue.TimeStamp, &mut utc) }.is_ok() {
+                let ticks = (u64::from(utc.dwHighDateTime) << 32) | u64::from(utc.dwLowDateTime);
+                collected_ms = Some((ticks / 10_000).saturating_sub(FILETIME_EPOCH_MS));
+            }
+        }
         out.push((name, item.RawValue.FirstValue.max(0) as u64));
     }
-    Ok(out)
+    Ok((out, collected_ms))
 }
 
 /// gdi32's D3DKMT entry points, looked up by name at run time: an import
@@ -327,15 +344,20 @@ impl WddmSource {
             let detail = format!("PdhCollectQueryData failed (0x{rc:08X})");
             return (backend(BackendStatus::Error, detail), SourceSample::default());
         }
-        let at_ms = std::time::SystemTime::now()
+        let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let mut reading = Reading::new(at_ms);
+        let mut reading = Reading::new(now_ms);
+        // Engine busy is Running Time over the time between two
+        // collections: PDH's own stamp of each, not our clock after the
+        // call returned (which adds the call's latency to one window).
+        let mut collected_ms = None;
         let mut errors = Vec::new();
         for &(set, counter, handle) in &query.counters {
             match read_counter(handle) {
-                Ok(values) => {
+                Ok((values, stamp)) => {
+                    collected_ms = collected_ms.or(stamp);
                     for (name, value) in values {
                         let Some(instance) = super::parse_instance(&name) else {
                             continue;
@@ -346,6 +368,7 @@ impl WddmSource {
                 Err(e) => errors.push(format!("{}\\{}: {e}", set.english(), counter.english())),
             }
         }
+        reading.at_ms = collected_ms.unwrap_or(now_ms);
         if unknown_luid(&reading, known(&self.addresses))
             && self.addresses_read_at.is_none_or(|at| at.elapsed() >= ADAPTER_REREAD)
         {
