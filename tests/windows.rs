@@ -14,8 +14,11 @@ mod common;
 #[path = "windows/wine.rs"]
 mod wine;
 
-use common::{device, process, Scenario};
+use common::tmux::{tmux_path, Tmux};
+use common::{device, free_port, process, Daemon, Scenario};
 use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -216,17 +219,18 @@ fn json_lists_each_process_with_its_vram_and_spill_from_pdh_on_its_adapter() {
         );
     }
     // Engine busy from two Running Time readings (the first is taken at
-    // start): 40 % and 75 % give or take the timing of two collections.
+    // start): 40 % and 75 %, give or take the stamps' millisecond over a
+    // window that --once can make a few tens of ms long on a loaded machine.
     let engine = |pid: u32, index: u64, engine: &str| {
         on_device(process(&s, pid), index)["engines"][engine]
             .as_u64()
             .unwrap_or_else(|| panic!("no {engine} figure for pid {pid}: {s:#}"))
     };
     let busy_3d = engine(a.pid, 2, "3d");
-    assert!((37..=43).contains(&busy_3d), "{busy_3d}");
+    assert!((32..=48).contains(&busy_3d), "{busy_3d}");
     assert_eq!(engine(a.pid, 2, "copy"), 0);
     let busy_compute = engine(b.pid, 3, "compute_0");
-    assert!((72..=78).contains(&busy_compute), "{busy_compute}");
+    assert!((67..=83).contains(&busy_compute), "{busy_compute}");
 
     // The process scan (Toolhelp) found them as what they are.
     for pid in [a.pid, b.pid, c.pid, d.pid] {
@@ -261,4 +265,99 @@ fn json_lists_each_process_with_its_vram_and_spill_from_pdh_on_its_adapter() {
         .map(|e| format!("{e} at {}", e.instance_path))
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// The holders and the scenario files of the two-adapter case.
+struct TwoAdapters {
+    holders: [wine::Holder; 4],
+    nvml: Scenario,
+    pdh: Scenario,
+}
+
+fn two_adapters(w: &wine::Wine) -> TwoAdapters {
+    let holders = [(); 4].map(|_| w.holder(&[], &[]));
+    let [a, b, c, d] = holders.each_ref().map(|h| h.pid);
+    TwoAdapters {
+        nvml: Scenario::new(&nvml_wddm(&[a, c], &[b, c, d])),
+        pdh: Scenario::new(&pdh_two_adapters(a, b, c, d)),
+        holders,
+    }
+}
+
+#[test]
+fn the_live_view_under_wine_draws_quits_on_q_and_restores_the_terminal() {
+    let Some(w) = wine::wine() else { return };
+    let Some(tmux) = tmux_path() else { return };
+    let case = two_adapters(w);
+    let t = Tmux::new(tmux, "wine");
+    let line = w.gputaskman_line(case.nvml.path(), case.pdh.path());
+    t.start(&format!("{line}; echo \"exited $?\"; sleep 600"));
+    // Wine 8.0's console renders the view's escape sequences imperfectly
+    // (it loses or shifts parts of some lines, more so under load), so
+    // the screen is checked for what it always shows: the process table
+    // with the processes' PIDs. Their figures are checked in --json and
+    // /metrics, and every key on Linux (tests/tui_tmux.rs).
+    let pids = case.holders.each_ref().map(|h| format!("{}* holder.exe", h.pid));
+    t.wait_for("the process table", Duration::from_secs(60), |s| {
+        s.contains("PROCESSES") && pids.iter().filter(|p| s.contains(p.as_str())).count() >= 2
+    });
+    assert_eq!(t.display("#{alternate_on}"), "1", "drawn on the alternate screen");
+
+    t.keys(&["q"]);
+    let screen = t.wait_for("the view to quit", Duration::from_secs(20), |s| s.contains("exited "));
+    assert!(screen.contains("exited 0"), "{screen}");
+    assert!(!screen.contains("PROCESSES"), "the view's screen is gone: {screen}");
+    assert_eq!(t.display("#{alternate_on}"), "0", "the alternate screen is left");
+    assert_eq!(t.display("#{cursor_flag}"), "1", "the cursor is shown again");
+}
+
+/// GET `path` from 127.0.0.1:`port`, the body.
+fn get(port: u16, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no reply: {reply:?}"));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_string()
+}
+
+#[test]
+fn serve_under_wine_answers_metrics_with_the_pdh_figures() {
+    let Some(w) = wine::wine() else { return };
+    let case = two_adapters(w);
+    let [a, b, ..] = case.holders.each_ref().map(|h| h.pid);
+    let port = free_port();
+    let mut cmd = w.gputaskman(case.nvml.path(), case.pdh.path());
+    cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--interval", "0.5"]);
+    let _server = Daemon::start(cmd, port, Duration::from_secs(60));
+    let metrics = get(port, "/metrics");
+    // One series a line: `name{labels} value`.
+    let value = |name: &str, pid: u32, device: u32| -> Option<f64> {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .filter(|l| l.contains(&format!("pid=\"{pid}\"")) && l.contains(&format!("device=\"{device}\"")))
+            .find_map(|l| l.rsplit_once(' ')?.1.parse().ok())
+    };
+    for (name, pid, device, expected) in [
+        ("gputaskman_process_vram_bytes", a, 2, 4 * GIB),
+        ("gputaskman_process_spill_bytes", a, 2, 512 * MIB),
+        ("gputaskman_process_paged_bytes", a, 2, 512 * MIB),
+        ("gputaskman_process_vram_bytes", b, 3, 10 * GIB),
+    ] {
+        assert_eq!(
+            value(name, pid, device),
+            Some(expected as f64),
+            "{name} of {pid} on {device}:\n{metrics}"
+        );
+    }
+    assert_eq!(
+        value("gputaskman_process_vram_bytes", a, 0),
+        None,
+        "NVML under WDDM has no figure, and n/a is no series:\n{metrics}"
+    );
 }

@@ -146,6 +146,26 @@ impl Wine {
         cmd
     }
 
+    /// The same as a shell line, for a terminal (tmux) to run.
+    pub fn gputaskman_line(&self, nvml: &Path, pdh: &Path) -> String {
+        let cmd = self.gputaskman(nvml, pdh);
+        let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+        let mut line = format!(
+            "cd {} && env -u DISPLAY -u GPUTASKMAN_NVML_LIB",
+            quote(self.app.as_os_str())
+        );
+        for (k, v) in cmd.get_envs() {
+            if let Some(v) = v {
+                line.push_str(&format!(" {}={}", k.to_string_lossy(), quote(v)));
+            }
+        }
+        line.push_str(&format!(" {}", quote(cmd.get_program())));
+        for arg in cmd.get_args() {
+            line.push_str(&format!(" {}", quote(arg)));
+        }
+        line
+    }
+
     /// A holder.exe that loads `dlls` (file names in the app folder) and
     /// carries `args` in its command line.
     pub fn holder(&self, dlls: &[&str], args: &[&str]) -> Holder {
