@@ -216,8 +216,12 @@ impl D3dkmt {
 /// The adapter table and the call that listed it.
 type AdapterTable = Result<(Vec<AdapterAddress>, &'static str), String>;
 
-fn known(table: &AdapterTable) -> &[AdapterAddress] {
-    table.as_ref().map(|(a, _)| a.as_slice()).unwrap_or_default()
+/// The addresses a table read holds; none before one is read or when it failed.
+fn known(table: &Option<(AdapterTable, Instant)>) -> &[AdapterAddress] {
+    match table {
+        Some((Ok((a, _)), _)) => a,
+        _ => &[],
+    }
 }
 
 fn luid_of(l: LUID) -> Luid {
@@ -287,9 +291,9 @@ pub struct WddmSource {
     query: Result<Query, String>,
     clock: EngineClock,
     d3dkmt: D3dkmt,
-    addresses: AdapterTable,
-    /// None until the first reading names its adapters.
-    addresses_read_at: Option<Instant>,
+    /// The adapter table and when it was read; None until a reading names
+    /// an adapter.
+    addresses: Option<(AdapterTable, Instant)>,
 }
 
 /// Windows counters, after the other sources, whose devices they are
@@ -323,8 +327,7 @@ impl WddmSource {
             query: open_query(),
             clock: EngineClock::default(),
             d3dkmt: D3dkmt::load(),
-            addresses: Err("not read yet".into()),
-            addresses_read_at: None,
+            addresses: None,
         }
     }
 
@@ -370,10 +373,12 @@ impl WddmSource {
         }
         reading.at_ms = collected_ms.unwrap_or(now_ms);
         if unknown_luid(&reading, known(&self.addresses))
-            && self.addresses_read_at.is_none_or(|at| at.elapsed() >= ADAPTER_REREAD)
+            && self
+                .addresses
+                .as_ref()
+                .is_none_or(|(_, at)| at.elapsed() >= ADAPTER_REREAD)
         {
-            self.addresses = self.d3dkmt.addresses(&reading.luids());
-            self.addresses_read_at = Some(Instant::now());
+            self.addresses = Some((self.d3dkmt.addresses(&reading.luids()), Instant::now()));
         }
         let luids = match_devices(existing, known(&self.addresses));
         let engines = self.clock.percents(&reading);
@@ -391,8 +396,9 @@ impl WddmSource {
             if out.usage.len() == 1 { "y" } else { "ies" }
         );
         match &self.addresses {
-            Ok((_, how)) => detail.push_str(&format!("; adapters by LUID from {how}")),
-            Err(e) => detail.push_str(&format!("; adapters not matched to NVML devices: {e}")),
+            Some((Ok((_, how)), _)) => detail.push_str(&format!("; adapters by LUID from {how}")),
+            Some((Err(e), _)) => detail.push_str(&format!("; adapters not matched to NVML devices: {e}")),
+            None => {}
         }
         if !complete {
             detail.push_str("; the process list is incomplete");
