@@ -375,7 +375,8 @@ pub fn spawn_sampler(
         .expect("spawn the sampling thread");
 }
 
-#[cfg(test)]
+// Unix only: the tests start a process under a name of their own (a symlink).
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use std::process::{Command, Stdio};

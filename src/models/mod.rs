@@ -1397,6 +1397,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(unix)] // FIFOs and device files
     fn a_fifo_or_device_named_as_model_config_or_log_is_refused_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("f.gguf");

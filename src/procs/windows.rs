@@ -6,8 +6,10 @@
 //!
 //! Microsoft Learn: CreateToolhelp32Snapshot (TH32CS_SNAPPROCESS,
 //! TH32CS_SNAPMODULE), GetProcessTimes, GetProcessMemoryInfo,
-//! QueryFullProcessImageNameW, and NtQueryInformationProcess with
-//! ProcessCommandLineInformation (Windows 8.1+).
+//! QueryFullProcessImageNameW, NtQueryInformationProcess with
+//! ProcessCommandLineInformation (Windows 8.1+; where it is unknown, the
+//! PEB's command line through ReadProcessMemory), and the token's user
+//! (OpenProcessToken, GetTokenInformation TokenUser, LookupAccountSidW).
 
 use super::wincmd::split_command_line;
 use super::{classify, redact, ProcInfo, MAPS_REFRESH};
@@ -15,16 +17,26 @@ use crate::units::format_unix_nanos;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use windows::core::PWSTR;
-use windows::Wdk::System::Threading::{NtQueryInformationProcess, ProcessCommandLineInformation};
-use windows::Win32::Foundation::{CloseHandle, ERROR_BAD_LENGTH, FILETIME, HANDLE, UNICODE_STRING};
+use windows::core::{PCWSTR, PWSTR};
+use windows::Wdk::System::Threading::{
+    NtQueryInformationProcess, ProcessBasicInformation, ProcessCommandLineInformation,
+};
+use windows::Win32::Foundation::{
+    CloseHandle, ERROR_BAD_LENGTH, FILETIME, HANDLE, STATUS_INVALID_INFO_CLASS, UNICODE_STRING,
+};
+use windows::Win32::Security::{
+    GetTokenInformation, LookupAccountSidW, TokenUser, SID_NAME_USE, TOKEN_QUERY, TOKEN_USER,
+};
+use windows::Win32::System::Diagnostics::Debug::ReadProcessMemory;
 use windows::Win32::System::Diagnostics::ToolHelp::{
     CreateToolhelp32Snapshot, Module32FirstW, Module32NextW, Process32FirstW, Process32NextW, MODULEENTRY32W,
     PROCESSENTRY32W, TH32CS_SNAPMODULE, TH32CS_SNAPMODULE32, TH32CS_SNAPPROCESS,
 };
 use windows::Win32::System::ProcessStatus::{GetProcessMemoryInfo, PROCESS_MEMORY_COUNTERS};
 use windows::Win32::System::Threading::{
-    GetProcessTimes, OpenProcess, QueryFullProcessImageNameW, PROCESS_NAME_WIN32, PROCESS_QUERY_LIMITED_INFORMATION,
+    GetProcessTimes, OpenProcess, OpenProcessToken, QueryFullProcessImageNameW, PEB, PROCESS_BASIC_INFORMATION,
+    PROCESS_NAME_WIN32, PROCESS_QUERY_INFORMATION, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_VM_READ,
+    RTL_USER_PROCESS_PARAMETERS,
 };
 
 /// Longest command line read (the documented limit is 32767 characters).
@@ -38,6 +50,7 @@ const MODULE_SNAPSHOT_TRIES: usize = 3;
 const MODULES_UNREADABLE: &str = "loaded modules unreadable (the Toolhelp module snapshot failed)";
 
 struct Static {
+    user: Option<String>,
     argv: Vec<String>,
     cmdline: Option<String>,
     exe: Option<String>,
@@ -161,7 +174,7 @@ impl ProcScanner {
                 start_ticks: created,
                 name: name.clone(),
                 start_time: fixed.start_time.clone(),
-                user: None,
+                user: fixed.user.clone(),
                 argv: if ai { fixed.argv.clone() } else { Vec::new() },
                 cmdline: fixed.cmdline.clone(),
                 exe: fixed.exe.clone(),
@@ -238,11 +251,18 @@ fn image_path(p: &Process) -> Option<String> {
     Some(String::from_utf16_lossy(&buf[..(len as usize).min(buf.len())]))
 }
 
-fn command_line(p: &Process) -> Option<String> {
+/// The command line: NtQueryInformationProcess's
+/// ProcessCommandLineInformation (Windows 8.1+), else, where the class is
+/// unknown (Wine 8.0 answers STATUS_INVALID_INFO_CLASS), read from the
+/// process's PEB.
+fn command_line(p: &Process, pid: u32) -> Option<String> {
     let mut needed = 0u32;
     // SAFETY: a zero-length query returns the size needed.
-    let _ =
+    let status =
         unsafe { NtQueryInformationProcess(p.0, ProcessCommandLineInformation, std::ptr::null_mut(), 0, &mut needed) };
+    if status == STATUS_INVALID_INFO_CLASS {
+        return command_line_from_peb(pid);
+    }
     if needed == 0 || needed > MAX_CMDLINE_BYTES {
         return None;
     }
@@ -269,6 +289,112 @@ fn command_line(p: &Process) -> Option<String> {
     // SAFETY: Length bytes of UTF-16 at Buffer, inside buf.
     let text = unsafe { std::slice::from_raw_parts(s.Buffer.0, usize::from(s.Length) / 2) };
     Some(String::from_utf16_lossy(text))
+}
+
+/// One value of type T read from another process's memory.
+fn read_remote<T: Default>(p: &Process, at: usize) -> Option<T> {
+    let mut value = T::default();
+    // SAFETY: writes at most size_of::<T>() bytes into value.
+    unsafe {
+        ReadProcessMemory(
+            p.0,
+            at as *const _,
+            (&mut value as *mut T).cast(),
+            std::mem::size_of::<T>(),
+            None,
+        )
+    }
+    .ok()?;
+    Some(value)
+}
+
+/// The command line as the process's PEB holds it (winternl.h: PEB's
+/// ProcessParameters, RTL_USER_PROCESS_PARAMETERS' CommandLine), which
+/// needs PROCESS_VM_READ.
+fn command_line_from_peb(pid: u32) -> Option<String> {
+    // SAFETY: a query and read handle, closed on drop.
+    let p = unsafe { OpenProcess(PROCESS_QUERY_INFORMATION | PROCESS_VM_READ, false, pid) }
+        .ok()
+        .map(Process)?;
+    let mut basic = PROCESS_BASIC_INFORMATION::default();
+    let size = std::mem::size_of::<PROCESS_BASIC_INFORMATION>() as u32;
+    // SAFETY: basic has `size` bytes.
+    let status = unsafe {
+        NtQueryInformationProcess(
+            p.0,
+            ProcessBasicInformation,
+            (&mut basic as *mut PROCESS_BASIC_INFORMATION).cast(),
+            size,
+            &mut 0,
+        )
+    };
+    if status.is_err() || basic.PebBaseAddress.is_null() {
+        return None;
+    }
+    let peb = basic.PebBaseAddress as usize;
+    let params: usize = read_remote(&p, peb + std::mem::offset_of!(PEB, ProcessParameters))?;
+    let line: UNICODE_STRING = read_remote(
+        &p,
+        params + std::mem::offset_of!(RTL_USER_PROCESS_PARAMETERS, CommandLine),
+    )?;
+    let bytes = u32::from(line.Length);
+    if line.Buffer.is_null() || bytes == 0 || bytes > MAX_CMDLINE_BYTES {
+        return None;
+    }
+    let mut text = vec![0u16; bytes as usize / 2];
+    // SAFETY: text holds `bytes` bytes.
+    unsafe {
+        ReadProcessMemory(
+            p.0,
+            line.Buffer.0 as *const _,
+            text.as_mut_ptr().cast(),
+            bytes as usize,
+            None,
+        )
+    }
+    .ok()?;
+    Some(String::from_utf16_lossy(&text))
+}
+
+/// The account the process runs as (its token's user), without the domain.
+fn user(p: &Process) -> Option<String> {
+    let mut token = HANDLE::default();
+    // SAFETY: a query-only token handle, closed on drop.
+    unsafe { OpenProcessToken(p.0, TOKEN_QUERY, &mut token) }.ok()?;
+    let token = Process(token);
+    // u64 elements keep TOKEN_USER (a pointer and a u32) aligned.
+    let mut buf = [0u64; 64];
+    let mut needed = 0u32;
+    // SAFETY: buf has size_of_val(&buf) bytes.
+    unsafe {
+        GetTokenInformation(
+            token.0,
+            TokenUser,
+            Some(buf.as_mut_ptr().cast()),
+            std::mem::size_of_val(&buf) as u32,
+            &mut needed,
+        )
+    }
+    .ok()?;
+    // SAFETY: GetTokenInformation wrote a TOKEN_USER whose SID lies in buf.
+    let sid = unsafe { &*buf.as_ptr().cast::<TOKEN_USER>() }.User.Sid;
+    let (mut name, mut domain) = ([0u16; 256], [0u16; 256]);
+    let (mut name_len, mut domain_len) = (name.len() as u32, domain.len() as u32);
+    let mut kind = SID_NAME_USE::default();
+    // SAFETY: both buffers hold the lengths given.
+    unsafe {
+        LookupAccountSidW(
+            PCWSTR::null(),
+            sid,
+            Some(PWSTR(name.as_mut_ptr())),
+            &mut name_len,
+            Some(PWSTR(domain.as_mut_ptr())),
+            &mut domain_len,
+            &mut kind,
+        )
+    }
+    .ok()?;
+    Some(wide(&name))
 }
 
 /// The loaded modules' paths (Toolhelp's module snapshot); None when the
@@ -319,7 +445,7 @@ fn set_modules(s: &mut Static, modules: Option<Vec<String>>) {
 
 fn read_static(pid: u32, name: &str, handle: Option<&Process>, created: u64) -> Static {
     let argv = handle
-        .and_then(command_line)
+        .and_then(|p| command_line(p, pid))
         .map(|l| split_command_line(&l))
         .unwrap_or_default();
     let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
@@ -331,6 +457,7 @@ fn read_static(pid: u32, name: &str, handle: Option<&Process>, created: u64) -> 
         notes.push("not readable without more privileges: command line, modules and memory unknown".into());
     }
     let mut s = Static {
+        user: handle.and_then(user),
         argv,
         cmdline,
         exe: handle.and_then(image_path),

@@ -972,7 +972,8 @@ impl Source for DrmSource {
         (backend, reading)
     }
 }
-#[cfg(test)]
+// Unix only: the fixtures are /proc trees with fd symlinks.
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use crate::snapshot::{Clocks, Pcie};
@@ -1659,7 +1660,7 @@ mod tests {
 /// driven clock, so that every fifth refresh is a full scan, and prints the
 /// cost of each kind of refresh. Also times a full scan of this machine's
 /// real /proc (GPUTASKMAN_DRM_BENCH_REAL_PROC=1) against the tree's /sys.
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod bench {
     use super::*;
     use std::sync::{Arc, Mutex};

@@ -410,6 +410,16 @@ impl Reading {
         all.dedup();
         all
     }
+
+    /// Every adapter LUID the reading names, in order, once each.
+    pub fn luids(&self) -> Vec<Luid> {
+        let mut all: Vec<Luid> = self.adapters.keys().copied().collect();
+        all.extend(self.memory.keys().map(|k| k.luid));
+        all.extend(self.engines.keys().map(|k| k.context.luid));
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
 }
 
 /// A process's memory on one adapter as gputaskman shows it.
@@ -617,11 +627,7 @@ pub fn attribute(
             .iter()
             .any(|(k, m)| k.luid == *luid && split(m).vram.unwrap_or(0) > 0)
     };
-    let mut luid_list: Vec<Luid> = reading.adapters.keys().copied().collect();
-    luid_list.extend(contexts.iter().map(|c| c.luid));
-    luid_list.sort_unstable();
-    luid_list.dedup();
-    for luid in luid_list {
+    for luid in reading.luids() {
         let memory = reading.adapters.get(&luid).copied().unwrap_or_default();
         if let Some(&index) = luids.get(&luid) {
             if let Some(d) = existing.iter_mut().find(|d| d.index == index) {
@@ -718,8 +724,7 @@ pub fn per_process(contexts: Vec<ContextUsage>) -> (Vec<(u32, GpuUsage)>, Notes)
 /// table failed, or an adapter was reset or added): time to read it again.
 #[cfg_attr(not(windows), allow(dead_code))]
 pub fn unknown_luid(reading: &Reading, addresses: &[AdapterAddress]) -> bool {
-    let known = |luid: &Luid| addresses.iter().any(|a| a.luid == *luid);
-    reading.adapters.keys().any(|l| !known(l)) || reading.contexts().iter().any(|c| !known(&c.luid))
+    reading.luids().iter().any(|l| !addresses.iter().any(|a| a.luid == *l))
 }
 
 /// Windows books CUDA kernels of a process on its adapter's 3D engine on

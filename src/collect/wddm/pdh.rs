@@ -16,11 +16,14 @@ use crate::collect::source::{Owner, Report, Round, Source};
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use windows::core::{HSTRING, PCWSTR};
+use windows::core::{s, w, HSTRING, PCSTR, PCWSTR};
 use windows::Wdk::Graphics::Direct3D::{
-    D3DKMTCloseAdapter, D3DKMTEnumAdapters2, D3DKMTQueryAdapterInfo, D3DKMT_ADAPTERADDRESS, D3DKMT_ADAPTERINFO,
-    D3DKMT_CLOSEADAPTER, D3DKMT_ENUMADAPTERS2, D3DKMT_QUERYADAPTERINFO, KMTQAITYPE_ADAPTERADDRESS,
+    D3DKMT_ADAPTERADDRESS, D3DKMT_ADAPTERINFO, D3DKMT_CLOSEADAPTER, D3DKMT_ENUMADAPTERS2, D3DKMT_OPENADAPTERFROMLUID,
+    D3DKMT_QUERYADAPTERINFO, KMTQAITYPE_ADAPTERADDRESS,
 };
+use windows::Win32::Foundation::{FILETIME, LUID, NTSTATUS};
+use windows::Win32::Storage::FileSystem::LocalFileTimeToFileTime;
+use windows::Win32::System::LibraryLoader::{GetProcAddress, LoadLibraryExW, LOAD_LIBRARY_SEARCH_SYSTEM32};
 use windows::Win32::System::Performance::{
     PdhAddEnglishCounterW, PdhCloseQuery, PdhCollectQueryData, PdhGetRawCounterArrayW, PdhOpenQueryW, PDH_HCOUNTER,
     PDH_HQUERY, PDH_RAW_COUNTER_ITEM_W,
@@ -77,14 +80,20 @@ fn open_query() -> Result<Query, String> {
     Ok(query)
 }
 
-/// Every instance's raw value of one counter, as (instance name, value).
-fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
+/// Milliseconds between 1601-01-01 (FILETIME's epoch) and 1970-01-01.
+const FILETIME_EPOCH_MS: u64 = 11_644_473_600_000;
+
+/// Every instance's raw value of one counter, as (instance name, value),
+/// and when PDH collected them (ms since the Unix epoch).
+type CounterArray = (Vec<(String, u64)>, Option<u64>);
+
+fn read_counter(counter: PDH_HCOUNTER) -> Result<CounterArray, String> {
     let (mut size, mut count) = (0u32, 0u32);
     // SAFETY: a null buffer asks for the size.
     let rc = unsafe { PdhGetRawCounterArrayW(counter, &mut size, &mut count, None) };
     if rc != PDH_MORE_DATA || size == 0 {
         return match rc {
-            0 => Ok(Vec::new()),
+            0 => Ok((Vec::new(), None)),
             _ => Err(format!("PdhGetRawCounterArray failed (0x{rc:08X})")),
         };
     }
@@ -100,6 +109,7 @@ fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
         return Err(format!("PdhGetRawCounterArray failed (0x{rc:08X})"));
     }
     let mut out = Vec::with_capacity(count as usize);
+    let mut collected_ms = None;
     for i in 0..count as usize {
         // SAFETY: PDH wrote `count` items at the start of buf; their names
         // point into the rest of it.
@@ -111,17 +121,123 @@ fn read_counter(counter: PDH_HCOUNTER) -> Result<Vec<(String, u64)>, String> {
         let Ok(name) = (unsafe { item.szName.to_string() }) else {
             continue;
         };
+        if collected_ms.is_none() {
+            // PDH_RAW_COUNTER's TimeStamp is local time.
+            let mut utc = FILETIME::default();
+            // SAFETY: two FILETIMEs, read and written.
+            if unsafe { LocalFileTimeToFileTime(&item.RawValue.TimeStamp, &mut utc) }.is_ok() {
+                let ticks = (u64::from(utc.dwHighDateTime) << 32) | u64::from(utc.dwLowDateTime);
+                collected_ms = Some((ticks / 10_000).saturating_sub(FILETIME_EPOCH_MS));
+            }
+        }
         out.push((name, item.RawValue.FirstValue.max(0) as u64));
     }
-    Ok(out)
+    Ok((out, collected_ms))
 }
 
-/// Each adapter's LUID and PCI address. Software adapters have no address
-/// and are left out.
-fn adapter_addresses() -> Result<Vec<AdapterAddress>, String> {
+/// gdi32's D3DKMT entry points, looked up by name at run time: an import
+/// the running Windows lacks would stop the whole program before `main`,
+/// and Wine 8.0 has neither D3DKMTEnumAdapters2 nor D3DKMTQueryAdapterInfo
+/// (its GetProcAddress answers null for both).
+struct D3dkmt {
+    enum_adapters2: Option<unsafe extern "system" fn(*mut D3DKMT_ENUMADAPTERS2) -> NTSTATUS>,
+    open_from_luid: Option<unsafe extern "system" fn(*mut D3DKMT_OPENADAPTERFROMLUID) -> NTSTATUS>,
+    query_info: Option<unsafe extern "system" fn(*mut D3DKMT_QUERYADAPTERINFO) -> NTSTATUS>,
+    close: Option<unsafe extern "system" fn(*const D3DKMT_CLOSEADAPTER) -> NTSTATUS>,
+}
+
+impl D3dkmt {
+    fn load() -> D3dkmt {
+        // System32 only: gdi32 is a known DLL, never one beside the .exe.
+        // SAFETY: a system library, loaded for the life of the process.
+        let gdi32 = unsafe { LoadLibraryExW(w!("gdi32.dll"), None, LOAD_LIBRARY_SEARCH_SYSTEM32) }.ok();
+        let find = |name: PCSTR| {
+            // SAFETY: a NUL-terminated name in a module that stays loaded.
+            gdi32.and_then(|m| unsafe { GetProcAddress(m, name) })
+        };
+        // SAFETY: each name is cast to its signature in d3dkmthk.h (the
+        // windows crate's declarations of the same functions).
+        unsafe {
+            D3dkmt {
+                enum_adapters2: find(s!("D3DKMTEnumAdapters2")).map(|f| std::mem::transmute(f)),
+                open_from_luid: find(s!("D3DKMTOpenAdapterFromLuid")).map(|f| std::mem::transmute(f)),
+                query_info: find(s!("D3DKMTQueryAdapterInfo")).map(|f| std::mem::transmute(f)),
+                close: find(s!("D3DKMTCloseAdapter")).map(|f| std::mem::transmute(f)),
+            }
+        }
+    }
+
+    /// Each adapter's LUID and PCI address, and how they were found.
+    /// D3DKMTEnumAdapters2 lists every adapter; without it, each LUID the
+    /// counters name is opened with D3DKMTOpenAdapterFromLuid. Software
+    /// adapters have no address and are left out.
+    fn addresses(&self, luids: &[Luid]) -> AdapterTable {
+        let Some(query_info) = self.query_info else {
+            return Err("gdi32 has no D3DKMTQueryAdapterInfo, so no adapter's PCI address is known".into());
+        };
+        let (handles, how) = match (self.enum_adapters2, self.open_from_luid) {
+            (Some(enum_adapters2), _) => (enumerate(enum_adapters2)?, "D3DKMTEnumAdapters2"),
+            (None, Some(open)) => (
+                open_each(open, luids),
+                "D3DKMTOpenAdapterFromLuid (gdi32 has no D3DKMTEnumAdapters2)",
+            ),
+            (None, None) => return Err("gdi32 has neither D3DKMTEnumAdapters2 nor D3DKMTOpenAdapterFromLuid".into()),
+        };
+        let mut out = Vec::new();
+        for (luid, handle) in handles {
+            let mut address = D3DKMT_ADAPTERADDRESS::default();
+            let mut q = D3DKMT_QUERYADAPTERINFO {
+                hAdapter: handle,
+                Type: KMTQAITYPE_ADAPTERADDRESS,
+                pPrivateDriverData: (&mut address as *mut D3DKMT_ADAPTERADDRESS).cast(),
+                PrivateDriverDataSize: std::mem::size_of::<D3DKMT_ADAPTERADDRESS>() as u32,
+            };
+            // SAFETY: the adapter handle is open; the data pointer is valid for its size.
+            if unsafe { query_info(&mut q) }.is_ok() {
+                out.push(AdapterAddress {
+                    luid,
+                    bus: address.BusNumber,
+                    device: address.DeviceNumber,
+                    function: address.FunctionNumber,
+                });
+            }
+            if let Some(close) = self.close {
+                let close_adapter = D3DKMT_CLOSEADAPTER { hAdapter: handle };
+                // SAFETY: closes a handle D3DKMT opened, once.
+                unsafe {
+                    let _ = close(&close_adapter);
+                }
+            }
+        }
+        Ok((out, how))
+    }
+}
+
+/// The adapter table and the call that listed it.
+type AdapterTable = Result<(Vec<AdapterAddress>, &'static str), String>;
+
+/// The addresses a table read holds; none before one is read or when it failed.
+fn known(table: &Option<(AdapterTable, Instant)>) -> &[AdapterAddress] {
+    match table {
+        Some((Ok((a, _)), _)) => a,
+        _ => &[],
+    }
+}
+
+fn luid_of(l: LUID) -> Luid {
+    Luid {
+        high: l.HighPart as u32,
+        low: l.LowPart,
+    }
+}
+
+/// Every adapter, opened, as (LUID, handle).
+fn enumerate(
+    enum_adapters2: unsafe extern "system" fn(*mut D3DKMT_ENUMADAPTERS2) -> NTSTATUS,
+) -> Result<Vec<(Luid, u32)>, String> {
     let mut e = D3DKMT_ENUMADAPTERS2::default();
     // SAFETY: a null pAdapters asks for the count.
-    let status = unsafe { D3DKMTEnumAdapters2(&mut e) };
+    let status = unsafe { enum_adapters2(&mut e) };
     if status.is_err() {
         return Err(format!("D3DKMTEnumAdapters2 failed (0x{:08X})", status.0));
     }
@@ -129,40 +245,37 @@ fn adapter_addresses() -> Result<Vec<AdapterAddress>, String> {
     e.NumAdapters = infos.len() as u32;
     e.pAdapters = infos.as_mut_ptr();
     // SAFETY: pAdapters has room for NumAdapters entries.
-    let status = unsafe { D3DKMTEnumAdapters2(&mut e) };
+    let status = unsafe { enum_adapters2(&mut e) };
     if status.is_err() {
         return Err(format!("D3DKMTEnumAdapters2 failed (0x{:08X})", status.0));
     }
+    Ok(infos
+        .iter()
+        .take(e.NumAdapters as usize)
+        .map(|i| (luid_of(i.AdapterLuid), i.hAdapter))
+        .collect())
+}
+
+/// The adapters of these LUIDs that open, as (LUID, handle).
+fn open_each(
+    open: unsafe extern "system" fn(*mut D3DKMT_OPENADAPTERFROMLUID) -> NTSTATUS,
+    luids: &[Luid],
+) -> Vec<(Luid, u32)> {
     let mut out = Vec::new();
-    for info in infos.iter().take(e.NumAdapters as usize) {
-        let mut address = D3DKMT_ADAPTERADDRESS::default();
-        let mut q = D3DKMT_QUERYADAPTERINFO {
-            hAdapter: info.hAdapter,
-            Type: KMTQAITYPE_ADAPTERADDRESS,
-            pPrivateDriverData: (&mut address as *mut D3DKMT_ADAPTERADDRESS).cast(),
-            PrivateDriverDataSize: std::mem::size_of::<D3DKMT_ADAPTERADDRESS>() as u32,
+    for &luid in luids {
+        let mut o = D3DKMT_OPENADAPTERFROMLUID {
+            AdapterLuid: LUID {
+                LowPart: luid.low,
+                HighPart: luid.high as i32,
+            },
+            hAdapter: 0,
         };
-        // SAFETY: the adapter handle is open; the data pointer is valid for its size.
-        if unsafe { D3DKMTQueryAdapterInfo(&mut q) }.is_ok() {
-            out.push(AdapterAddress {
-                luid: Luid {
-                    high: info.AdapterLuid.HighPart as u32,
-                    low: info.AdapterLuid.LowPart,
-                },
-                bus: address.BusNumber,
-                device: address.DeviceNumber,
-                function: address.FunctionNumber,
-            });
-        }
-        let close = D3DKMT_CLOSEADAPTER {
-            hAdapter: info.hAdapter,
-        };
-        // SAFETY: closes the handle D3DKMTEnumAdapters2 opened.
-        unsafe {
-            let _ = D3DKMTCloseAdapter(&close);
+        // SAFETY: o is a valid D3DKMT_OPENADAPTERFROMLUID; hAdapter is written on success.
+        if unsafe { open(&mut o) }.is_ok() {
+            out.push((luid, o.hAdapter));
         }
     }
-    Ok(out)
+    out
 }
 
 /// What one sample of the native source gives the collector.
@@ -177,8 +290,10 @@ pub struct SourceSample {
 pub struct WddmSource {
     query: Result<Query, String>,
     clock: EngineClock,
-    addresses: Result<Vec<AdapterAddress>, String>,
-    addresses_read_at: Instant,
+    d3dkmt: D3dkmt,
+    /// The adapter table and when it was read; None until a reading names
+    /// an adapter.
+    addresses: Option<(AdapterTable, Instant)>,
 }
 
 /// Windows counters, after the other sources, whose devices they are
@@ -211,8 +326,8 @@ impl WddmSource {
         WddmSource {
             query: open_query(),
             clock: EngineClock::default(),
-            addresses: adapter_addresses(),
-            addresses_read_at: Instant::now(),
+            d3dkmt: D3dkmt::load(),
+            addresses: None,
         }
     }
 
@@ -232,15 +347,20 @@ impl WddmSource {
             let detail = format!("PdhCollectQueryData failed (0x{rc:08X})");
             return (backend(BackendStatus::Error, detail), SourceSample::default());
         }
-        let at_ms = std::time::SystemTime::now()
+        let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let mut reading = Reading::new(at_ms);
+        let mut reading = Reading::new(now_ms);
+        // Engine busy is Running Time over the time between two
+        // collections: PDH's own stamp of each, not our clock after the
+        // call returned (which adds the call's latency to one window).
+        let mut collected_ms = None;
         let mut errors = Vec::new();
         for &(set, counter, handle) in &query.counters {
             match read_counter(handle) {
-                Ok(values) => {
+                Ok((values, stamp)) => {
+                    collected_ms = collected_ms.or(stamp);
                     for (name, value) in values {
                         let Some(instance) = super::parse_instance(&name) else {
                             continue;
@@ -251,14 +371,16 @@ impl WddmSource {
                 Err(e) => errors.push(format!("{}\\{}: {e}", set.english(), counter.english())),
             }
         }
-        if unknown_luid(&reading, self.addresses.as_deref().unwrap_or_default())
-            && self.addresses_read_at.elapsed() >= ADAPTER_REREAD
+        reading.at_ms = collected_ms.unwrap_or(now_ms);
+        if unknown_luid(&reading, known(&self.addresses))
+            && self
+                .addresses
+                .as_ref()
+                .is_none_or(|(_, at)| at.elapsed() >= ADAPTER_REREAD)
         {
-            self.addresses = adapter_addresses();
-            self.addresses_read_at = Instant::now();
+            self.addresses = Some((self.d3dkmt.addresses(&reading.luids()), Instant::now()));
         }
-        let addresses = self.addresses.as_deref().unwrap_or_default();
-        let luids = match_devices(existing, addresses);
+        let luids = match_devices(existing, known(&self.addresses));
         let engines = self.clock.percents(&reading);
         let complete = errors.is_empty() && reading.dropped == 0;
         let attributed = attribute(&reading, &engines, &luids, existing, index_base, "wddm", complete);
@@ -273,8 +395,10 @@ impl WddmSource {
             out.usage.len(),
             if out.usage.len() == 1 { "y" } else { "ies" }
         );
-        if let Err(e) = &self.addresses {
-            detail.push_str(&format!("; adapters not matched to NVML devices: {e}"));
+        match &self.addresses {
+            Some((Ok((_, how)), _)) => detail.push_str(&format!("; adapters by LUID from {how}")),
+            Some((Err(e), _)) => detail.push_str(&format!("; adapters not matched to NVML devices: {e}")),
+            None => {}
         }
         if !complete {
             detail.push_str("; the process list is incomplete");
