@@ -203,7 +203,7 @@ fn list_gpus_and_once_name_instances_under_their_gpu() {
     assert!(text.contains("\n  MIG 0/2 2g.20gb  "), "{text}");
     let row = text
         .lines()
-        .find(|l| l.trim_start().split_whitespace().next() == Some(&m.server.pid().to_string()))
+        .find(|l| l.split_whitespace().next() == Some(&m.server.pid().to_string()))
         .unwrap_or_else(|| panic!("no row for the server: {text}"));
     assert!(row.contains(" 0/2 "), "the GPU column names the instance: {row}");
 }
