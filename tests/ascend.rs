@@ -5,7 +5,7 @@
 mod common;
 
 use assert_cmd::Command;
-use common::{device, process, Sleeper};
+use common::{backend, device, process, Sleeper};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -60,18 +60,7 @@ fn gputaskman(npu_smi: &Path) -> Command {
 }
 
 fn json(npu_smi: &Path) -> Value {
-    let out = gputaskman(npu_smi).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn backend<'a>(s: &'a Value, name: &str) -> &'a Value {
-    s["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == name)
-        .unwrap()
+    common::json_of(gputaskman(npu_smi).arg("--json"))
 }
 
 /// The Ascend devices of a snapshot (the machine may have others).

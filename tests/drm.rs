@@ -3,7 +3,10 @@
 //! The /sys root comes from `GPUTASKMAN_SYS_ROOT`, the /proc root from
 //! `GPUTASKMAN_PROC_ROOT`.
 
+mod common;
+
 use assert_cmd::Command;
+use common::{backend, notes, process};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -21,44 +24,14 @@ fn json_on(name: &str) -> Value {
 
 /// `--json` on the /proc and /sys trees under `root`.
 fn json_on_root(root: &std::path::Path) -> Value {
-    let out = Command::cargo_bin("gputaskman")
-        .unwrap()
-        .env("GPUTASKMAN_PROC_ROOT", root.join("proc"))
-        .env("GPUTASKMAN_SYS_ROOT", root.join("sys"))
-        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn backend<'a>(s: &'a Value, name: &str) -> &'a Value {
-    s["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == name)
-        .unwrap()
-}
-
-fn process(s: &Value, pid: u64) -> &Value {
-    s["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap_or_else(|| panic!("PID {pid}: {s}"))
-}
-
-fn notes(p: &Value) -> String {
-    p["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
+    common::json_of(
+        Command::cargo_bin("gputaskman")
+            .unwrap()
+            .env("GPUTASKMAN_PROC_ROOT", root.join("proc"))
+            .env("GPUTASKMAN_SYS_ROOT", root.join("sys"))
+            .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+            .arg("--json"),
+    )
 }
 
 #[test]
@@ -85,7 +58,7 @@ fn amdgpu_discrete_card_in_json() {
     assert_eq!(d["power_w"], 87.0);
     assert_eq!(d["power_limit_w"], 327.0);
 
-    let gpu = |pid: u64| process(&s, pid)["gpu"][0].clone();
+    let gpu = |pid: u32| process(&s, pid)["gpu"][0].clone();
     assert_eq!(process(&s, 1000)["name"], "llama-server");
     // Client 217 is held by 1000 and its child 1001: counted to neither.
     assert_eq!(gpu(1000)["vram_bytes"], Value::Null);

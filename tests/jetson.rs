@@ -3,7 +3,10 @@
 //! Orin and Xavier layouts), pointed at them by `GPUTASKMAN_PROC_ROOT` and
 //! `GPUTASKMAN_SYS_ROOT` as the DRM tests are.
 
+mod common;
+
 use assert_cmd::Command;
+use common::{backend, notes, process};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -25,37 +28,7 @@ fn on_root(root: &Path) -> Command {
 }
 
 fn json_on(root: &Path) -> Value {
-    let out = on_root(root).arg("--json").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn backend<'a>(s: &'a Value, name: &str) -> &'a Value {
-    s["backends"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|b| b["name"] == name)
-        .unwrap()
-}
-
-fn process(s: &Value, pid: u64) -> &Value {
-    s["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap_or_else(|| panic!("PID {pid}: {s}"))
-}
-
-fn notes(v: &Value) -> String {
-    v["notes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n.as_str().unwrap())
-        .collect::<Vec<_>>()
-        .join("\n")
+    common::json_of(on_root(root).arg("--json"))
 }
 
 #[test]

@@ -164,6 +164,34 @@ pub fn process(snapshot: &serde_json::Value, pid: u32) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("pid {pid} not in {snapshot:#}"))
 }
 
+/// The backend entry named `name`.
+pub fn backend<'a>(snapshot: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    snapshot["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == name)
+        .unwrap_or_else(|| panic!("no backend {name} in {snapshot:#}"))
+}
+
+/// An entry's notes (a device's, a process's), a line each.
+pub fn notes(entry: &serde_json::Value) -> String {
+    entry["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The JSON a gputaskman command prints, which must succeed.
+pub fn json_of(cmd: &mut assert_cmd::Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The device entry with this index.
 pub fn device(snapshot: &serde_json::Value, index: u32) -> &serde_json::Value {
     snapshot["devices"]
