@@ -1624,9 +1624,9 @@ fn memory_rows(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
 
 // ---------------------------------------------------------------- overlay
 
-fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
-    let w = area.width.saturating_sub(4).min(100);
-    let h = area.height.saturating_sub(2);
+/// A `w` x `h` box centred in `area` (neither larger than it), cleared for
+/// an overlay to be drawn in.
+fn popup(f: &mut Frame, area: Rect, w: u16, h: u16) -> Rect {
     let rect = Rect {
         x: area.x + (area.width - w) / 2,
         y: area.y + (area.height - h) / 2,
@@ -1634,6 +1634,12 @@ fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
         height: h,
     };
     f.render_widget(Clear, rect);
+    rect
+}
+
+fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
+    let w = area.width.saturating_sub(4).min(100);
+    let rect = popup(f, area, w, area.height.saturating_sub(2));
     let block = Block::default()
         .borders(Borders::ALL)
         .border_set(theme.border())
@@ -1652,7 +1658,7 @@ fn draw_overlay(f: &mut Frame, theme: Theme, area: Rect, scroll: u16) {
             }
         })
         .collect();
-    let max_scroll = (lines.len() as u16).saturating_sub(h.saturating_sub(2));
+    let max_scroll = (lines.len() as u16).saturating_sub(rect.height.saturating_sub(2));
     let mut all = vec![Line::from(Span::styled(
         format!("on {}", explain::PLATFORM),
         theme.dim(),
@@ -1718,14 +1724,7 @@ fn draw_picker(f: &mut Frame, theme: Theme, area: Rect, picker: &super::app::Pic
         lines.push(Line::from("↑↓ or 1-6 choose · Enter asks to confirm · Esc cancels"));
     }
     let w = area.width.saturating_sub(2).min(72);
-    let h = (lines.len() as u16 + 2).min(area.height);
-    let rect = Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    };
-    f.render_widget(Clear, rect);
+    let rect = popup(f, area, w, (lines.len() as u16 + 2).min(area.height));
     let block = Block::default()
         .borders(Borders::ALL)
         .border_set(theme.border())
