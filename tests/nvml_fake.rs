@@ -248,12 +248,7 @@ fn json_reports_every_scenario_value_null_where_unknown_and_errors_per_device() 
     assert_eq!(a["normalized"], false);
 
     // Rows are ordered by measured VRAM, largest first.
-    let order: Vec<u64> = s["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_u64().unwrap())
-        .collect();
+    let order: Vec<u64> = common::pids(&s);
     assert_eq!(order[0], d.llama.pid() as u64, "{order:?}");
 }
 
@@ -282,12 +277,7 @@ fn gpu_filter_keeps_one_device_and_its_processes() {
     assert_eq!(devices.len(), 1);
     assert_eq!(devices[0]["index"], 1);
     // With --gpu, only processes on that device are listed.
-    let pids: Vec<u64> = s["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_u64().unwrap())
-        .collect();
+    let pids: Vec<u64> = common::pids(&s);
     assert_eq!(pids, vec![d.llama.pid() as u64, GONE_C as u64]);
     assert!(s["processes"][0]["gpu"]
         .as_array()

@@ -213,12 +213,7 @@ fn gpu_selects_one_instance_or_a_gpu_with_its_instances() {
     let m = machine();
     let s = m.scenario.json(&["--json", "--gpu", "0/2"]);
     assert_eq!(indices(&s), vec![3]);
-    let pids: Vec<u64> = s["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["pid"].as_u64().unwrap())
-        .collect();
+    let pids: Vec<u64> = common::pids(&s);
     assert_eq!(pids, vec![m.server.pid() as u64]);
 
     let s = m.scenario.json(&["--json", "--gpu", "0"]);

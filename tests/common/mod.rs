@@ -164,6 +164,16 @@ pub fn process(snapshot: &serde_json::Value, pid: u32) -> &serde_json::Value {
         .unwrap_or_else(|| panic!("pid {pid} not in {snapshot:#}"))
 }
 
+/// The PIDs of a snapshot's processes, in its order.
+pub fn pids(snapshot: &serde_json::Value) -> Vec<u64> {
+    snapshot["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect()
+}
+
 /// The backend entry named `name`.
 pub fn backend<'a>(snapshot: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     snapshot["backends"]
