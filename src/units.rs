@@ -68,7 +68,10 @@ pub fn now_rfc3339() -> String {
 /// Seconds since the Unix epoch of an RFC 3339 time.
 pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
     let t = time::OffsetDateTime::parse(rfc3339, &Rfc3339).ok()?;
-    Some(t.unix_timestamp_nanos() as f64 / 1e9)
+    // Whole seconds and the fraction apart: the nanoseconds since 1970 as
+    // one f64 are rounded before the division (2026's need 61 bits), and
+    // `…20.123Z` read back as …20.1230001.
+    Some(t.unix_timestamp() as f64 + f64::from(t.nanosecond()) / 1e9)
 }
 
 #[cfg(test)]
@@ -83,6 +86,14 @@ mod tests {
         assert_eq!(bytes(Some(1536)), "1.5 KiB");
         assert_eq!(bytes(Some(448 << 20)), "448.0 MiB");
         assert_eq!(bytes(Some(17_171_480_576)), "15.99 GiB");
+    }
+
+    #[test]
+    fn rfc3339_times_read_back() {
+        assert_eq!(unix_seconds("2023-11-14T22:13:20.123Z"), Some(1_700_000_000.123));
+        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0.0));
+        assert_eq!(unix_seconds("2023-11-14T23:13:20+01:00"), Some(1_700_000_000.0));
+        assert_eq!(unix_seconds("yesterday"), None);
     }
 
     #[test]

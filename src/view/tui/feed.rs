@@ -4,6 +4,7 @@
 
 use crate::collect::Options;
 use crate::snapshot::Snapshot;
+use crate::units::unix_seconds;
 use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
 use std::time::{Duration, Instant};
@@ -334,57 +335,9 @@ fn clock(seconds: f64) -> String {
     }
 }
 
-/// Seconds since the Unix epoch of an RFC 3339 time as snapshots write it
-/// (`2026-11-30T17:31:58.123Z`, or with a `+hh:mm` offset).
-pub fn unix_seconds(t: &str) -> Option<f64> {
-    let b = t.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { t.get(r)?.parse().ok() };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &t[19..];
-    let mut frac = 0.0;
-    if let Some(r) = rest.strip_prefix('.') {
-        let digits = r.bytes().take_while(u8::is_ascii_digit).count();
-        frac = format!("0.{}", &r[..digits]).parse().ok()?;
-        rest = &r[digits..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let hh: i64 = rest.get(1..3)?.parse().ok()?;
-            let mm: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (hh * 3600 + mm * 60)
-        }
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if mo > 2 { mo - 3 } else { mo + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some((days * 86_400 + h * 3600 + mi * 60 + s - offset) as f64 + frac)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_times_read_back() {
-        assert_eq!(unix_seconds("2023-11-14T22:13:20.123Z"), Some(1_700_000_000.123));
-        assert_eq!(unix_seconds("1970-01-01T00:00:00Z"), Some(0.0));
-        assert_eq!(unix_seconds("2023-11-14T23:13:20+01:00"), Some(1_700_000_000.0));
-        assert_eq!(unix_seconds("yesterday"), None);
-    }
 
     fn snap(at: &str) -> Snapshot {
         let mut s = crate::view::tui::fixture::desktop();
