@@ -30,7 +30,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -149,7 +149,10 @@ struct Shared {
     limits: Limits,
     token: Option<Token>,
     handler: Arc<dyn Handler>,
-    active: AtomicUsize,
+    /// One per connection thread, kept until it is joined: a thread that
+    /// has finished serving still exists until then, so this (not a count
+    /// the thread lowers on its way out) is what bounds the threads.
+    connections: Mutex<Vec<std::thread::JoinHandle<()>>>,
     stop: AtomicBool,
     /// Connections still reading their head, oldest first.
     readers: Mutex<Vec<Reader>>,
@@ -193,6 +196,19 @@ impl Shared {
     fn head_read(&self, id: u64) {
         let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
         readers.retain(|r| r.id != id);
+    }
+
+    /// Joins the connection threads that have finished and says how many
+    /// are left.
+    fn live_connections(&self) -> usize {
+        let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let (done, live): (Vec<_>, Vec<_>) = connections.drain(..).partition(|t| t.is_finished());
+        *connections = live;
+        drop(connections);
+        for thread in done {
+            let _ = thread.join();
+        }
+        self.connections.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -254,7 +270,7 @@ impl Server {
                 limits,
                 token,
                 handler,
-                active: AtomicUsize::new(0),
+                connections: Mutex::new(Vec::new()),
                 stop: AtomicBool::new(false),
                 readers: Mutex::new(Vec::new()),
             }),
@@ -298,23 +314,23 @@ impl Server {
                 }
             };
             let shared = &self.shared;
-            if shared.active.load(Ordering::SeqCst) >= cut_from && shared.cut_a_head_reader() {
+            let mut live = shared.live_connections();
+            if live >= cut_from && shared.cut_a_head_reader() {
                 // The cut connection's thread answers and exits at once:
                 // wait that moment, so the new client takes the freed slot
                 // rather than a 503 by a race.
                 let freed = Instant::now() + Duration::from_millis(100);
-                while shared.active.load(Ordering::SeqCst) >= limits.max_connections && Instant::now() < freed {
+                while live >= limits.max_connections && Instant::now() < freed {
                     std::thread::sleep(Duration::from_millis(1));
+                    live = shared.live_connections();
                 }
             }
             // Only this thread adds, so the count cannot pass the cap.
-            if shared.active.fetch_add(1, Ordering::SeqCst) >= limits.max_connections {
-                shared.active.fetch_sub(1, Ordering::SeqCst);
+            if live >= limits.max_connections {
                 rejecter.reject(stream);
                 continue;
             }
             let (Ok(ip), Ok(handle)) = (stream.peer_addr().map(|a| a.ip()), stream.try_clone()) else {
-                shared.active.fetch_sub(1, Ordering::SeqCst);
                 continue;
             };
             next_id += 1;
@@ -329,23 +345,16 @@ impl Server {
             let spawned = std::thread::Builder::new()
                 .name("gputaskman-conn".into())
                 .stack_size(CONNECTION_STACK)
-                .spawn(move || {
-                    let _guard = ActiveGuard(&for_thread.active);
-                    serve_connection(stream, &for_thread, id, &cut);
-                });
-            if spawned.is_err() {
-                shared.head_read(id);
-                shared.active.fetch_sub(1, Ordering::SeqCst);
+                .spawn(move || serve_connection(stream, &for_thread, id, &cut));
+            match spawned {
+                Ok(thread) => shared
+                    .connections
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(thread),
+                Err(_) => shared.head_read(id),
             }
         }
-    }
-}
-
-struct ActiveGuard<'a>(&'a AtomicUsize);
-
-impl Drop for ActiveGuard<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -820,18 +829,14 @@ pub(crate) mod tests {
         let mut idle = TcpStream::connect(handle.addr()).unwrap();
         idle.write_all(b"GET /snapshot HTTP/1.1\r\n\r\n").unwrap();
         let started = Instant::now();
-        while handle.shared.active.load(Ordering::SeqCst) == 0 && started.elapsed() < Duration::from_secs(5) {
+        while handle.shared.live_connections() == 0 && started.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(5));
         }
-        while handle.shared.active.load(Ordering::SeqCst) > 0 && started.elapsed() < Duration::from_secs(20) {
+        while handle.shared.live_connections() > 0 && started.elapsed() < Duration::from_secs(20) {
             std::thread::sleep(Duration::from_millis(20));
         }
         let held = started.elapsed();
-        assert_eq!(
-            handle.shared.active.load(Ordering::SeqCst),
-            0,
-            "still held after {held:?}"
-        );
+        assert_eq!(handle.shared.live_connections(), 0, "still held after {held:?}");
         assert!(held < Duration::from_secs(5), "held {held:?}, not cut at the stall");
         drop(idle);
     }
