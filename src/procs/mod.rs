@@ -44,7 +44,7 @@ use std::time::Duration;
 /// maps. `V` is how they know the address-space size (Linux always reads
 /// it; macOS not for every process), `C` what they keep of the
 /// classification.
-#[cfg(any(test, target_os = "linux", target_os = "macos"))]
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 #[derive(Debug, Clone)]
 struct Lifelong<V, C> {
     argv: Vec<String>,
