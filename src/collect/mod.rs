@@ -120,6 +120,17 @@ impl Collector {
         self.sample_within(None)
     }
 
+    /// For a view that shows only GPU and model processes: the others'
+    /// stat is read every `every`th sample (1: every sample), listed in
+    /// between with CPU% and RSS unknown. Linux only: the other platforms'
+    /// scans read every process in one call anyway.
+    pub fn read_quiet_processes_every(&mut self, every: u32) {
+        #[cfg(target_os = "linux")]
+        self.procs.read_quiet_processes_every(every);
+        #[cfg(not(target_os = "linux"))]
+        let _ = every;
+    }
+
     /// One snapshot whose rates are measured over at least `min_window`,
     /// for one-shot output: the window opens now (every source's first
     /// reading, and the scan is each process's), the work runs inside it,
@@ -189,6 +200,8 @@ impl Collector {
             })
             .collect();
         self.procs.read_deferred_maps(|pid| named.contains(&pid), &mut scanned);
+        #[cfg(target_os = "linux")]
+        self.procs.note_gpu_holders(named, &mut scanned);
         let usage = self.pids.owners(&scanned, &visible, usage);
         let mut processes = merge(&scanned, usage, self.options.gpu.is_none());
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {
@@ -348,10 +361,13 @@ const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
 /// now, one [`SECOND_SAMPLE_AFTER`] later (for CPU%), then one every
 /// `interval`, each handed to `deliver` with how long it took. Model
 /// discovery runs in the background, so a sample never waits for a runtime
-/// API. Stops when `deliver` returns false.
+/// API. `quiet_every` is read before each sample
+/// ([`Collector::read_quiet_processes_every`]). Stops when `deliver`
+/// returns false.
 pub fn spawn_sampler(
     mut options: Options,
     interval: Duration,
+    quiet_every: Arc<std::sync::atomic::AtomicU32>,
     mut deliver: impl FnMut(Snapshot, Duration) -> bool + Send + 'static,
 ) {
     options.background_discovery = true;
@@ -362,6 +378,7 @@ pub fn spawn_sampler(
             let mut period = SECOND_SAMPLE_AFTER.min(interval);
             loop {
                 let started = Instant::now();
+                collector.read_quiet_processes_every(quiet_every.load(std::sync::atomic::Ordering::Relaxed));
                 let snapshot = collector.sample();
                 if !deliver(snapshot, started.elapsed()) {
                     return;

@@ -56,6 +56,16 @@ pub struct ProcScanner {
     deferred: std::collections::HashSet<(u32, u64)>,
     /// How many deferred maps this scan may still read.
     catch_up_left: usize,
+    /// A quiet process's stat is read every this many scans (1: every
+    /// scan); see [`ProcScanner::read_quiet_processes_every`].
+    quiet_every: u64,
+    /// The last stat read of each quiet process: no GPU source named it
+    /// last round, it is no AI process and loaded no GPU runtime.
+    quiet: HashMap<u32, Stat>,
+    /// The PIDs a GPU source named last round: never quiet.
+    holders: std::collections::HashSet<u32>,
+    /// The processes whose kept stat the last scan used.
+    kept: std::collections::HashSet<u32>,
     scans: u64,
 }
 
@@ -88,7 +98,62 @@ impl ProcScanner {
             deferred: Default::default(),
             catch_up_left: 0,
             scans: 0,
+            quiet_every: 1,
+            quiet: HashMap::new(),
+            holders: Default::default(),
+            kept: Default::default(),
         }
+    }
+
+    /// Reads a quiet process's stat only every `every`th scan, for a view
+    /// that shows no such process (the live view until `a`): they are most
+    /// of a machine's processes and most of a refresh's cost (the kernel
+    /// formats each stat line). In between, the scan lists such a process
+    /// from its last reading, with its CPU% and RSS unknown (not stale
+    /// figures); it is read at once when a GPU source names it
+    /// ([`ProcScanner::note_gpu_holders`]), and a new PID is always read.
+    /// Each scan reads a different `1/every` of them.
+    pub fn read_quiet_processes_every(&mut self, every: u32) {
+        self.quiet_every = u64::from(every.max(1));
+        if self.quiet_every == 1 {
+            self.quiet.clear();
+        }
+    }
+
+    /// The PIDs the GPU sources named this round: of those the scan listed
+    /// from a kept stat, each is read now (or left out of this round when
+    /// its PID now belongs to another process), and none is quiet next scan.
+    pub fn note_gpu_holders(&mut self, holders: std::collections::HashSet<u32>, scanned: &mut Vec<ProcInfo>) {
+        let mut buf = [0u8; 2048];
+        let now = Instant::now();
+        let page_size = self.page_size;
+        let mut gone = Vec::new();
+        let kept = std::mem::take(&mut self.kept);
+        for info in scanned
+            .iter_mut()
+            .filter(|i| kept.contains(&i.pid) && holders.contains(&i.pid))
+        {
+            let path = self.root.join(info.pid.to_string()).join("stat");
+            let stat = self.read_stat_held(info.pid, &path, &mut buf);
+            let Some(stat) = stat.filter(|s| s.starttime == info.start_ticks) else {
+                gone.push(info.pid);
+                continue;
+            };
+            let key = (info.pid, stat.starttime);
+            let ticks = stat.ticks();
+            info.cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
+                let secs = now.duration_since(at).as_secs_f64();
+                (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
+            });
+            info.rss_bytes = resident_bytes(&stat, page_size);
+            info.ppid = (stat.ppid != 0).then_some(stat.ppid);
+            self.cpu.insert(key, (ticks, now));
+        }
+        scanned.retain(|i| !gone.contains(&i.pid));
+        for pid in &holders {
+            self.quiet.remove(pid);
+        }
+        self.holders = holders;
     }
 
     /// Opens a one-shot's CPU window: the next [`scan`] is each process's
@@ -189,6 +254,7 @@ impl ProcScanner {
         self.catch_up_left = if self.scans == 0 { 0 } else { DEFERRED_MAPS_PER_SCAN };
         self.scans += 1;
         let mut seen = HashMap::with_capacity(self.cpu.len());
+        self.kept.clear();
         let mut shortest: Option<Duration> = None;
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
@@ -200,7 +266,9 @@ impl ProcScanner {
             };
             path.push(&name);
             path.push("stat");
-            let stat = self.read_stat_held(pid, &path, &mut buf);
+            let kept = self.kept_stat(pid);
+            let reused = kept.is_some();
+            let stat = kept.or_else(|| self.read_stat_held(pid, &path, &mut buf));
             path.pop();
             let Some(stat) = stat else {
                 path.pop();
@@ -208,7 +276,7 @@ impl ProcScanner {
             };
             let key = (pid, stat.starttime);
             let ticks = stat.ticks();
-            let cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
+            let cpu_percent = self.cpu.get(&key).filter(|_| !reused).and_then(|&(before, at)| {
                 let window = now.duration_since(at);
                 shortest = Some(shortest.map_or(window, |s| s.min(window)));
                 let secs = window.as_secs_f64();
@@ -231,12 +299,15 @@ impl ProcScanner {
                 );
             }
             let reference = match self.cpu.get(&key) {
-                Some(&(t, at)) if now.duration_since(at).as_millis() < 50 => (t, at),
+                // A kept stat is no new reading: the last one stays the
+                // reference, and the next reading's CPU% spans both.
+                Some(&(t, at)) if reused || now.duration_since(at).as_millis() < 50 => (t, at),
                 _ => (ticks, now),
             };
             seen.insert(key, reference);
 
             let page_size = self.page_size;
+            let may_be_quiet = self.quiet_every > 1 && !self.holders.contains(&pid);
             let young = uptime_ticks.is_some_and(|up| up.saturating_sub(stat.starttime) < young_ticks);
             let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
@@ -246,7 +317,9 @@ impl ProcScanner {
             // Only model discovery reads argv and the mapped files, and only
             // of AI processes: the other 99% are not copied every sample.
             let ai = *kind == crate::snapshot::ProcessKind::Ai;
-            out.push(ProcInfo {
+            let rss_bytes = if reused { None } else { resident_bytes(&stat, page_size) };
+            let kept_stat = (!reused && may_be_quiet).then(|| stat.clone());
+            let info = ProcInfo {
                 pid,
                 // The kernel's idle task and kthreadd's children say 0: no parent.
                 ppid: (stat.ppid != 0).then_some(stat.ppid),
@@ -262,22 +335,36 @@ impl ProcScanner {
                 maps_readable: fixed.maps_read_at.is_some(),
                 kind: *kind,
                 cpu_percent,
-                // No address space (vsize 0): an exiting process whose
-                // memory is already released, or a zombie. Its RSS is
-                // unknown, not 0 B.
-                // A page count no machine holds is no fact.
-                rss_bytes: (stat.vsize > 0).then(|| stat.rss.checked_mul(page_size)).flatten(),
+                rss_bytes,
                 notes: fixed.notes.clone(),
-            });
+            };
+            if reused {
+                self.kept.insert(pid);
+            } else {
+                match kept_stat.filter(|_| !info.is_interesting()) {
+                    Some(stat) => self.quiet.insert(pid, stat),
+                    None => self.quiet.remove(&pid),
+                };
+            }
+            out.push(info);
         }
         // Forget processes that are gone, so neither map grows without bound.
         self.statics.retain(|k, _| seen.contains_key(k));
         self.stat_files
             .retain(|pid, (start, _)| seen.contains_key(&(*pid, *start)));
         self.deferred.retain(|k| seen.contains_key(k));
+        self.quiet.retain(|pid, s| seen.contains_key(&(*pid, s.starttime)));
         self.cpu = seen;
         self.window = shortest;
         Ok(out)
+    }
+
+    /// A quiet process's last stat, when this scan is not its turn.
+    fn kept_stat(&self, pid: u32) -> Option<Stat> {
+        if self.quiet_every == 1 || (self.scans + u64::from(pid)) % self.quiet_every == 0 {
+            return None;
+        }
+        self.quiet.get(&pid).cloned()
     }
 
     /// A process's stat, reread through the file held open for it, or read
@@ -532,6 +619,7 @@ fn brief_io(e: &std::io::Error) -> String {
     }
 }
 
+#[derive(Clone)]
 pub struct Stat {
     pub comm: String,
     pub ppid: u32,
@@ -551,6 +639,13 @@ impl Stat {
 }
 
 /// A start time in ticks after boot as the snapshot's `start_time` says it.
+/// Resident bytes from a stat line. No address space (vsize 0): an exiting
+/// process whose memory is already released, or a zombie: its RSS is
+/// unknown, not 0 B. A page count no machine holds is no fact either.
+fn resident_bytes(stat: &Stat, page_size: u64) -> Option<u64> {
+    (stat.vsize > 0).then(|| stat.rss.checked_mul(page_size)).flatten()
+}
+
 fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<String> {
     let nanos =
         boot_secs as i128 * 1_000_000_000 + start_ticks as i128 * 1_000_000_000 / ticks_per_second.max(1) as i128;
@@ -778,6 +873,64 @@ mod tests {
         // Only AI processes carry their mapped files (model discovery is
         // their only reader).
         assert!(me.mapped_files.is_empty(), "{:?}", me.mapped_files);
+    }
+
+    /// While a view shows no quiet process, each is read every Nth scan
+    /// and listed in between from its last reading with CPU% and RSS
+    /// unknown (never a stale figure); one a GPU source names is read at
+    /// once and from then on.
+    #[test]
+    fn quiet_processes_are_read_every_nth_scan_and_at_once_when_a_gpu_source_names_them() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+        scanner.read_quiet_processes_every(3);
+        let listed = |procs: &[ProcInfo]| {
+            procs
+                .iter()
+                .find(|p| p.pid == pid)
+                .cloned()
+                .expect("the child is listed")
+        };
+        assert!(listed(&scanner.scan().unwrap()).rss_bytes.is_some(), "first seen: read");
+        let mut kept_scans = 0;
+        for _ in 0..3 {
+            let p = listed(&scanner.scan().unwrap());
+            assert_eq!(p.name, "sleep");
+            if p.rss_bytes.is_none() {
+                assert_eq!(p.cpu_percent, None, "a kept reading has no CPU% of its own");
+                kept_scans += 1;
+            }
+        }
+        assert_eq!(kept_scans, 2, "read once in three scans");
+        // The next kept scan, then a GPU source names it: read at once.
+        let mut procs = loop {
+            let procs = scanner.scan().unwrap();
+            if listed(&procs).rss_bytes.is_none() {
+                break procs;
+            }
+        };
+        scanner.note_gpu_holders([pid].into_iter().collect(), &mut procs);
+        let p = listed(&procs);
+        assert!(
+            p.rss_bytes.is_some() && p.cpu_percent.is_some(),
+            "read when named: {p:?}"
+        );
+        for _ in 0..3 {
+            assert!(
+                listed(&scanner.scan().unwrap()).rss_bytes.is_some(),
+                "a holder is never quiet"
+            );
+        }
+        // Every scan again: the view shows every process.
+        scanner.note_gpu_holders(Default::default(), &mut procs);
+        scanner.read_quiet_processes_every(1);
+        for _ in 0..3 {
+            assert!(listed(&scanner.scan().unwrap()).rss_bytes.is_some());
+            assert!(scanner.kept.is_empty(), "no kept reading: {:?}", scanner.kept);
+        }
+        child.kill().ok();
+        child.wait().ok();
     }
 
     /// A copy of libm under `name` in `dir`: a library that loads anywhere.

@@ -219,7 +219,9 @@ pub fn render(mut snap: crate::snapshot::Snapshot, no_cmdline: bool, sample_s: f
 /// Starts the sampler thread ([`crate::collect::spawn_sampler`]); each
 /// sample is rendered and published.
 fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, published: Arc<Published>) {
-    crate::collect::spawn_sampler(options, interval, move |snap, took| {
+    // Every process is read every sample: /snapshot lists them all.
+    let every_sample = Arc::new(std::sync::atomic::AtomicU32::new(1));
+    crate::collect::spawn_sampler(options, interval, every_sample, move |snap, took| {
         published.publish(render(snap, no_cmdline, took.as_secs_f64()));
         true
     });

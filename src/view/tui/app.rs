@@ -429,7 +429,10 @@ impl App {
                 self.reversed = false;
             }
             KeyCode::Char('S') => self.reversed = !self.reversed,
-            KeyCode::Char('a') => self.show_all = !self.show_all,
+            KeyCode::Char('a') => {
+                self.show_all = !self.show_all;
+                return Action::Feed(FeedCommand::ShowAll(self.show_all));
+            }
             KeyCode::Char('m') => self.full_columns = Some(!self.full_columns.unwrap_or(false)),
             KeyCode::Char('p') if self.replay => return Action::Feed(FeedCommand::TogglePlay),
             KeyCode::Char('p') => {

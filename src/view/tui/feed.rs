@@ -6,7 +6,9 @@ use crate::collect::Options;
 use crate::snapshot::Snapshot;
 use crate::units::unix_seconds;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a feed hands the view.
@@ -19,9 +21,13 @@ pub enum Update {
     Seek(Vec<Snapshot>),
 }
 
-/// Commands of the replay keys; a live feed ignores them.
+/// Commands of the replay keys, which a live feed ignores, and what the
+/// view shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FeedCommand {
+    /// The view shows every process (`a`), or only those on a GPU or
+    /// with a model: a live feed then reads the others less often.
+    ShowAll(bool),
     StepBack,
     StepForward,
     Start,
@@ -49,7 +55,14 @@ pub struct LiveFeed {
     rx: Receiver<Snapshot>,
     interval: Duration,
     stopped: bool,
+    /// How often the sampler reads the processes the view does not show.
+    quiet_every: Arc<AtomicU32>,
 }
+
+/// While the view shows only GPU and model processes, the others' stat is
+/// read every this many samples (5 s at the default 1 s): they are most of
+/// a refresh's cost and none of what is on screen.
+const HIDDEN_READ_EVERY: u32 = 5;
 
 impl LiveFeed {
     /// Starts the sampling thread. Model discovery runs in the background,
@@ -57,12 +70,17 @@ impl LiveFeed {
     /// says `models_pending` where discovery has not landed.
     pub fn start(options: Options, interval: Duration) -> LiveFeed {
         let (tx, rx) = mpsc::channel();
+        // The view starts without `a`.
+        let quiet_every = Arc::new(AtomicU32::new(HIDDEN_READ_EVERY));
         // The view gone, the channel is closed and sampling stops.
-        crate::collect::spawn_sampler(options, interval, move |snapshot, _| tx.send(snapshot).is_ok());
+        crate::collect::spawn_sampler(options, interval, quiet_every.clone(), move |snapshot, _| {
+            tx.send(snapshot).is_ok()
+        });
         LiveFeed {
             rx,
             interval,
             stopped: false,
+            quiet_every,
         }
     }
 }
@@ -79,7 +97,12 @@ impl Feed for LiveFeed {
         }
     }
 
-    fn command(&mut self, _command: FeedCommand, _now: Instant) {}
+    fn command(&mut self, command: FeedCommand, _now: Instant) {
+        if let FeedCommand::ShowAll(all) = command {
+            let every = if all { 1 } else { HIDDEN_READ_EVERY };
+            self.quiet_every.store(every, Ordering::Relaxed);
+        }
+    }
 
     fn status(&self) -> String {
         if self.stopped {
@@ -269,6 +292,8 @@ impl Feed for ReplayFeed {
     fn command(&mut self, command: FeedCommand, now: Instant) {
         let last = self.frames.len().saturating_sub(1);
         match command {
+            // A recording holds what it holds.
+            FeedCommand::ShowAll(_) => return,
             FeedCommand::StepBack => self.go_to(self.pos.saturating_sub(1)),
             FeedCommand::StepForward => self.go_to(self.pos + 1),
             FeedCommand::Start => self.go_to(0),

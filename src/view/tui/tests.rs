@@ -299,7 +299,9 @@ fn a_shows_all_processes_and_m_toggles_the_columns() {
     let header = s.lines().find(|l| l.contains("WHAT IS INSIDE")).unwrap();
     assert!(!header.contains("KIND") && !header.contains("RSS"), "{header}");
     assert!(!s.contains("python3"));
-    key(&mut app, 'a');
+    // The feed is told, so a live one reads the processes no longer hidden
+    // every sample.
+    assert_eq!(key(&mut app, 'a'), Action::Feed(FeedCommand::ShowAll(true)));
     let s = screen(&mut app, 120, 40);
     let torch = row(&s, "5150");
     assert!(torch.contains("python3"), "{torch}");
