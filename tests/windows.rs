@@ -9,8 +9,9 @@
 //! PCI address match is tested on recorded counters
 //! (src/collect/wddm/mod.rs). Where D3DKMT fails, adapters are matched by
 //! DXGI's PCI ids: the fake DXGI (dxgi.dll) lists the adapters of a
-//! scenario (FAKE_DXGI_SCENARIO); without one it lists none, and the
-//! counters' adapters are devices of their own beside NVML's.
+//! scenario (FAKE_DXGI_SCENARIO); without one it fails as Wine 8.0's own
+//! does without a display (DXGI_ERROR_UNSUPPORTED), and the counters'
+//! adapters are devices of their own beside NVML's.
 
 mod common;
 #[path = "windows/wine.rs"]

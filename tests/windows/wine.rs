@@ -140,7 +140,7 @@ impl Wine {
         cmd.env("WINEPREFIX", &self.prefix)
             .env("WINEDEBUG", "-all")
             // The fake pdh.dll and dxgi.dll beside the .exe, not Wine's
-            // own. The fake DXGI lists no adapters unless a test names a
+            // own. The fake DXGI has no adapters unless a test names a
             // scenario (FAKE_DXGI_SCENARIO).
             .env("WINEDLLOVERRIDES", "pdh=n;dxgi=n")
             .env_remove("FAKE_DXGI_SCENARIO")

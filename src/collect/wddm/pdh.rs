@@ -342,6 +342,13 @@ fn dxgi_adapters() -> Result<Vec<Adapter>, String> {
             }),
         });
     }
+    // A DXGI that lists no hardware adapter gives no table: the backend
+    // line says so rather than naming DXGI the method. (Wine 8.0's own
+    // dxgi.dll without a display already fails CreateDXGIFactory1, with
+    // DXGI_ERROR_UNSUPPORTED.)
+    if out.is_empty() {
+        return Err("IDXGIFactory1::EnumAdapters1 lists no hardware adapter".into());
+    }
     Ok(out)
 }
 
