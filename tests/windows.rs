@@ -5,10 +5,13 @@
 //! where wine or mingw-w64 is not installed; .ci/run installs both.
 //!
 //! What Wine cannot stand in for: Wine 8.0's gdi32 has no
-//! D3DKMTQueryAdapterInfo (and no DXGI adapters without a display), so no
-//! adapter's PCI address is known and the counters' adapters are devices of
-//! their own beside NVML's; the LUID ↔ PCI address match is tested on
-//! recorded counters (src/collect/wddm/mod.rs).
+//! D3DKMTQueryAdapterInfo, so no adapter's PCI address is known; the LUID ↔
+//! PCI address match is tested on recorded counters
+//! (src/collect/wddm/mod.rs). Where D3DKMT fails, adapters are matched by
+//! DXGI's PCI ids: the fake DXGI (dxgi.dll) lists the adapters of a
+//! scenario (FAKE_DXGI_SCENARIO); without one it fails as Wine 8.0's own
+//! does without a display (DXGI_ERROR_UNSUPPORTED), and the counters'
+//! adapters are devices of their own beside NVML's.
 
 mod common;
 #[path = "windows/wine.rs"]
@@ -111,7 +114,12 @@ fn pdh_two_adapters(a: u32, b: u32, c: u32, d: u32) -> Value {
 
 /// Runs gputaskman.exe with `args` and parses stdout as JSON.
 fn json_of(w: &wine::Wine, nvml: &Scenario, pdh: &Scenario, args: &[&str]) -> Value {
-    let out = assert_cmd::Command::from_std(w.gputaskman(nvml.path(), pdh.path()))
+    json_from(w.gputaskman(nvml.path(), pdh.path()), args)
+}
+
+/// Runs this gputaskman.exe command with `args` and parses stdout as JSON.
+fn json_from(cmd: std::process::Command, args: &[&str]) -> Value {
+    let out = assert_cmd::Command::from_std(cmd)
         .args(args)
         .timeout(std::time::Duration::from_secs(120))
         .output()
@@ -161,6 +169,10 @@ fn json_lists_each_process_with_its_vram_and_spill_from_pdh_on_its_adapter() {
     assert!(
         detail.contains("gdi32 has no D3DKMTQueryAdapterInfo"),
         "the backend line says why adapters are not matched: {detail}"
+    );
+    assert!(
+        detail.contains("DXGI lists no adapters: CreateDXGIFactory1 failed (0x887A0004)"),
+        "nor could DXGI: {detail}"
     );
 
     // NVML's devices keep NVML's totals; same name, told apart by bus.
@@ -367,4 +379,230 @@ fn serve_under_wine_answers_metrics_with_the_pdh_figures() {
         None,
         "NVML under WDDM has no figure, and n/a is no series:\n{metrics}"
     );
+}
+
+/// A card as NVML and DXGI both describe it.
+struct Card {
+    name: &'static str,
+    uuid: &'static str,
+    bus: &'static str,
+    /// The PCI device id (the vendor is NVIDIA's, 10de).
+    device_id: u32,
+    subsys_id: u32,
+    memory: u64,
+}
+
+const RTX_4090: Card = Card {
+    name: "NVIDIA GeForce RTX 4090",
+    uuid: "GPU-4090-0000",
+    bus: "00000000:01:00.0",
+    device_id: 0x2684,
+    subsys_id: 0x16F1_10DE,
+    memory: 24 * GIB,
+};
+const RTX_4080: Card = Card {
+    name: "NVIDIA GeForce RTX 4080",
+    uuid: "GPU-4080-1111",
+    bus: "00000000:21:00.0",
+    device_id: 0x2704,
+    subsys_id: 0x1701_10DE,
+    memory: 16 * GIB,
+};
+const NVIDIA: u32 = 0x10DE;
+
+/// These cards under WDDM, with the PIDs NVML lists on each and no memory
+/// figures, as the real driver gives them; pciDeviceId is (device id <<
+/// 16) | vendor id (nvml.h).
+fn nvml_cards(cards: &[(&Card, &[u32])]) -> Value {
+    let devices: Vec<Value> = cards
+        .iter()
+        .map(|(c, pids)| {
+            let processes: Vec<Value> = pids.iter().map(|p| json!({"pid": p, "used_memory": null})).collect();
+            json!({
+                "name": c.name, "uuid": c.uuid, "pci_bus_id": c.bus,
+                "pci_device_id": (c.device_id << 16) | NVIDIA, "pci_subsystem_id": c.subsys_id,
+                "driver_model": {"current": 0, "pending": 0},
+                "memory": {"total": c.memory, "used": 2 * GIB, "free": c.memory - 2 * GIB},
+                "compute_processes": processes,
+            })
+        })
+        .collect();
+    json!({"driver_version": "581.57", "cuda_driver_version": 13000, "devices": devices})
+}
+
+/// The fake DXGI's adapters: these cards at these LUIDs (the low halves of
+/// LUID_A and LUID_B), after the Microsoft Basic Render Driver, a
+/// software adapter that is never a device.
+fn dxgi_cards(cards: &[(&Card, u32)]) -> Value {
+    let mut adapters = vec![json!({
+        "description": "Microsoft Basic Render Driver", "vendor_id": 0x1414, "device_id": 0x8C,
+        "luid": {"high": 0, "low": 0x9}, "software": true,
+    })];
+    adapters.extend(cards.iter().map(|(c, low)| {
+        json!({
+            "description": c.name, "vendor_id": NVIDIA, "device_id": c.device_id,
+            "subsys_id": c.subsys_id, "revision": 0xA1, "luid": {"high": 0, "low": low},
+            "dedicated_video_memory": c.memory,
+        })
+    }));
+    json!({ "adapters": adapters })
+}
+
+const LOW_A: u32 = 0xE1A0;
+const LOW_B: u32 = 0x1F3C2;
+
+/// gputaskman.exe --json against these NVML, PDH and DXGI scenarios.
+fn json_with_dxgi(w: &wine::Wine, nvml: &Scenario, pdh: &Scenario, dxgi: &Scenario) -> Value {
+    let mut cmd = w.gputaskman(nvml.path(), pdh.path());
+    cmd.env("FAKE_DXGI_SCENARIO", wine::windows_path(dxgi.path()));
+    json_from(cmd, &["--json"])
+}
+
+/// The process's WDDM entries, as (device, entry).
+fn wddm_entries(p: &Value) -> Vec<(u64, &Value)> {
+    p["gpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["source"] == "wddm")
+        .map(|g| (g["device"].as_u64().unwrap(), g))
+        .collect()
+}
+
+fn wddm_detail(s: &Value) -> String {
+    let b = s["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "wddm")
+        .unwrap_or_else(|| panic!("no wddm backend: {s:#}"));
+    assert_eq!(b["status"], "ok", "{b:#}");
+    b["detail"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn json_puts_each_process_s_pdh_vram_and_spill_on_its_nvml_device_by_dxgi_pci_ids() {
+    let Some(w) = wine::wine() else { return };
+    let holders = [(); 4].map(|_| w.holder(&[], &[]));
+    let [a, b, c, d] = holders.each_ref().map(|h| h.pid);
+    // PDH's adapter A is the 4080, NVML's second device; B the 4090, its
+    // first: DXGI lists A first, so no order lines them up by chance.
+    let nvml = Scenario::new(&nvml_cards(&[(&RTX_4090, &[b, c, d]), (&RTX_4080, &[a, c])]));
+    let pdh = Scenario::new(&pdh_two_adapters(a, b, c, d));
+    let dxgi = Scenario::new(&dxgi_cards(&[(&RTX_4080, LOW_A), (&RTX_4090, LOW_B)]));
+    let s = json_with_dxgi(w, &nvml, &pdh, &dxgi);
+
+    let detail = wddm_detail(&s);
+    assert!(detail.contains("5 process entries"), "{detail}");
+    assert!(
+        detail.contains("adapters by LUID from DXGI PCI ids (gdi32 has no D3DKMTQueryAdapterInfo"),
+        "the backend line says which match was used, and why: {detail}"
+    );
+    assert!(!detail.contains("share PCI ids"), "{detail}");
+
+    // Two devices, NVML's, with NVML's totals and the shared memory only
+    // the counters know.
+    assert_eq!(s["devices"].as_array().unwrap().len(), 2, "{:#}", s["devices"]);
+    for (index, card, shared) in [(0, &RTX_4090, 160 * MIB), (1, &RTX_4080, 576 * MIB)] {
+        let dev = device(&s, index);
+        assert_eq!(dev["backend"], "nvml", "{dev:#}");
+        assert_eq!(dev["name"], card.name);
+        assert_eq!(dev["memory_total_bytes"], card.memory);
+        assert_eq!(dev["memory_used_bytes"], 2 * GIB);
+        assert_eq!(dev["shared_memory_used_bytes"], shared, "{dev:#}");
+    }
+
+    // Value by value, on the device whose ids DXGI gave the LUID:
+    // [device, VRAM, spill, paged] per WDDM entry.
+    for (pid, want) in [
+        (a, json!([[1, 4 * GIB, 512 * MIB, 512 * MIB]])),
+        (b, json!([[0, 10 * GIB, 0, 0]])),
+        (c, json!([[0, 2 * GIB, 128 * MIB, 384 * MIB], [1, GIB, 64 * MIB, 0]])),
+        (d, json!([[0, GIB, 32 * MIB, 0]])),
+    ] {
+        let p = process(&s, pid);
+        let got: Vec<Value> = wddm_entries(p)
+            .into_iter()
+            .map(|(dev, g)| json!([dev, g["vram_bytes"], g["spill_bytes"], g["paged_bytes"]]))
+            .collect();
+        assert_eq!(Value::from(got), want, "pid {pid}: {p:#}");
+    }
+    let busy_3d = wddm_entries(process(&s, a))[0].1["engines"]["3d"].as_u64().unwrap();
+    assert!((32..=48).contains(&busy_3d), "{busy_3d}");
+}
+
+#[test]
+fn two_identical_cards_under_dxgi_are_not_guessed_and_the_notes_say_why() {
+    let Some(w) = wine::wine() else { return };
+    let case = two_adapters(w);
+    let [a, b, c, d] = case.holders.each_ref().map(|h| h.pid);
+    // Two RTX 3090 of one board: the same ids, told apart only by address.
+    let twin = Card {
+        name: RTX_3090,
+        uuid: "",
+        bus: "",
+        device_id: 0x2204,
+        subsys_id: 0x3880_1462,
+        memory: 24 * GIB,
+    };
+    let nvml = Scenario::new(&nvml_cards(&[
+        (
+            &Card {
+                uuid: "GPU-3090-0000",
+                bus: "00000000:01:00.0",
+                ..twin
+            },
+            &[a, c],
+        ),
+        (
+            &Card {
+                uuid: "GPU-3090-1111",
+                bus: "00000000:21:00.0",
+                ..twin
+            },
+            &[b, c, d],
+        ),
+    ]));
+    let dxgi = Scenario::new(&dxgi_cards(&[(&twin, LOW_A), (&twin, LOW_B)]));
+    let s = json_with_dxgi(w, &nvml, &case.pdh, &dxgi);
+
+    let why = "2 adapters and 2 devices share PCI ids 10de:2204 (subsystem 38801462), so DXGI cannot tell them apart and none is matched (D3DKMTQueryAdapterInfo's PCI address is needed)";
+    let detail = wddm_detail(&s);
+    assert!(detail.contains("adapters by LUID from DXGI PCI ids"), "{detail}");
+    assert!(detail.contains(why), "{detail}");
+
+    // NVML's two, then the counters' two adapters, each saying why.
+    assert_eq!(s["devices"].as_array().unwrap().len(), 4, "{:#}", s["devices"]);
+    for (index, luid, used) in [
+        (2, "0x00000000_0x0000E1A0", 5 * GIB),
+        (3, "0x00000000_0x0001F3C2", 13 * GIB),
+    ] {
+        let dev = device(&s, index);
+        assert_eq!(dev["backend"], "wddm", "{dev:#}");
+        assert_eq!(dev["memory_used_bytes"], used);
+        let note = format!("adapter LUID {luid} is not matched: {why}");
+        assert!(dev["notes"].as_array().unwrap().contains(&json!(note)), "{dev:#}");
+    }
+    for index in [0, 1] {
+        assert_eq!(
+            device(&s, index)["shared_memory_used_bytes"],
+            Value::Null,
+            "nothing lent to NVML's"
+        );
+    }
+    // Each process's counters stay on its adapter's own device, none on an
+    // NVML device: [device, VRAM] per WDDM entry.
+    for (pid, want) in [
+        (a, json!([[2, 4 * GIB]])),
+        (b, json!([[3, 10 * GIB]])),
+        (c, json!([[2, GIB], [3, 2 * GIB]])),
+        (d, json!([[3, GIB]])),
+    ] {
+        let p = process(&s, pid);
+        let got: Vec<Value> = wddm_entries(p)
+            .into_iter()
+            .map(|(dev, g)| json!([dev, g["vram_bytes"]]))
+            .collect();
+        assert_eq!(Value::from(got), want, "pid {pid}: {p:#}");
+    }
 }

@@ -21,7 +21,7 @@
 
 use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
-use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, MigInstance, Pcie, QueryError};
+use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, MigInstance, PciIds, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device as NvmlDevice, Nvml};
@@ -489,7 +489,19 @@ fn mig_profile(name: &str) -> Option<String> {
 fn read_properties(r: &mut Reader<'_>, nvml: &Nvml, handle: &NvmlDevice, device: &mut Device) {
     device.name = r.get("name", handle.name());
     device.uuid = r.get("uuid", handle.uuid());
-    device.pci_bus_id = r.get("pci info", handle.pci_info()).map(|p| p.bus_id);
+    if let Some(pci) = r.get("pci info", handle.pci_info()) {
+        // pciDeviceId is (device id << 16) | vendor id (nvml.h,
+        // nvmlPciInfo_t); 0 is no id at all, which matches nothing.
+        device.pci_ids = pci
+            .pci_sub_system_id
+            .filter(|_| pci.pci_device_id != 0)
+            .map(|subsystem| PciIds {
+                vendor: pci.pci_device_id as u16,
+                device: (pci.pci_device_id >> 16) as u16,
+                subsystem,
+            });
+        device.pci_bus_id = Some(pci.bus_id);
+    }
     if let Some((total, used, free, reserved)) = r.get("memory", memory(nvml, handle)) {
         device.memory_total_bytes = Some(total);
         device.memory_used_bytes = Some(used);

@@ -106,6 +106,13 @@ pub struct Device {
     pub name: Option<String>,
     pub uuid: Option<String>,
     pub pci_bus_id: Option<String>,
+    /// The PCI vendor, device and subsystem ids (NVML's pci info): what a
+    /// WDDM adapter DXGI lists is matched by when its PCI address is not
+    /// known (collect::wddm). Not in the JSON: the bus id already names
+    /// the device, and a replayed snapshot is never matched again.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub pci_ids: Option<PciIds>,
     pub driver_version: Option<String>,
     /// The CUDA driver API version, e.g. `13.0`.
     pub cuda_version: Option<String>,
@@ -139,6 +146,27 @@ pub struct Device {
     /// The driver stopped answering: these are the last values it gave.
     #[serde(default)]
     pub stale: bool,
+}
+
+/// A PCI function's identity, the same for every card of one model and
+/// board: vendor and device id (`10de:2684`) and the 32-bit subsystem id
+/// (subsystem device id << 16 | subsystem vendor id, as NVML's
+/// pciSubSystemId and DXGI's SubSysId both hold it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PciIds {
+    pub vendor: u16,
+    pub device: u16,
+    pub subsystem: u32,
+}
+
+impl std::fmt::Display for PciIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:04x} (subsystem {:08x})",
+            self.vendor, self.device, self.subsystem
+        )
+    }
 }
 
 /// One MIG device: a compute instance inside a GPU instance. Its memory

@@ -1,7 +1,8 @@
 //! gputaskman.exe under Wine, for tests/windows.rs: the Windows build
 //! (x86_64-pc-windows-gnu, linked by Debian's mingw-w64), the fake NVML as
-//! nvml.dll and the fake PDH as pdh.dll beside it, the C helpers of this
-//! folder built with mingw, and a Wine prefix of the tests' own.
+//! nvml.dll, the fake PDH as pdh.dll and the fake DXGI as dxgi.dll beside
+//! it, the C helpers of this folder built with mingw, and a Wine prefix of
+//! the tests' own.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -17,8 +18,8 @@ const START: Duration = Duration::from_secs(60);
 
 /// The built folder and the prefix.
 pub struct Wine {
-    /// gputaskman.exe, nvml.dll, pdh.dll, bcryptprimitives.dll, holder.exe
-    /// and ggml-cuda.dll.
+    /// gputaskman.exe, nvml.dll, pdh.dll, dxgi.dll, bcryptprimitives.dll,
+    /// holder.exe and ggml-cuda.dll.
     pub app: PathBuf,
     prefix: PathBuf,
 }
@@ -73,7 +74,15 @@ fn setup() -> Wine {
         "cargo build gputaskman.exe",
     );
     cargo(
-        &["--package", "fake-nvml", "--package", "fake-pdh", "--lib"],
+        &[
+            "--package",
+            "fake-nvml",
+            "--package",
+            "fake-pdh",
+            "--package",
+            "fake-dxgi",
+            "--lib",
+        ],
         "cargo build the fake DLLs",
     );
     let built = target.join(TARGET).join("debug");
@@ -83,6 +92,7 @@ fn setup() -> Wine {
         ("gputaskman.exe", "gputaskman.exe"),
         ("nvidia_ml.dll", "nvml.dll"),
         ("pdh.dll", "pdh.dll"),
+        ("dxgi.dll", "dxgi.dll"),
     ] {
         std::fs::copy(built.join(from), app.join(to)).unwrap_or_else(|e| panic!("{from}: {e}"));
     }
@@ -129,8 +139,11 @@ impl Wine {
     fn env<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
         cmd.env("WINEPREFIX", &self.prefix)
             .env("WINEDEBUG", "-all")
-            // The fake pdh.dll beside the .exe, not Wine's own.
-            .env("WINEDLLOVERRIDES", "pdh=n")
+            // The fake pdh.dll and dxgi.dll beside the .exe, not Wine's
+            // own. The fake DXGI has no adapters unless a test names a
+            // scenario (FAKE_DXGI_SCENARIO).
+            .env("WINEDLLOVERRIDES", "pdh=n;dxgi=n")
+            .env_remove("FAKE_DXGI_SCENARIO")
             .env_remove("DISPLAY")
             .env_remove("GPUTASKMAN_NVML_LIB")
     }
@@ -151,7 +164,7 @@ impl Wine {
         let cmd = self.gputaskman(nvml, pdh);
         let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
         let mut line = format!(
-            "cd {} && env -u DISPLAY -u GPUTASKMAN_NVML_LIB",
+            "cd {} && env -u DISPLAY -u GPUTASKMAN_NVML_LIB -u FAKE_DXGI_SCENARIO",
             quote(self.app.as_os_str())
         );
         for (k, v) in cmd.get_envs() {

@@ -27,7 +27,7 @@
 #[cfg(windows)]
 pub mod pdh;
 
-use crate::snapshot::{Device, GpuUsage};
+use crate::snapshot::{Device, GpuUsage, PciIds};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -551,13 +551,58 @@ struct Previous {
     contexts: BTreeSet<ContextKey>,
 }
 
-/// Where an adapter sits on the PCI bus (D3DKMT's adapter address).
+/// What tells an adapter from the others, to find its device by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AdapterAddress {
+pub enum AdapterKey {
+    /// Where it sits on the PCI bus: D3DKMTQueryAdapterInfo's
+    /// KMTQAITYPE_ADAPTERADDRESS (bus, device, function), or the WSL
+    /// bridge's `adapter` line. One card has one.
+    Address { bus: u32, device: u32, function: u32 },
+    /// What it is: DXGI_ADAPTER_DESC1's VendorId, DeviceId and SubSysId
+    /// (Microsoft Learn, IDXGIAdapter1::GetDesc1), where no address is
+    /// known. Two cards of one model and board share them.
+    Ids(PciIds),
+}
+
+impl AdapterKey {
+    /// The device's key of the same kind as this one, if it has one.
+    fn of(&self, d: &Device) -> Option<AdapterKey> {
+        match self {
+            AdapterKey::Address { .. } => {
+                let (bus, device, function) = d.pci_bus_id.as_deref().and_then(parse_pci_bus_id)?;
+                Some(AdapterKey::Address { bus, device, function })
+            }
+            AdapterKey::Ids(_) => d.pci_ids.map(AdapterKey::Ids),
+        }
+    }
+}
+
+impl fmt::Display for AdapterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdapterKey::Address { bus, device, function } => {
+                write!(f, "PCI address {bus:02x}:{device:02x}.{function:x}")
+            }
+            AdapterKey::Ids(ids) => write!(f, "PCI ids {ids}"),
+        }
+    }
+}
+
+/// An adapter the counters may name, by LUID, and what tells it apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Adapter {
     pub luid: Luid,
-    pub bus: u32,
-    pub device: u32,
-    pub function: u32,
+    pub key: AdapterKey,
+}
+
+impl Adapter {
+    /// An adapter at this PCI address (D3DKMT, the WSL bridge).
+    pub fn at(luid: Luid, bus: u32, device: u32, function: u32) -> Adapter {
+        Adapter {
+            luid,
+            key: AdapterKey::Address { bus, device, function },
+        }
+    }
 }
 
 /// Bus, device and function of an NVML PCI bus id, `00000000:01:00.0`.
@@ -570,18 +615,43 @@ pub fn parse_pci_bus_id(id: &str) -> Option<(u32, u32, u32)> {
     Some((hex(bus)?, hex(dev)?, hex(func)?))
 }
 
+/// Which device each adapter LUID is, and why the others are none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Matched {
+    pub luids: BTreeMap<Luid, u32>,
+    /// Adapters left unmatched because their key is not one device's and
+    /// one adapter's alone: per LUID, why.
+    pub ambiguous: BTreeMap<Luid, String>,
+}
+
 /// Which device each adapter LUID is. A LUID names one adapter and nothing
-/// else: two cards of the same model differ by LUID, and names are never
-/// compared. The LUID of a device comes from its PCI address; an address
-/// two devices share (NVML domains this module ignores) matches neither.
-pub fn match_devices(devices: &[Device], addresses: &[AdapterAddress]) -> BTreeMap<Luid, u32> {
-    let mut out = BTreeMap::new();
-    for a in addresses {
-        let mut found = devices
-            .iter()
-            .filter(|d| d.pci_bus_id.as_deref().and_then(parse_pci_bus_id) == Some((a.bus, a.device, a.function)));
-        if let (Some(d), None) = (found.next(), found.next()) {
-            out.insert(a.luid, d.index);
+/// else, and names are never compared: an adapter is a device when its key
+/// (PCI address, else PCI ids) is that device's and no other device's or
+/// adapter's. Two cards of one model have the same ids, so by ids they
+/// stay apart rather than being guessed; a bus address two devices share
+/// (NVML domains this module ignores) matches neither.
+pub fn match_devices(devices: &[Device], adapters: &[Adapter]) -> Matched {
+    let mut out = Matched::default();
+    for a in adapters {
+        let mut found = devices.iter().filter(|d| a.key.of(d) == Some(a.key));
+        let (first, more) = (found.next(), found.count());
+        let twins = adapters.iter().filter(|b| b.key == a.key).count();
+        match first {
+            Some(d) if more == 0 && twins == 1 => {
+                out.luids.insert(a.luid, d.index);
+            }
+            None => {}
+            Some(_) => {
+                let n = |count: usize, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
+                let why = format!("{} and {} share {}", n(twins, "adapter"), n(more + 1, "device"), a.key);
+                let why = match a.key {
+                    AdapterKey::Ids(_) => format!(
+                        "{why}, so DXGI cannot tell them apart and none is matched (D3DKMTQueryAdapterInfo's PCI address is needed)"
+                    ),
+                    AdapterKey::Address { .. } => format!("{why}: none is matched"),
+                };
+                out.ambiguous.insert(a.luid, why);
+            }
         }
     }
     out
@@ -600,7 +670,25 @@ pub struct ContextUsage {
 pub struct Attributed {
     /// Adapters no existing device matched, as devices of their own.
     pub devices: Vec<Device>,
+    /// Their LUIDs and indexes.
+    pub adapters: BTreeMap<Luid, u32>,
     pub contexts: Vec<ContextUsage>,
+}
+
+impl Attributed {
+    /// Says on each adapter that became a device of its own why no device
+    /// matched it, where the match knows (a key several share).
+    pub fn explain(&mut self, matched: &Matched) {
+        for (luid, index) in &self.adapters {
+            let (Some(why), Some(d)) = (
+                matched.ambiguous.get(luid),
+                self.devices.iter_mut().find(|d| d.index == *index),
+            ) else {
+                continue;
+            };
+            d.notes.push(format!("adapter LUID {luid} is not matched: {why}"));
+        }
+    }
 }
 
 /// Turns a reading into per-context usage on devices. Adapters in `luids`
@@ -651,14 +739,15 @@ pub fn attribute(
             shared_memory_used_bytes: memory.shared,
             process_list_complete: complete && reading.dropped == 0,
             notes: vec![format!(
-                "adapter LUID {luid} matched no {} device by PCI address: its totals are the Windows counters' (Local Usage, else Dedicated Usage); the memory size is unknown to them",
+                "adapter LUID {luid} matched no {} device by PCI address or ids: its totals are the Windows counters' (Local Usage, else Dedicated Usage); the memory size is unknown to them",
                 if luids.is_empty() && existing.is_empty() { "other" } else { "NVML" }
             )],
             ..Device::default()
         });
     }
+    out.adapters = extra;
     for context in contexts {
-        let Some(&device) = luids.get(&context.luid).or_else(|| extra.get(&context.luid)) else {
+        let Some(&device) = luids.get(&context.luid).or_else(|| out.adapters.get(&context.luid)) else {
             continue;
         };
         let memory = reading.memory.get(&context).copied().unwrap_or_default();
@@ -723,8 +812,8 @@ pub fn per_process(contexts: Vec<ContextUsage>) -> (Vec<(u32, GpuUsage)>, Notes)
 /// Whether a reading names an adapter LUID the address table lacks (the
 /// table failed, or an adapter was reset or added): time to read it again.
 #[cfg_attr(not(windows), allow(dead_code))]
-pub fn unknown_luid(reading: &Reading, addresses: &[AdapterAddress]) -> bool {
-    reading.luids().iter().any(|l| !addresses.iter().any(|a| a.luid == *l))
+pub fn unknown_luid(reading: &Reading, adapters: &[Adapter]) -> bool {
+    reading.luids().iter().any(|l| !adapters.iter().any(|a| a.luid == *l))
 }
 
 /// Windows books CUDA kernels of a process on its adapter's 3D engine on
@@ -1020,21 +1109,10 @@ mod tests {
             nvml_device(1, "NVIDIA GeForce RTX 3090", "00000000:21:00.0"),
         ];
         // The first LUID is the card on bus 0x21, NVML's second.
-        let addresses = [
-            AdapterAddress {
-                luid: a,
-                bus: 0x21,
-                device: 0,
-                function: 0,
-            },
-            AdapterAddress {
-                luid: b,
-                bus: 1,
-                device: 0,
-                function: 0,
-            },
-        ];
-        let luids = match_devices(&devices, &addresses);
+        let addresses = [Adapter::at(a, 0x21, 0, 0), Adapter::at(b, 1, 0, 0)];
+        let matched = match_devices(&devices, &addresses);
+        assert!(matched.ambiguous.is_empty(), "{matched:?}");
+        let luids = matched.luids;
         assert_eq!(luids, BTreeMap::from([(a, 1), (b, 0)]));
         let out = attribute(&r, &BTreeMap::new(), &luids, &mut devices, 2, "wddm", true);
         assert!(out.devices.is_empty(), "both adapters are NVML devices");
@@ -1061,13 +1139,12 @@ mod tests {
             nvml_device(0, "A", "00000000:01:00.0"),
             nvml_device(1, "B", "00000001:01:00.0"),
         ];
-        let addresses = [AdapterAddress {
-            luid: RTX,
-            bus: 1,
-            device: 0,
-            function: 0,
-        }];
-        assert!(match_devices(&devices, &addresses).is_empty());
+        let matched = match_devices(&devices, &[Adapter::at(RTX, 1, 0, 0)]);
+        assert!(matched.luids.is_empty());
+        assert_eq!(
+            matched.ambiguous[&RTX],
+            "1 adapter and 2 devices share PCI address 01:00.0: none is matched"
+        );
         assert_eq!(parse_pci_bus_id("00000000:2B:00.1"), Some((0x2B, 0, 1)));
         assert_eq!(parse_pci_bus_id("0000:2b:1f.0"), Some((0x2B, 0x1F, 0)));
         assert_eq!(parse_pci_bus_id("garbage"), None);
@@ -1083,6 +1160,119 @@ mod tests {
         assert_eq!(d.memory_total_bytes, None, "the counters do not say");
         assert!(out.contexts.iter().all(|c| c.context.luid == RTX));
         assert_eq!(out.contexts.len(), 4);
+    }
+
+    /// An adapter as DXGI describes it: LUID and PCI ids, no address.
+    fn described(luid: Luid, vendor: u16, device: u16, subsystem: u32) -> Adapter {
+        Adapter {
+            luid,
+            key: AdapterKey::Ids(PciIds {
+                vendor,
+                device,
+                subsystem,
+            }),
+        }
+    }
+
+    fn with_ids(mut d: Device, device: u16, subsystem: u32) -> Device {
+        d.pci_ids = Some(PciIds {
+            vendor: 0x10DE,
+            device,
+            subsystem,
+        });
+        d
+    }
+
+    #[test]
+    fn without_an_address_adapters_match_devices_by_pci_ids_each_side_holds_once() {
+        let (a, b, basic) = (
+            Luid { high: 0, low: 0xE1A0 },
+            Luid { high: 0, low: 0x1F3C2 },
+            Luid { high: 0, low: 0x9 },
+        );
+        let devices = [
+            with_ids(
+                nvml_device(0, "NVIDIA GeForce RTX 4090", "00000000:01:00.0"),
+                0x2684,
+                0x16F1_10DE,
+            ),
+            with_ids(
+                nvml_device(1, "NVIDIA GeForce RTX 4080", "00000000:21:00.0"),
+                0x2704,
+                0x1703_10DE,
+            ),
+        ];
+        // DXGI lists the 4080 first; its order says nothing.
+        let adapters = [
+            described(a, 0x10DE, 0x2704, 0x1703_10DE),
+            described(b, 0x10DE, 0x2684, 0x16F1_10DE),
+            described(basic, 0x1414, 0x008C, 0),
+        ];
+        let matched = match_devices(&devices, &adapters);
+        assert_eq!(matched.luids, BTreeMap::from([(a, 1), (b, 0)]));
+        assert!(
+            matched.ambiguous.is_empty(),
+            "no device is a Microsoft adapter: {matched:?}"
+        );
+
+        // Another board of the same model (subsystem) is another card.
+        let other_board = [described(a, 0x10DE, 0x2684, 0x8933_1043)];
+        assert!(match_devices(&devices, &other_board).luids.is_empty());
+        // A device without ids (NVML said none) matches nothing by ids, and
+        // an address never matches ids.
+        let bare = [nvml_device(0, "NVIDIA GeForce RTX 4090", "00000000:01:00.0")];
+        assert!(match_devices(&bare, &adapters).luids.is_empty());
+        assert!(match_devices(&devices, &[Adapter::at(a, 0x2684, 0, 0)])
+            .luids
+            .is_empty());
+    }
+
+    #[test]
+    fn two_identical_cards_are_not_guessed_by_pci_ids_and_say_why() {
+        let (a, b) = (Luid { high: 0, low: 0xE1A0 }, Luid { high: 0, low: 0x1F3C2 });
+        let twin =
+            |index: u32, bus: &str| with_ids(nvml_device(index, "NVIDIA GeForce RTX 4090", bus), 0x2684, 0x16F1_10DE);
+        let devices = [twin(0, "00000000:01:00.0"), twin(1, "00000000:21:00.0")];
+        let adapters = [
+            described(a, 0x10DE, 0x2684, 0x16F1_10DE),
+            described(b, 0x10DE, 0x2684, 0x16F1_10DE),
+        ];
+        let matched = match_devices(&devices, &adapters);
+        assert!(matched.luids.is_empty(), "{matched:?}");
+        let why = &matched.ambiguous[&a];
+        assert_eq!(
+            why,
+            "2 adapters and 2 devices share PCI ids 10de:2684 (subsystem 16f110de), so DXGI cannot tell them apart and none is matched (D3DKMTQueryAdapterInfo's PCI address is needed)"
+        );
+        assert_eq!(&matched.ambiguous[&b], why);
+        // One adapter (the other card in TCC, not a WDDM adapter) and two
+        // devices: still not guessed.
+        let one = match_devices(&devices, &adapters[..1]);
+        assert!(one.luids.is_empty());
+        assert!(
+            one.ambiguous[&a].starts_with("1 adapter and 2 devices share"),
+            "{one:?}"
+        );
+
+        // The adapters become devices of their own, each saying why; the
+        // NVML devices get none of their memory.
+        let r = dump("two-rtx3090.txt", 0);
+        let mut nvml = devices.clone();
+        let mut out = attribute(&r, &BTreeMap::new(), &matched.luids, &mut nvml, 2, "wddm", true);
+        out.explain(&matched);
+        assert_eq!(out.adapters, BTreeMap::from([(a, 2), (b, 3)]));
+        assert_eq!(out.devices.len(), 2);
+        for d in &out.devices {
+            assert!(
+                d.notes.iter().any(|n| n.contains("DXGI cannot tell them apart")),
+                "{d:?}"
+            );
+        }
+        assert!(
+            out.contexts.iter().all(|c| c.usage.device >= 2),
+            "none on an NVML device"
+        );
+        assert_eq!(nvml[0].shared_memory_used_bytes, None);
     }
 
     #[test]
@@ -1113,17 +1303,12 @@ mod tests {
     fn a_reading_with_a_luid_the_table_lacks_asks_for_a_reread() {
         let r = dump("desktop-4090-t0.txt", 0);
         assert!(unknown_luid(&r, &[]));
-        let all: Vec<AdapterAddress> = r
+        let all: Vec<Adapter> = r
             .contexts()
             .iter()
             .map(|c| c.luid)
             .chain(r.adapters.keys().copied())
-            .map(|luid| AdapterAddress {
-                luid,
-                bus: 1,
-                device: 0,
-                function: 0,
-            })
+            .map(|luid| Adapter::at(luid, 1, 0, 0))
             .collect();
         assert!(!unknown_luid(&r, &all));
     }

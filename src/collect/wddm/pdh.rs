@@ -1,29 +1,34 @@
 //! The Windows calls behind the WDDM source, kept thin: PDH for the GPU
 //! counters (English counter names, so a localized Windows reads the same),
-//! D3DKMT for each adapter's LUID and PCI address. What they return goes
-//! through the pure code in the parent module.
+//! D3DKMT for each adapter's LUID and PCI address, and where D3DKMT cannot
+//! give the address (Wine 8.0), DXGI for each adapter's LUID and PCI ids.
+//! What they return goes through the pure code in the parent module.
 //!
 //! Microsoft Learn: "Using the PDH Functions to Consume Counter Data"
 //! (PdhOpenQuery, PdhAddEnglishCounter with a `*` instance, PdhCollectQueryData,
-//! PdhGetRawCounterArray), and D3DKMTEnumAdapters2 / D3DKMTQueryAdapterInfo
-//! (KMTQAITYPE_ADAPTERADDRESS) in d3dkmthk.h.
+//! PdhGetRawCounterArray), D3DKMTEnumAdapters2 / D3DKMTQueryAdapterInfo
+//! (KMTQAITYPE_ADAPTERADDRESS) in d3dkmthk.h, and CreateDXGIFactory1,
+//! IDXGIFactory1::EnumAdapters1, IDXGIAdapter1::GetDesc1 (DXGI_ADAPTER_DESC1).
 
 use super::{
-    attribute, match_devices, per_process, unknown_luid, AdapterAddress, Counter, CounterSet, CounterValue,
+    attribute, match_devices, per_process, unknown_luid, Adapter, AdapterKey, Counter, CounterSet, CounterValue,
     EngineClock, Instance, Luid, Reading,
 };
 use crate::collect::source::{Owner, Report, Round, Source};
-use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage};
+use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, PciIds};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-use windows::core::{s, w, HSTRING, PCSTR, PCWSTR};
+use windows::core::{s, w, Interface, GUID, HRESULT, HSTRING, PCSTR, PCWSTR};
 use windows::Wdk::Graphics::Direct3D::{
     D3DKMT_ADAPTERADDRESS, D3DKMT_ADAPTERINFO, D3DKMT_CLOSEADAPTER, D3DKMT_ENUMADAPTERS2, D3DKMT_OPENADAPTERFROMLUID,
     D3DKMT_QUERYADAPTERINFO, KMTQAITYPE_ADAPTERADDRESS,
 };
 use windows::Win32::Foundation::{FILETIME, LUID, NTSTATUS};
+use windows::Win32::Graphics::Dxgi::{IDXGIFactory1, DXGI_ADAPTER_FLAG_SOFTWARE, DXGI_ERROR_NOT_FOUND};
 use windows::Win32::Storage::FileSystem::LocalFileTimeToFileTime;
-use windows::Win32::System::LibraryLoader::{GetProcAddress, LoadLibraryExW, LOAD_LIBRARY_SEARCH_SYSTEM32};
+use windows::Win32::System::LibraryLoader::{
+    GetProcAddress, LoadLibraryExW, LoadLibraryW, LOAD_LIBRARY_SEARCH_SYSTEM32,
+};
 use windows::Win32::System::Performance::{
     PdhAddEnglishCounterW, PdhCloseQuery, PdhCollectQueryData, PdhGetRawCounterArrayW, PdhOpenQueryW, PDH_HCOUNTER,
     PDH_HQUERY, PDH_RAW_COUNTER_ITEM_W,
@@ -171,7 +176,7 @@ impl D3dkmt {
     /// D3DKMTEnumAdapters2 lists every adapter; without it, each LUID the
     /// counters name is opened with D3DKMTOpenAdapterFromLuid. Software
     /// adapters have no address and are left out.
-    fn addresses(&self, luids: &[Luid]) -> AdapterTable {
+    fn addresses(&self, luids: &[Luid]) -> Result<(Vec<Adapter>, &'static str), String> {
         let Some(query_info) = self.query_info else {
             return Err("gdi32 has no D3DKMTQueryAdapterInfo, so no adapter's PCI address is known".into());
         };
@@ -194,12 +199,12 @@ impl D3dkmt {
             };
             // SAFETY: the adapter handle is open; the data pointer is valid for its size.
             if unsafe { query_info(&mut q) }.is_ok() {
-                out.push(AdapterAddress {
+                out.push(Adapter::at(
                     luid,
-                    bus: address.BusNumber,
-                    device: address.DeviceNumber,
-                    function: address.FunctionNumber,
-                });
+                    address.BusNumber,
+                    address.DeviceNumber,
+                    address.FunctionNumber,
+                ));
             }
             if let Some(close) = self.close {
                 let close_adapter = D3DKMT_CLOSEADAPTER { hAdapter: handle };
@@ -214,10 +219,10 @@ impl D3dkmt {
 }
 
 /// The adapter table and the call that listed it.
-type AdapterTable = Result<(Vec<AdapterAddress>, &'static str), String>;
+type AdapterTable = Result<(Vec<Adapter>, String), String>;
 
-/// The addresses a table read holds; none before one is read or when it failed.
-fn known(table: &Option<(AdapterTable, Instant)>) -> &[AdapterAddress] {
+/// The adapters a table read holds; none before one is read or when it failed.
+fn known(table: &Option<(AdapterTable, Instant)>) -> &[Adapter] {
     match table {
         Some((Ok((a, _)), _)) => a,
         _ => &[],
@@ -276,6 +281,87 @@ fn open_each(
         }
     }
     out
+}
+
+/// Most adapters DXGI is asked for (a machine has a handful).
+const MAX_DXGI_ADAPTERS: u32 = 64;
+
+/// CreateDXGIFactory1's signature (dxgi.h).
+type CreateFactory = unsafe extern "system" fn(*const GUID, *mut *mut std::ffi::c_void) -> HRESULT;
+
+/// Every hardware adapter DXGI lists, by LUID with its PCI ids
+/// (DXGI_ADAPTER_DESC1's VendorId, DeviceId, SubSysId; Microsoft Learn,
+/// IDXGIAdapter1::GetDesc1): what is known of an adapter where D3DKMT
+/// gives no PCI address. Software adapters (DXGI_ADAPTER_FLAG_SOFTWARE,
+/// the Microsoft Basic Render Driver) are left out.
+///
+/// dxgi.dll is looked up the ordinary way, not in System32 only, so a
+/// dxgi.dll beside the .exe is the one loaded (as pdh.dll, an import, is):
+/// the Wine tests put their stand-in there. It is loaded only when D3DKMT
+/// failed (Wine 8.0; Windows 10 and later have every D3DKMT call used).
+fn dxgi_adapters() -> Result<Vec<Adapter>, String> {
+    // SAFETY: loads a library for the life of the process; nothing else.
+    let dxgi = unsafe { LoadLibraryW(w!("dxgi.dll")) }.map_err(|e| format!("dxgi.dll does not load ({e})"))?;
+    // SAFETY: a NUL-terminated name in a module that stays loaded.
+    let create =
+        unsafe { GetProcAddress(dxgi, s!("CreateDXGIFactory1")) }.ok_or("dxgi.dll has no CreateDXGIFactory1")?;
+    // SAFETY: the export's signature is dxgi.h's CreateDXGIFactory1.
+    let create: CreateFactory = unsafe { std::mem::transmute(create) };
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: asks for an IDXGIFactory1, written to raw on success.
+    let hr = unsafe { create(&IDXGIFactory1::IID, &mut raw) };
+    if hr.is_err() || raw.is_null() {
+        return Err(format!("CreateDXGIFactory1 failed (0x{:08X})", hr.0));
+    }
+    // SAFETY: an IDXGIFactory1 with one reference, which this takes (and
+    // releases when dropped).
+    let factory = unsafe { IDXGIFactory1::from_raw(raw) };
+    let mut out = Vec::new();
+    for i in 0..MAX_DXGI_ADAPTERS {
+        // SAFETY: the factory is alive; past the last adapter it answers
+        // DXGI_ERROR_NOT_FOUND.
+        let adapter = match unsafe { factory.EnumAdapters1(i) } {
+            Ok(a) => a,
+            Err(e) if e.code() == DXGI_ERROR_NOT_FOUND => break,
+            Err(e) => return Err(format!("IDXGIFactory1::EnumAdapters1 failed (0x{:08X})", e.code().0)),
+        };
+        // SAFETY: the adapter is alive; GetDesc1 writes one DXGI_ADAPTER_DESC1.
+        let Ok(desc) = (unsafe { adapter.GetDesc1() }) else {
+            continue;
+        };
+        if desc.Flags & DXGI_ADAPTER_FLAG_SOFTWARE.0 as u32 != 0 {
+            continue;
+        }
+        out.push(Adapter {
+            luid: luid_of(desc.AdapterLuid),
+            key: AdapterKey::Ids(PciIds {
+                // PCI ids are 16 bits; DXGI holds them in UINTs.
+                vendor: desc.VendorId as u16,
+                device: desc.DeviceId as u16,
+                subsystem: desc.SubSysId,
+            }),
+        });
+    }
+    // A DXGI that lists no hardware adapter gives no table: the backend
+    // line says so rather than naming DXGI the method. (Wine 8.0's own
+    // dxgi.dll without a display already fails CreateDXGIFactory1, with
+    // DXGI_ERROR_UNSUPPORTED.)
+    if out.is_empty() {
+        return Err("IDXGIFactory1::EnumAdapters1 lists no hardware adapter".into());
+    }
+    Ok(out)
+}
+
+/// The adapter table: D3DKMT's PCI addresses, else DXGI's PCI ids.
+fn adapter_table(d3dkmt: &D3dkmt, luids: &[Luid]) -> AdapterTable {
+    let why = match d3dkmt.addresses(luids) {
+        Ok((adapters, how)) => return Ok((adapters, how.to_string())),
+        Err(why) => why,
+    };
+    match dxgi_adapters() {
+        Ok(adapters) => Ok((adapters, format!("DXGI PCI ids ({why})"))),
+        Err(dxgi) => Err(format!("{why}; DXGI lists no adapters: {dxgi}")),
+    }
 }
 
 /// What one sample of the native source gives the collector.
@@ -378,12 +464,21 @@ impl WddmSource {
                 .as_ref()
                 .is_none_or(|(_, at)| at.elapsed() >= ADAPTER_REREAD)
         {
-            self.addresses = Some((self.d3dkmt.addresses(&reading.luids()), Instant::now()));
+            self.addresses = Some((adapter_table(&self.d3dkmt, &reading.luids()), Instant::now()));
         }
-        let luids = match_devices(existing, known(&self.addresses));
+        let matched = match_devices(existing, known(&self.addresses));
         let engines = self.clock.percents(&reading);
         let complete = errors.is_empty() && reading.dropped == 0;
-        let attributed = attribute(&reading, &engines, &luids, existing, index_base, "wddm", complete);
+        let mut attributed = attribute(
+            &reading,
+            &engines,
+            &matched.luids,
+            existing,
+            index_base,
+            "wddm",
+            complete,
+        );
+        attributed.explain(&matched);
         let (usage, notes) = per_process(attributed.contexts);
         let out = SourceSample {
             devices: attributed.devices,
@@ -399,6 +494,13 @@ impl WddmSource {
             Some((Ok((_, how)), _)) => detail.push_str(&format!("; adapters by LUID from {how}")),
             Some((Err(e), _)) => detail.push_str(&format!("; adapters not matched to NVML devices: {e}")),
             None => {}
+        }
+        let mut why: Vec<&String> = matched.ambiguous.values().collect();
+        why.sort();
+        why.dedup();
+        for w in why {
+            detail.push_str("; ");
+            detail.push_str(w);
         }
         if !complete {
             detail.push_str("; the process list is incomplete");

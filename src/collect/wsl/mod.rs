@@ -17,7 +17,7 @@ pub mod bridge;
 
 use super::container::{Candidate, Pair};
 use super::source::{self, Report, Round, Source};
-use super::wddm::{self, AdapterAddress, ContextKey, EngineClock, Luid, Reading};
+use super::wddm::{self, Adapter, ContextKey, EngineClock, Luid, Reading};
 use crate::procs::ProcInfo;
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, Match, Process};
 use std::collections::{BTreeMap, BTreeSet};
@@ -38,7 +38,7 @@ pub struct BridgeSample {
     /// Windows process names (Get-Process's, without `.exe`) by PID.
     pub names: BTreeMap<u32, String>,
     /// Where each adapter sits on the PCI bus, to match NVML's devices.
-    pub adapters: Vec<AdapterAddress>,
+    pub adapters: Vec<Adapter>,
     /// What the Windows side had to say (a counter set missing, ...).
     pub notes: Vec<String>,
     /// Lines that could not be read, and how many more there were.
@@ -174,7 +174,7 @@ fn parse_proc(rest: &str) -> Result<(u32, String), String> {
     Ok((pid, name))
 }
 
-fn parse_adapter(rest: &str) -> Result<AdapterAddress, String> {
+fn parse_adapter(rest: &str) -> Result<Adapter, String> {
     let bad = || format!("not an adapter line: {:?}", wddm::clip(rest));
     let f: Vec<&str> = rest.split_whitespace().collect();
     let [high, low, bus, device, function] = f.as_slice() else {
@@ -182,15 +182,11 @@ fn parse_adapter(rest: &str) -> Result<AdapterAddress, String> {
     };
     let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| bad());
     let dec = |s: &str| s.parse::<u32>().map_err(|_| bad());
-    Ok(AdapterAddress {
-        luid: Luid {
-            high: hex(high)?,
-            low: hex(low)?,
-        },
-        bus: dec(bus)?,
-        device: dec(device)?,
-        function: dec(function)?,
-    })
+    let luid = Luid {
+        high: hex(high)?,
+        low: hex(low)?,
+    };
+    Ok(Adapter::at(luid, dec(bus)?, dec(device)?, dec(function)?))
 }
 
 /// Pairs vmwp.exe's GPU contexts with the Linux processes that can hold
@@ -386,17 +382,18 @@ pub fn host_sample(
     candidates: &[Candidate],
 ) -> HostSample {
     let engines = clock.percents(&sample.reading);
-    let luids = wddm::match_devices(existing, &sample.adapters);
+    let matched = wddm::match_devices(existing, &sample.adapters);
     let complete = sample.errors.is_empty() && sample.reading.dropped == 0;
-    let attributed = wddm::attribute(
+    let mut attributed = wddm::attribute(
         &sample.reading,
         &engines,
-        &luids,
+        &matched.luids,
         existing,
         index_base,
         "wsl-host",
         complete,
     );
+    attributed.explain(&matched);
     let vmwp_contexts: Vec<ContextKey> = attributed
         .contexts
         .iter()
