@@ -467,8 +467,10 @@ impl Discovery {
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
         #[cfg(target_os = "macos")]
         let cwd = crate::procs::macos::cwd(info.pid);
-        // Another process's working directory is in its PEB, not read yet:
-        // relative model paths are taken as given.
+        // Windows documents no way to read another process's working
+        // directory (RTL_USER_PROCESS_PARAMETERS, Microsoft Learn, shows
+        // only its image path and command line): relative model paths are
+        // taken as given.
         #[cfg(windows)]
         let cwd: Option<PathBuf> = None;
         let resolve = |p: &Path| match (&cwd, p.is_relative()) {
