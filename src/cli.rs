@@ -63,7 +63,8 @@ pub struct Cli {
     #[arg(long)]
     pub no_color: bool,
 
-    /// Plain ASCII: no box drawing or block glyphs.
+    /// ASCII only: no box drawing, block glyphs or other non-ASCII text
+    /// (--once and the live view).
     #[arg(long)]
     pub ascii: bool,
 

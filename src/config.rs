@@ -32,7 +32,7 @@ sort = "vram"
 # "default" (dark backgrounds), "light" or "no-color".
 theme = "default"
 
-# Plain ASCII instead of box drawing and block glyphs (--ascii).
+# ASCII only: no box drawing, block glyphs or other non-ASCII text (--ascii).
 ascii = false
 
 # Show these hosts' `gputaskman serve` instead of this machine (--remote),

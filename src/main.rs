@@ -91,7 +91,14 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         None => match &cli.remote {
             Some(list) if cli.once || cli.json => {
                 let width = oneshot::terminal_width(cli.wide);
-                serve::remote::run_once(list, cli.remote_token_file.as_deref(), cli.json, width, &mut stdout)
+                serve::remote::run_once(
+                    list,
+                    cli.remote_token_file.as_deref(),
+                    cli.json,
+                    width,
+                    cli.ascii,
+                    &mut stdout,
+                )
             }
             Some(list) => {
                 drop(stdout);

@@ -23,7 +23,11 @@ pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
     if cli.list_gpus {
         let snap = collector.sample();
         check_gpu_exists(cli, &snap)?;
-        write!(stdout, "{}", view::text::gpu_list(&snap.devices))?;
+        write!(
+            stdout,
+            "{}",
+            view::ascii::fold_when(cli.ascii, view::text::gpu_list(&snap.devices))
+        )?;
         if snap.devices.is_empty() {
             for b in &snap.backends {
                 eprintln!("{}: {}", safe(&b.name), safe(&b.detail));
@@ -46,7 +50,8 @@ pub fn run(cli: &Cli, stdout: &mut impl Write) -> anyhow::Result<()> {
         serde_json::to_writer_pretty(&mut out, &snap)?;
         out.push(b'\n');
     } else {
-        out.extend_from_slice(view::text::render(&snap, terminal_width(cli.wide)).as_bytes());
+        let text = view::text::render(&snap, terminal_width(cli.wide));
+        out.extend_from_slice(view::ascii::fold_when(cli.ascii, text).as_bytes());
     }
     stdout.write_all(&out)?;
     Ok(())

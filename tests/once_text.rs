@@ -142,3 +142,24 @@ fn once_in_an_80_column_terminal_fits_its_rows_and_cuts_only_text() {
     let (_, row) = rows(&screen, p.pid());
     assert!(row.ends_with("32768-and-the-tail-end-of-a-long-command-line"), "{row}");
 }
+
+#[test]
+fn once_with_ascii_prints_nothing_but_ascii() {
+    let dir = tempfile::tempdir().unwrap();
+    // A command line that brings its own non-ASCII, beside the view's.
+    let p = Sleeper::spawn(dir.path(), "vllm-serve", &["--served-model-name", "模型-Grüße"]);
+    let scenario = Scenario::new(&server(p.pid()));
+    let once = |extra: &[&str]| {
+        let out = scenario.command().arg("--once").args(extra).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(!once(&[]).is_ascii(), "without --ascii the text is not ASCII only");
+    let text = once(&["--ascii"]);
+    assert!(text.bytes().all(|b| b < 0x80), "{text}");
+    let (_, row) = rows(&text, p.pid());
+    assert!(
+        row.ends_with("--served-model-name ????-Gr??e"),
+        "column for column: {row}"
+    );
+}

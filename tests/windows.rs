@@ -279,6 +279,70 @@ fn json_lists_each_process_with_its_vram_and_spill_from_pdh_on_its_adapter() {
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
+/// Under Wine the Linux host's /proc, /sys and /etc are one Z: drive away:
+/// the Windows build reads none of them (no Linux kernel, distribution or
+/// container on its host line, no DRM backend, no /proc in its notes), and
+/// `--ascii` prints nothing but ASCII.
+#[test]
+fn the_windows_build_reads_nothing_of_the_linux_host_and_ascii_is_ascii() {
+    let Some(w) = wine::wine() else { return };
+    let ai = w.holder(&["ggml-cuda.dll"], &["-m", "model.gguf"]);
+    let other = w.holder(&[], &[]);
+    // A PID NVML names that no Windows process has.
+    const GONE: u32 = 4_190_001;
+    let mut nvml = nvml_wddm(&[ai.pid, GONE], &[other.pid]);
+    nvml["devices"][0]["temperature_c"] = json!(61);
+    let nvml = Scenario::new(&nvml);
+    let pdh = Scenario::new(&pdh_two_adapters(ai.pid, other.pid, ai.pid, other.pid));
+    // Without the variables a container runtime sets, which say the same
+    // on Windows: only Linux's files could say "container" here.
+    let mut cmd = w.gputaskman(nvml.path(), pdh.path());
+    cmd.env_remove("container").env_remove("KUBERNETES_SERVICE_HOST");
+    let s = json_from(cmd, &["--json"]);
+
+    let host = &s["host"];
+    assert_eq!(host["os"], "windows", "{host:#}");
+    // The NT version (RtlGetVersion), "10.0.19045", not Linux's release.
+    let kernel = host["kernel"].as_str().unwrap_or_else(|| panic!("{host:#}"));
+    let numbers: Vec<&str> = kernel.split('.').collect();
+    assert!(
+        numbers.len() == 3 && numbers.iter().all(|n| n.parse::<u32>().is_ok()),
+        "{host:#}"
+    );
+    assert_eq!(host["os_name"], Value::Null, "no os-release on Windows: {host:#}");
+    assert_eq!(
+        (&host["wsl"], &host["container"]),
+        (&json!(false), &json!(false)),
+        "{host:#}"
+    );
+
+    let backends: Vec<&Value> = s["backends"].as_array().unwrap().iter().map(|b| &b["name"]).collect();
+    assert!(!backends.contains(&&json!("drm")), "DRM is Linux's: {backends:?}");
+
+    let note = process(&s, GONE)["notes"][0].as_str().unwrap();
+    assert!(note.contains("is not in the process list (Toolhelp)"), "{note}");
+    // The runtime's listening sockets are the TCP table's (it has none).
+    let p = process(&s, ai.pid);
+    assert_eq!(p["listen_ports"], json!([]), "{p:#}");
+    let all = s.to_string();
+    for linux in ["/proc", "file descriptors", "PID namespace"] {
+        assert!(!all.contains(linux), "{linux} in {s:#}");
+    }
+
+    let out = assert_cmd::Command::from_std(w.gputaskman(nvml.path(), pdh.path()))
+        .args(["--once", "--ascii"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("61 C"),
+        "the temperature, without its degree sign: {text}"
+    );
+    assert!(out.stdout.iter().all(|b| *b < 0x80), "{text}");
+}
+
 /// The holders and the scenario files of the two-adapter case.
 struct TwoAdapters {
     holders: [wine::Holder; 4],
@@ -302,8 +366,9 @@ fn the_live_view_under_wine_draws_quits_on_q_and_restores_the_terminal() {
     let Some(tmux) = tmux_path() else { return };
     let case = two_adapters(w);
     let t = Tmux::new(tmux, "wine");
+    // --ascii: the rest of the look is drawn on Linux (tests/tui_tmux.rs).
     let line = w.gputaskman_line(case.nvml.path(), case.pdh.path());
-    t.start(&format!("{line}; echo \"exited $?\"; sleep 600"));
+    t.start(&format!("{line} --ascii; echo \"exited $?\"; sleep 600"));
     // Wine 8.0's console renders the view's escape sequences imperfectly
     // (it loses or shifts parts of some lines, more so under load), so
     // the screen is checked for what it always shows: the process table
@@ -317,10 +382,12 @@ fn the_live_view_under_wine_draws_quits_on_q_and_restores_the_terminal() {
             .filter(|pid| s.lines().any(|l| l.contains("holder.exe") && l.contains(pid.as_str())))
             .count()
     };
-    t.wait_for("the process table", Duration::from_secs(60), |s| {
+    let screen = t.wait_for("the process table", Duration::from_secs(60), |s| {
         s.contains("PROCESSES") && rows(s) >= 2
     });
     assert_eq!(t.display("#{alternate_on}"), "1", "drawn on the alternate screen");
+    let others: Vec<char> = screen.chars().filter(|c| !c.is_ascii()).collect();
+    assert_eq!(others, Vec::<char>::new(), "--ascii draws ASCII only: {screen}");
 
     t.keys(&["q"]);
     let screen = t.wait_for("the view to quit", Duration::from_secs(20), |s| s.contains("exited "));

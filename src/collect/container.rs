@@ -22,8 +22,13 @@ use std::path::Path;
 const INITIAL_PID_NAMESPACE: &str = "pid:[4026531836]";
 
 /// Whether we run in a PID namespace other than the host's. None when the
-/// namespace link cannot be read.
+/// namespace link cannot be read. PID namespaces are Linux's: elsewhere
+/// (and under Wine, whose /proc/self is Wine's Linux process) we are in
+/// none.
 pub fn in_child_pid_namespace(proc_root: &Path) -> Option<bool> {
+    if cfg!(not(target_os = "linux")) {
+        return Some(false);
+    }
     let link = std::fs::read_link(proc_root.join("self/ns/pid")).ok()?;
     Some(link.to_string_lossy() != INITIAL_PID_NAMESPACE)
 }

@@ -131,8 +131,13 @@ impl Namer {
     }
 
     /// The container process `pid` runs in; None outside any (or when its
-    /// cgroup cannot be read).
+    /// cgroup cannot be read). Cgroups are Linux's: under Wine,
+    /// `/proc/PID/cgroup` would be a Linux process's that shares the
+    /// Windows process's number.
     pub fn container(&mut self, proc_root: &Path, pid: u32) -> Option<Container> {
+        if cfg!(not(target_os = "linux")) {
+            return None;
+        }
         let cgroup = read_capped(&proc_root.join(pid.to_string()).join("cgroup"), CGROUP_CAP).ok()?;
         let place = placement(&String::from_utf8_lossy(&cgroup))?;
         if let Some(known) = self.cache.get(&place.id) {

@@ -1,20 +1,22 @@
-//! The machine the snapshot was taken on.
+//! The machine the snapshot was taken on. What Linux keeps in /proc and
+//! /etc is read on Linux only: a Windows build run under Wine would find the
+//! Linux host's files through Wine's Z: drive, and report them as its own.
 
 use crate::snapshot::Host;
 
 pub fn read() -> Host {
-    let kernel = read_trimmed("/proc/sys/kernel/osrelease");
     Host {
         hostname: hostname(),
         os: std::env::consts::OS.to_string(),
         os_name: os_name(),
         wsl: is_wsl(),
         container: in_container(),
-        kernel,
+        kernel: kernel(),
     }
 }
 
 /// Running inside WSL (GPUTASKMAN_WSL=1/0 forces the answer, for tests).
+#[cfg(target_os = "linux")]
 pub fn is_wsl() -> bool {
     super::wsl::forced().unwrap_or_else(|| {
         read_trimmed("/proc/sys/kernel/osrelease").is_some_and(|k| is_wsl_kernel(&k))
@@ -22,11 +24,46 @@ pub fn is_wsl() -> bool {
     })
 }
 
+/// WSL runs Linux: elsewhere there is no WSL guest to be.
+#[cfg(not(target_os = "linux"))]
+pub fn is_wsl() -> bool {
+    false
+}
+
+#[cfg(target_os = "linux")]
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+#[cfg(target_os = "linux")]
+fn kernel() -> Option<String> {
+    read_trimmed("/proc/sys/kernel/osrelease")
+}
+
+/// The NT version, "10.0.19045": RtlGetVersion, which unlike GetVersionEx
+/// is not capped at 6.2 for programs without a compatibility manifest
+/// (Microsoft Learn: RtlGetVersion function (wdm.h); GetVersionExW).
+#[cfg(windows)]
+fn kernel() -> Option<String> {
+    use windows::Win32::System::SystemInformation::OSVERSIONINFOW;
+    let mut info = OSVERSIONINFOW {
+        dwOSVersionInfoSize: std::mem::size_of::<OSVERSIONINFOW>() as u32,
+        ..Default::default()
+    };
+    // SAFETY: info is an OSVERSIONINFOW whose size field says so.
+    let status = unsafe { windows::Wdk::System::SystemServices::RtlGetVersion(&mut info) };
+    status
+        .is_ok()
+        .then(|| format!("{}.{}.{}", info.dwMajorVersion, info.dwMinorVersion, info.dwBuildNumber))
+}
+
+/// macOS has no /proc; its version is not read yet.
+#[cfg(not(any(target_os = "linux", windows)))]
+fn kernel() -> Option<String> {
+    None
 }
 
 #[cfg(windows)]
@@ -47,6 +84,7 @@ fn hostname() -> Option<String> {
 }
 
 /// PRETTY_NAME from os-release (freedesktop os-release(5)).
+#[cfg(target_os = "linux")]
 fn os_name() -> Option<String> {
     let text = std::fs::read_to_string("/etc/os-release")
         .or_else(|_| std::fs::read_to_string("/usr/lib/os-release"))
@@ -56,21 +94,34 @@ fn os_name() -> Option<String> {
         .map(|v| v.trim_matches('"').to_string())
 }
 
+/// No os-release outside Linux: the host line names the OS and its version.
+#[cfg(not(target_os = "linux"))]
+fn os_name() -> Option<String> {
+    None
+}
+
 /// WSL kernels say so in their release string ("5.15.167.4-microsoft-standard-WSL2").
+#[cfg(any(test, target_os = "linux"))]
 fn is_wsl_kernel(release: &str) -> bool {
     let r = release.to_ascii_lowercase();
     r.contains("microsoft") || r.contains("wsl")
 }
 
-/// Docker, Podman and Kubernetes leave marks a process inside can see.
+/// Docker, Podman and Kubernetes leave marks a process inside can see:
+/// Kubernetes' and the `container` variable wherever it runs, the files
+/// on Linux.
 fn in_container() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        || std::env::var_os("container").is_some()
+        || in_linux_container()
+}
+
+#[cfg(target_os = "linux")]
+fn in_linux_container() -> bool {
     if ["/.dockerenv", "/run/.containerenv"]
         .iter()
         .any(|p| std::path::Path::new(p).exists())
     {
-        return true;
-    }
-    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() || std::env::var_os("container").is_some() {
         return true;
     }
     std::fs::read_to_string("/proc/1/cgroup")
@@ -80,6 +131,11 @@ fn in_container() -> bool {
                 .any(|k| c.contains(k))
         })
         .unwrap_or(false)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn in_linux_container() -> bool {
+    false
 }
 
 #[cfg(test)]

@@ -61,19 +61,35 @@ pub struct Collector {
     containers: containers::Namer,
 }
 
+/// Why a PID a source names is not among the scanned processes, in the
+/// terms of the platform's process list.
+#[cfg(target_os = "linux")]
+const NOT_SCANNED: &str =
+    "is not in this /proc: it runs in another PID namespace (a container or the host) or has exited";
+#[cfg(windows)]
+const NOT_SCANNED: &str = "is not in the process list (Toolhelp): it has exited or runs in another container";
+#[cfg(not(any(target_os = "linux", windows)))]
+const NOT_SCANNED: &str = "is not in the process list: it has exited";
+
 /// The sources of this platform, in the order they are read: NVML first,
-/// then DRM (which leaves NVML's cards to it), the platform's own (Jetson
-/// and Ascend on Linux), and last the Windows counters, which are matched
-/// to the devices before them.
+/// then on Linux DRM (which leaves NVML's cards to it), Jetson and Ascend,
+/// then the platform's own, and last the Windows counters, which are
+/// matched to the devices before them. DRM, /sys and /proc are Linux's: a
+/// Windows build run under Wine would otherwise read the Linux host's
+/// through Wine's Z: drive.
 fn sources(options: &Options, in_child_namespace: bool) -> Vec<Box<dyn Source>> {
-    // The sysfs root, like the procfs one, can point at a recorded tree.
-    let sys_root = std::env::var_os("GPUTASKMAN_SYS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from);
-    let mut list: Vec<Box<dyn Source>> = vec![
-        Box::new(nvml::WatchedNvml::open(options.nvml_lib.as_deref(), in_child_namespace)),
-        Box::new(drm::DrmSource::new(options.proc_root.clone(), sys_root.clone())),
-    ];
+    let mut list: Vec<Box<dyn Source>> = vec![Box::new(nvml::WatchedNvml::open(
+        options.nvml_lib.as_deref(),
+        in_child_namespace,
+    ))];
     #[cfg(target_os = "linux")]
     {
+        // The sysfs root, like the procfs one, can point at a recorded tree.
+        let sys_root = std::env::var_os("GPUTASKMAN_SYS_ROOT").map_or_else(|| PathBuf::from("/sys"), PathBuf::from);
+        list.push(Box::new(drm::DrmSource::new(
+            options.proc_root.clone(),
+            sys_root.clone(),
+        )));
         list.push(Box::new(jetson::JetsonSource::new(options.proc_root.clone(), sys_root)));
         list.push(Box::new(ascend::AscendSource::open()));
     }
@@ -331,10 +347,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
                 sources.join(", ")
             )
         } else {
-            format!(
-                "PID {pid} from {} is not in this /proc: it runs in another PID namespace (a container or the host) or has exited",
-                sources.join(", ")
-            )
+            format!("PID {pid} from {} {NOT_SCANNED}", sources.join(", "))
         };
         out.push(Process {
             pid,

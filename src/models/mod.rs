@@ -463,10 +463,16 @@ impl Discovery {
 
     fn discover_one(&self, info: &ProcInfo, listening: &Listening, round: u64) -> Discovered {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
-        #[cfg(not(target_os = "macos"))]
+        #[cfg(not(any(target_os = "macos", windows)))]
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
         #[cfg(target_os = "macos")]
         let cwd = crate::procs::macos::cwd(info.pid);
+        // Windows documents no way to read another process's working
+        // directory (RTL_USER_PROCESS_PARAMETERS, Microsoft Learn, shows
+        // only its image path and command line): relative model paths are
+        // taken as given.
+        #[cfg(windows)]
+        let cwd: Option<PathBuf> = None;
         let resolve = |p: &Path| match (&cwd, p.is_relative()) {
             (Some(cwd), true) => cwd.join(p),
             _ => p.to_path_buf(),
@@ -863,6 +869,20 @@ impl Discovery {
             .collect())
     }
 
+    /// The files a process's stdout and stderr are (/proc/PID/fd/1 and 2,
+    /// Linux's; Windows gives no view of another process's standard
+    /// handles, and under Wine /proc would be its Linux host's).
+    fn stdout_and_stderr(&self, pid: u32) -> Vec<PathBuf> {
+        if cfg!(not(target_os = "linux")) {
+            return Vec::new();
+        }
+        let fd_dir = self.root.join(pid.to_string()).join("fd");
+        ["1", "2"]
+            .iter()
+            .filter_map(|fd| std::fs::read_link(fd_dir.join(fd)).ok())
+            .collect()
+    }
+
     /// The runtime's log: stdout or stderr when it is a regular file, or
     /// --log-file (relative to the process's working directory, as the
     /// runtime opened it: `resolve`).
@@ -873,11 +893,7 @@ impl Discovery {
         resolve: &dyn Fn(&Path) -> PathBuf,
         notes: &mut Vec<String>,
     ) -> Option<(String, logs::LogReport)> {
-        let fd_dir = self.root.join(info.pid.to_string()).join("fd");
-        let mut candidates: Vec<PathBuf> = ["1", "2"]
-            .iter()
-            .filter_map(|fd| std::fs::read_link(fd_dir.join(fd)).ok())
-            .collect();
+        let mut candidates = self.stdout_and_stderr(info.pid);
         candidates.extend(launch.log_file.as_deref().map(|f| resolve(Path::new(f))));
         candidates.dedup();
         for path in candidates {

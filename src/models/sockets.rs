@@ -1,6 +1,8 @@
-//! Which TCP ports a process listens on: the listening sockets of
+//! Which TCP ports a process listens on. On Linux: the listening sockets of
 //! /proc/net/tcp and tcp6, matched to the process through the socket inodes
-//! among its file descriptors (proc(5)).
+//! among its file descriptors (proc(5)). On macOS: libproc. On Windows: the
+//! TCP tables with each socket's owning PID (GetExtendedTcpTable); no
+//! /proc is read there, not even the one Wine maps from its Linux host.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -9,9 +11,13 @@ use std::path::Path;
 /// TCP_LISTEN in the kernel's tcp_states.h, as /proc/net/tcp prints it.
 const LISTEN: &str = "0A";
 
-/// Listening sockets by inode, from `root/net/tcp` and `root/net/tcp6`.
+/// Listening sockets by inode, from `root/net/tcp` and `root/net/tcp6`;
+/// empty off Linux, where [`listening_of`] asks the system per process.
 pub fn listening(root: &Path) -> HashMap<u64, SocketAddr> {
     let mut out = HashMap::new();
+    if cfg!(not(target_os = "linux")) {
+        return out;
+    }
     for (file, v6) in [("tcp", false), ("tcp6", true)] {
         if let Ok(text) = std::fs::read_to_string(root.join("net").join(file)) {
             out.extend(parse_table(&text, v6));
@@ -58,7 +64,7 @@ fn parse_v6(hex: &str) -> Option<IpAddr> {
 
 /// The socket inodes among a process's file descriptors. Err when the fds
 /// cannot be read (another user's process without privileges).
-#[cfg_attr(target_os = "macos", allow(dead_code))]
+#[cfg(any(test, target_os = "linux"))]
 pub fn socket_inodes(root: &Path, pid: u32) -> Result<Vec<u64>, String> {
     let dir = root.join(pid.to_string()).join("fd");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("file descriptors not readable: {e}"))?;
@@ -73,19 +79,107 @@ pub fn socket_inodes(root: &Path, pid: u32) -> Result<Vec<u64>, String> {
 }
 
 /// A process's listening TCP sockets: on Linux its socket inodes looked up
-/// in `table` (from [`listening`]); on macOS through libproc (the table is
-/// empty there: there is no /proc). Err when its fds cannot be read.
+/// in `table` (from [`listening`]); on macOS through libproc and on Windows
+/// through the owner-PID TCP tables (the table is empty there: there is no
+/// /proc). Err when they cannot be read.
 pub fn listening_of(root: &Path, pid: u32, table: &HashMap<u64, SocketAddr>) -> Result<Vec<SocketAddr>, String> {
     #[cfg(target_os = "macos")]
     {
         let _ = (root, table);
         crate::procs::macos::listening_sockets(pid)
     }
-    #[cfg(not(target_os = "macos"))]
+    #[cfg(windows)]
+    {
+        let _ = (root, table);
+        windows_tcp::listening_sockets(pid)
+    }
+    #[cfg(not(any(target_os = "macos", windows)))]
     Ok(socket_inodes(root, pid)?
         .iter()
         .filter_map(|i| table.get(i).copied())
         .collect())
+}
+
+/// Microsoft Learn: GetExtendedTcpTable (iphlpapi.h) with
+/// TCP_TABLE_OWNER_PID_LISTENER, MIB_TCPTABLE_OWNER_PID and
+/// MIB_TCP6TABLE_OWNER_PID: every listening socket with its owning PID, one
+/// call per address family.
+#[cfg(windows)]
+mod windows_tcp {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    use windows::Win32::Foundation::{ERROR_INSUFFICIENT_BUFFER, NO_ERROR};
+    use windows::Win32::NetworkManagement::IpHelper::{
+        GetExtendedTcpTable, MIB_TCP6ROW_OWNER_PID, MIB_TCPROW_OWNER_PID, TCP_TABLE_OWNER_PID_LISTENER,
+    };
+
+    /// ws2def.h's address families, as GetExtendedTcpTable takes them.
+    const AF_INET: u32 = 2;
+    const AF_INET6: u32 = 23;
+    /// A table that grows between the size query and the read is asked again.
+    const TRIES: usize = 3;
+
+    pub fn listening_sockets(pid: u32) -> Result<Vec<SocketAddr>, String> {
+        let mut out = Vec::new();
+        // SAFETY: each table is read as the row type of its family.
+        let v4 = unsafe { rows::<MIB_TCPROW_OWNER_PID>(AF_INET) }?;
+        out.extend(v4.iter().filter(|r| r.dwOwningPid == pid).map(|r| {
+            SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::from(r.dwLocalAddr.to_ne_bytes())),
+                port(r.dwLocalPort),
+            )
+        }));
+        let v6 = unsafe { rows::<MIB_TCP6ROW_OWNER_PID>(AF_INET6) }?;
+        out.extend(
+            v6.iter()
+                .filter(|r| r.dwOwningPid == pid)
+                .map(|r| SocketAddr::new(IpAddr::V6(Ipv6Addr::from(r.ucLocalAddr)), port(r.dwLocalPort))),
+        );
+        Ok(out)
+    }
+
+    /// The port is in network byte order in the low 16 bits.
+    fn port(dw: u32) -> u16 {
+        u16::from_be(dw as u16)
+    }
+
+    /// The rows of one family's table: a u32 count, then the rows.
+    ///
+    /// SAFETY: `Row` must be the row type of `family`'s owner-PID table.
+    unsafe fn rows<Row: Copy>(family: u32) -> Result<Vec<Row>, String> {
+        let mut size = 0u32;
+        for _ in 0..TRIES {
+            // u64 words: aligned for the rows' u32 fields.
+            let mut buf = vec![0u64; (size as usize).div_ceil(8).max(1)];
+            size = (buf.len() * 8) as u32;
+            // SAFETY: buf holds size bytes.
+            let rc = unsafe {
+                GetExtendedTcpTable(
+                    Some(buf.as_mut_ptr().cast()),
+                    &mut size,
+                    false,
+                    family,
+                    TCP_TABLE_OWNER_PID_LISTENER,
+                    0,
+                )
+            };
+            if rc == ERROR_INSUFFICIENT_BUFFER.0 {
+                continue;
+            }
+            if rc != NO_ERROR.0 {
+                return Err(format!(
+                    "the TCP table is not readable: {}",
+                    std::io::Error::from_raw_os_error(rc as i32)
+                ));
+            }
+            let base = buf.as_ptr().cast::<u8>();
+            // SAFETY: the call wrote the count, then that many rows; the
+            // rows are of u32 and byte fields, so they follow it unpadded.
+            let count = unsafe { base.cast::<u32>().read() } as usize;
+            let first = unsafe { base.add(std::mem::size_of::<u32>()) }.cast::<Row>();
+            return Ok((0..count).map(|i| unsafe { first.add(i).read_unaligned() }).collect());
+        }
+        Err("the TCP table kept growing while it was read".into())
+    }
 }
 
 #[cfg(test)]

@@ -380,12 +380,13 @@ pub fn run_live(
 }
 
 /// `gputaskman --remote URLS --once|--json`: one round over every host,
-/// `--once` rows fitted to `width`.
+/// `--once` rows fitted to `width`, in ASCII only with `ascii`.
 pub fn run_once(
     list: &str,
     token_file: Option<&Path>,
     json: bool,
     width: Option<usize>,
+    ascii: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;
@@ -396,7 +397,11 @@ pub fn run_once(
         serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", fleet.to_text(now, width))?;
+        write!(
+            out,
+            "{}",
+            crate::view::ascii::fold_when(ascii, fleet.to_text(now, width))
+        )?;
     }
     Ok(())
 }

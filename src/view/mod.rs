@@ -1,6 +1,7 @@
 //! Views render a Snapshot and read nothing else, so recordings play back
 //! through the same code.
 
+pub mod ascii;
 pub mod diff;
 pub mod explain;
 pub mod safe_text;

@@ -168,6 +168,27 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     if let Some(picker) = &app.picker {
         draw_picker(f, theme, area, picker);
     }
+    if theme.ascii {
+        fold_to_ascii(f);
+    }
+}
+
+/// `--ascii`: what the screen holds that is not ASCII yet (a separator, an
+/// arrow, a name), cell by cell; a cell's stand-in never takes more columns
+/// than it has, and one that is empty is drawn blank.
+fn fold_to_ascii(f: &mut Frame) {
+    let mut folded = String::new();
+    for cell in &mut f.buffer_mut().content {
+        if cell.symbol().is_ascii() {
+            continue;
+        }
+        folded.clear();
+        cell.symbol()
+            .chars()
+            .for_each(|c| crate::view::ascii::stand_in(c, &mut folded));
+        folded.truncate(1);
+        cell.set_symbol(if folded.is_empty() { " " } else { &folded });
+    }
 }
 
 fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
