@@ -128,7 +128,11 @@ stop_sleepers() {
 # start_models N KIND: N model processes, ready (PIDs in $servers): real
 # llama.cpp servers (KIND server: xllamacpp serving the gemma file) or idle
 # Python processes mapping the GGUF file (KIND mapped). stop_models ends them.
-port_base=$((20000 + $$ % 20000))
+# Each server of a run gets a port no earlier one had: a port just given
+# up by a stopped server can still be held (a full run once saw the fifth
+# of 20 servers never get ready, right after the servers of the case before
+# were stopped on the same ports).
+port_next=$((20000 + $$ % 20000))
 start_models() {
   local i
   if [ ! -p "$work/hold" ]; then
@@ -139,8 +143,9 @@ start_models() {
   fi
   for ((i = 0; i < $1; i++)); do
     if [ "$2" = server ]; then
-      "$py" tests/servers/llama_server.py --model "$GPUTASKMAN_GEMMA_GGUF" --port $((port_base + i)) \
+      "$py" tests/servers/llama_server.py --model "$GPUTASKMAN_GEMMA_GGUF" --port "$port_next" \
         -c 1024 -np 1 <"$work/hold" >"$work/ready.$i" 2>/dev/null &
+      port_next=$((port_next + 1))
     else
       "$py" -c 'import mmap, sys; f = open(sys.argv[1], "rb"); m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ); print("ready", flush=True); sys.stdin.read()' \
         "$GPUTASKMAN_GEMMA_GGUF" <"$work/hold" >"$work/ready.$i" &
