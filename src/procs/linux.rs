@@ -18,6 +18,13 @@ const YOUNG_MAPS_REFRESH: Duration = Duration::from_secs(1);
 /// read every process's within a few refreshes, and no refresh pays for
 /// them all.
 const DEFERRED_MAPS_PER_SCAN: usize = 250;
+/// How many scans read a process's empty argv again. A process seen in
+/// exec's window has its new name but no argv yet: the kernel sets `comm`
+/// in begin_new_exec and the new argv's bounds (mm->arg_start, arg_end)
+/// only after, in the binary loader's create_elf_tables, so its cmdline
+/// reads empty. A few reads later it has its argv; one that stays empty
+/// (a process that cleared it) is left so.
+const ARGV_REREADS: u8 = 3;
 
 /// The lifelong part of a process; classified: (comm, runtimes, kind) as
 /// last classified.
@@ -66,6 +73,9 @@ pub struct ProcScanner {
     holders: std::collections::HashSet<u32>,
     /// The processes whose kept stat the last scan used.
     kept: std::collections::HashSet<u32>,
+    /// How many times a process's empty argv was read again
+    /// ([`ARGV_REREADS`]).
+    argv_rereads: HashMap<(u32, u64), u8>,
     scans: u64,
 }
 
@@ -102,6 +112,7 @@ impl ProcScanner {
             quiet: HashMap::new(),
             holders: Default::default(),
             kept: Default::default(),
+            argv_rereads: HashMap::new(),
         }
     }
 
@@ -354,6 +365,7 @@ impl ProcScanner {
             .retain(|pid, (start, _)| seen.contains_key(&(*pid, *start)));
         self.deferred.retain(|k| seen.contains_key(k));
         self.quiet.retain(|pid, s| seen.contains_key(&(*pid, s.starttime)));
+        self.argv_rereads.retain(|k, _| seen.contains_key(k));
         self.cpu = seen;
         self.window = shortest;
         Ok(out)
@@ -409,6 +421,14 @@ impl ProcScanner {
             .get(&key)
             .is_some_and(|s| s.classified.as_ref().is_some_and(|c| c.0 != comm));
         if renamed {
+            self.statics.remove(&key);
+            self.deferred.remove(&key);
+        }
+        let unread_argv = vsize > 0
+            && self.statics.get(&key).is_some_and(|s| s.argv.is_empty())
+            && self.argv_rereads.get(&key).is_none_or(|&n| n < ARGV_REREADS);
+        if unread_argv {
+            *self.argv_rereads.entry(key).or_default() += 1;
             self.statics.remove(&key);
             self.deferred.remove(&key);
         }
@@ -1120,6 +1140,50 @@ mod tests {
         );
     }
 
+    /// A process read in exec's window (its new name, no argv yet) gets its
+    /// argv, runtime and kind on a later scan, not an empty argv for life.
+    #[test]
+    fn a_process_seen_before_its_argv_is_set_is_read_again() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(
+            root.path().join("stat"),
+            "cpu  1 0 1 100 0 0 0 0 0 0\nbtime 1764500000\n",
+        )
+        .unwrap();
+        let dir = root.path().join("4242");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join("stat"),
+            "4242 (python3) S 1 4242 4242 0 -1 4194560 1000 0 0 0 500 100 0 0 20 0 8 0 123456 \
+             8589934592 262144 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 3 0 0 0 0 0",
+        )
+        .unwrap();
+        std::fs::write(dir.join("cmdline"), "").unwrap();
+        let mut scanner = ProcScanner::new(root.path().to_path_buf());
+        let listed = |scanner: &mut ProcScanner| {
+            let procs = scanner.scan().unwrap();
+            procs.into_iter().find(|p| p.pid == 4242).expect("listed")
+        };
+        let first = listed(&mut scanner);
+        assert!(first.argv.is_empty() && first.cmdline.is_none(), "{first:?}");
+        std::fs::write(dir.join("cmdline"), "python3\0-m\0vllm.entrypoints.openai.api_server\0").unwrap();
+        let later = listed(&mut scanner);
+        assert_eq!(
+            later.cmdline.as_deref(),
+            Some("python3 -m vllm.entrypoints.openai.api_server")
+        );
+        assert_eq!(later.kind, ProcessKind::Ai, "{later:?}");
+        // One that keeps an empty argv is read again a few times, then left.
+        std::fs::write(dir.join("cmdline"), "").unwrap();
+        let mut other = ProcScanner::new(root.path().to_path_buf());
+        for _ in 0..=ARGV_REREADS {
+            listed(&mut other);
+        }
+        assert_eq!(other.argv_rereads.get(&(4242, 123456)), Some(&ARGV_REREADS));
+        listed(&mut other);
+        assert_eq!(other.argv_rereads.get(&(4242, 123456)), Some(&ARGV_REREADS));
+    }
+
     #[test]
     fn a_process_whose_name_and_argv_are_not_utf8_is_listed_with_its_runtime() {
         use std::os::unix::ffi::OsStrExt;
@@ -1143,7 +1207,11 @@ mod tests {
         let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
         let found = loop {
             let procs = scanner.scan().expect("scan /proc");
-            let me = procs.into_iter().find(|p| p.pid == pid && p.name.starts_with("py"));
+            // Past exec's window: the new name and its argv (a scan in the
+            // window sees the name and no argv yet, and a later one reads it).
+            let me = procs
+                .into_iter()
+                .find(|p| p.pid == pid && p.name.starts_with("py") && !p.argv.is_empty());
             if me.is_some() || Instant::now() > deadline {
                 break me;
             }
