@@ -64,7 +64,7 @@ fn parse_v6(hex: &str) -> Option<IpAddr> {
 
 /// The socket inodes among a process's file descriptors. Err when the fds
 /// cannot be read (another user's process without privileges).
-#[cfg(any(test, target_os = "linux"))]
+#[cfg(any(test, not(any(target_os = "macos", windows))))]
 pub fn socket_inodes(root: &Path, pid: u32) -> Result<Vec<u64>, String> {
     let dir = root.join(pid.to_string()).join("fd");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("file descriptors not readable: {e}"))?;
