@@ -64,7 +64,7 @@ fn parse_v6(hex: &str) -> Option<IpAddr> {
 
 /// The socket inodes among a process's file descriptors. Err when the fds
 /// cannot be read (another user's process without privileges).
-#[cfg(any(test, target_os = "linux"))]
+#[cfg(any(test, not(any(target_os = "macos", windows))))]
 pub fn socket_inodes(root: &Path, pid: u32) -> Result<Vec<u64>, String> {
     let dir = root.join(pid.to_string()).join("fd");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("file descriptors not readable: {e}"))?;
@@ -115,8 +115,11 @@ mod windows_tcp {
     /// ws2def.h's address families, as GetExtendedTcpTable takes them.
     const AF_INET: u32 = 2;
     const AF_INET6: u32 = 23;
-    /// A table that grows between the size query and the read is asked again.
-    const TRIES: usize = 3;
+    /// A table that grows between the size query and the read is asked
+    /// again; the buffer has room for PAD_ROWS rows more than the call asked
+    /// for, so a busy host's table seldom outgrows it.
+    const TRIES: usize = 5;
+    const PAD_ROWS: usize = 16;
 
     pub fn listening_sockets(pid: u32) -> Result<Vec<SocketAddr>, String> {
         let mut out = Vec::new();
@@ -128,6 +131,7 @@ mod windows_tcp {
                 port(r.dwLocalPort),
             )
         }));
+        // SAFETY: as above, the IPv6 table as IPv6 rows.
         let v6 = unsafe { rows::<MIB_TCP6ROW_OWNER_PID>(AF_INET6) }?;
         out.extend(
             v6.iter()
@@ -146,11 +150,13 @@ mod windows_tcp {
     ///
     /// SAFETY: `Row` must be the row type of `family`'s owner-PID table.
     unsafe fn rows<Row: Copy>(family: u32) -> Result<Vec<Row>, String> {
-        let mut size = 0u32;
+        let row = std::mem::size_of::<Row>();
+        let mut asked = 0usize;
         for _ in 0..TRIES {
             // u64 words: aligned for the rows' u32 fields.
-            let mut buf = vec![0u64; (size as usize).div_ceil(8).max(1)];
-            size = (buf.len() * 8) as u32;
+            let mut buf = vec![0u64; (asked + PAD_ROWS * row).div_ceil(8)];
+            let len = buf.len() * 8;
+            let mut size = len as u32;
             // SAFETY: buf holds size bytes.
             let rc = unsafe {
                 GetExtendedTcpTable(
@@ -163,6 +169,7 @@ mod windows_tcp {
                 )
             };
             if rc == ERROR_INSUFFICIENT_BUFFER.0 {
+                asked = size as usize;
                 continue;
             }
             if rc != NO_ERROR.0 {
@@ -171,20 +178,47 @@ mod windows_tcp {
                     std::io::Error::from_raw_os_error(rc as i32)
                 ));
             }
-            let base = buf.as_ptr().cast::<u8>();
-            // SAFETY: the call wrote the count, then that many rows; the
-            // rows are of u32 and byte fields, so they follow it unpadded.
-            let count = unsafe { base.cast::<u32>().read() } as usize;
-            let first = unsafe { base.add(std::mem::size_of::<u32>()) }.cast::<Row>();
-            return Ok((0..count).map(|i| unsafe { first.add(i).read_unaligned() }).collect());
+            // SAFETY: u64 words viewed as their len bytes, in the same
+            // allocation, borrowed while buf lives and is not written.
+            let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) };
+            let count = u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+            // The count is not trusted past the bytes the call filled (the
+            // size it reports, never more than the buffer).
+            let n = super::rows_that_fit(count, (size as usize).min(len), row);
+            return Ok((0..n)
+                .map(|i| {
+                    let at = &bytes[4 + i * row..4 + (i + 1) * row];
+                    // SAFETY: at is row bytes of buf (n rows fit after the
+                    // count); Row is the family's row type, of u32 and byte
+                    // fields that follow the count unpadded, any bits valid.
+                    unsafe { at.as_ptr().cast::<Row>().read_unaligned() }
+                })
+                .collect());
         }
         Err("the TCP table kept growing while it was read".into())
     }
 }
 
+/// How many of a table's `count` rows of `row` bytes lie in the `filled`
+/// bytes of a buffer that holds a u32 count, then the rows.
+#[cfg(any(test, windows))]
+fn rows_that_fit(count: u32, filled: usize, row: usize) -> usize {
+    (count as usize).min(filled.saturating_sub(4) / row.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tcp_table_count_is_clamped_to_the_filled_bytes() {
+        // MIB_TCPROW_OWNER_PID is 24 bytes: 4 for the count, then the rows.
+        assert_eq!(rows_that_fit(3, 4 + 3 * 24, 24), 3);
+        assert_eq!(rows_that_fit(2, 4 + 3 * 24, 24), 2);
+        assert_eq!(rows_that_fit(1000, 4 + 3 * 24 + 23, 24), 3);
+        assert_eq!(rows_that_fit(u32::MAX, 4, 24), 0);
+        assert_eq!(rows_that_fit(5, 2, 24), 0);
+    }
 
     // Recorded from a machine with llama-server on 127.0.0.1:8090 and an
     // sshd on every interface (the kernel prints addresses per 32-bit word

@@ -816,6 +816,30 @@ pub fn unknown_luid(reading: &Reading, adapters: &[Adapter]) -> bool {
     reading.luids().iter().any(|l| !adapters.iter().any(|a| a.luid == *l))
 }
 
+/// The adapter table and the call that listed it.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub type AdapterTable = Result<(Vec<Adapter>, String), String>;
+
+/// The adapter table from D3DKMT's answer, else from DXGI: D3DKMT's PCI
+/// addresses when it gives any, unchanged; when it fails, or gives none
+/// (D3DKMTQueryAdapterInfo failed for every adapter), DXGI's PCI ids, with
+/// the reason D3DKMT gave none in the backend line.
+#[cfg_attr(not(windows), allow(dead_code))]
+pub fn choose_adapter_table(
+    d3dkmt: Result<(Vec<Adapter>, &'static str), String>,
+    dxgi: impl FnOnce() -> Result<Vec<Adapter>, String>,
+) -> AdapterTable {
+    let why = match d3dkmt {
+        Ok((adapters, how)) if !adapters.is_empty() => return Ok((adapters, how.to_string())),
+        Ok((_, how)) => format!("D3DKMTQueryAdapterInfo gave no adapter's PCI address (adapters from {how})"),
+        Err(why) => why,
+    };
+    match dxgi() {
+        Ok(adapters) => Ok((adapters, format!("DXGI PCI ids ({why})"))),
+        Err(dxgi) => Err(format!("{why}; DXGI lists no adapters: {dxgi}")),
+    }
+}
+
 /// Windows books CUDA kernels of a process on its adapter's 3D engine on
 /// many drivers (Task Manager shows them under "3D", or under "Cuda" when
 /// that graph is picked). Said where it happens, so "3D" is not read as
@@ -838,6 +862,64 @@ pub fn cuda_on_3d_note(runtimes: &[String], usage: &GpuUsage) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ids_adapter(low: u32) -> Adapter {
+        Adapter {
+            luid: Luid { high: 0, low },
+            key: AdapterKey::Ids(PciIds {
+                vendor: 0x10DE,
+                device: 0x2684,
+                subsystem: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn d3dkmt_table_with_addresses_is_kept_and_dxgi_not_asked() {
+        let d3dkmt = Ok((vec![Adapter::at(RTX, 1, 0, 0)], "D3DKMTEnumAdapters2"));
+        let table = choose_adapter_table(d3dkmt, || panic!("DXGI asked"));
+        assert_eq!(
+            table,
+            Ok((vec![Adapter::at(RTX, 1, 0, 0)], "D3DKMTEnumAdapters2".to_string()))
+        );
+    }
+
+    #[test]
+    fn empty_d3dkmt_table_falls_back_to_dxgi() {
+        let table = choose_adapter_table(Ok((vec![], "D3DKMTEnumAdapters2")), || Ok(vec![ids_adapter(7)]));
+        let (adapters, how) = table.unwrap();
+        assert_eq!(adapters, vec![ids_adapter(7)]);
+        assert!(how.starts_with("DXGI PCI ids ("), "{how}");
+        assert!(
+            how.contains("D3DKMTQueryAdapterInfo gave no adapter's PCI address"),
+            "{how}"
+        );
+    }
+
+    #[test]
+    fn empty_d3dkmt_table_and_no_dxgi_is_an_error_naming_both() {
+        let table = choose_adapter_table(Ok((vec![], "D3DKMTEnumAdapters2")), || Err("no dxgi.dll".into()));
+        let why = table.unwrap_err();
+        assert!(
+            why.contains("D3DKMTQueryAdapterInfo gave no adapter's PCI address"),
+            "{why}"
+        );
+        assert!(why.contains("DXGI lists no adapters: no dxgi.dll"), "{why}");
+    }
+
+    #[test]
+    fn failed_d3dkmt_falls_back_to_dxgi() {
+        let table = choose_adapter_table(Err("gdi32 has no D3DKMTQueryAdapterInfo".into()), || {
+            Ok(vec![ids_adapter(7)])
+        });
+        assert_eq!(
+            table,
+            Ok((
+                vec![ids_adapter(7)],
+                "DXGI PCI ids (gdi32 has no D3DKMTQueryAdapterInfo)".to_string()
+            ))
+        );
+    }
 
     const MIB: u64 = 1 << 20;
     const RTX: Luid = Luid { high: 0, low: 0xC6F5 };

@@ -11,8 +11,8 @@
 //! IDXGIFactory1::EnumAdapters1, IDXGIAdapter1::GetDesc1 (DXGI_ADAPTER_DESC1).
 
 use super::{
-    attribute, match_devices, per_process, unknown_luid, Adapter, AdapterKey, Counter, CounterSet, CounterValue,
-    EngineClock, Instance, Luid, Reading,
+    attribute, choose_adapter_table, match_devices, per_process, unknown_luid, Adapter, AdapterKey, AdapterTable,
+    Counter, CounterSet, CounterValue, EngineClock, Instance, Luid, Reading,
 };
 use crate::collect::source::{Owner, Report, Round, Source};
 use crate::snapshot::{Backend, BackendStatus, Device, GpuUsage, PciIds};
@@ -218,9 +218,6 @@ impl D3dkmt {
     }
 }
 
-/// The adapter table and the call that listed it.
-type AdapterTable = Result<(Vec<Adapter>, String), String>;
-
 /// The adapters a table read holds; none before one is read or when it failed.
 fn known(table: &Option<(AdapterTable, Instant)>) -> &[Adapter] {
     match table {
@@ -354,14 +351,7 @@ fn dxgi_adapters() -> Result<Vec<Adapter>, String> {
 
 /// The adapter table: D3DKMT's PCI addresses, else DXGI's PCI ids.
 fn adapter_table(d3dkmt: &D3dkmt, luids: &[Luid]) -> AdapterTable {
-    let why = match d3dkmt.addresses(luids) {
-        Ok((adapters, how)) => return Ok((adapters, how.to_string())),
-        Err(why) => why,
-    };
-    match dxgi_adapters() {
-        Ok(adapters) => Ok((adapters, format!("DXGI PCI ids ({why})"))),
-        Err(dxgi) => Err(format!("{why}; DXGI lists no adapters: {dxgi}")),
-    }
+    choose_adapter_table(d3dkmt.addresses(luids), dxgi_adapters)
 }
 
 /// What one sample of the native source gives the collector.
