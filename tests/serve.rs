@@ -831,9 +831,15 @@ fn a_slow_loris_flood_neither_starves_authenticated_scrapes_nor_grows_threads() 
     let file = token_file(m.dir.path(), TOKEN);
     let server = serve(m.scenario.path(), &["--token-file", file.to_str().unwrap()]);
     let (port, pid) = (server.port, server.pid());
-    // The sampler, discovery, accept and rejecter threads, before any
-    // connection: a connection thread counts against the cap until it is
-    // joined, so the attack adds at most CONNECTIONS to these.
+    // The sampler, discovery, accept and rejecter threads, before the
+    // attack (after one request: "ready" is printed before the accept loop
+    // starts its rejecter): a connection thread counts against the cap
+    // until it is joined, so the attack adds at most CONNECTIONS to these.
+    assert_eq!(
+        get(port, "/healthz", &[&format!("Authorization: Bearer {TOKEN}")]).status,
+        200
+    );
+    std::thread::sleep(Duration::from_millis(100));
     let at_rest = threads(pid);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Keeps 530 connections open, each sending one more byte of a head

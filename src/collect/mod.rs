@@ -375,14 +375,16 @@ const SECOND_SAMPLE_AFTER: Duration = Duration::from_millis(250);
 /// `interval`, each handed to `deliver` with how long it took. Model
 /// discovery runs in the background, so a sample never waits for a runtime
 /// API. `quiet_every` is read before each sample
-/// ([`Collector::read_quiet_processes_every`]). Stops when `deliver`
-/// returns false.
+/// ([`Collector::read_quiet_processes_every`]); unparking the returned
+/// thread after setting it to 1 takes the next sample at once. Stops when
+/// `deliver` returns false.
 pub fn spawn_sampler(
     mut options: Options,
     interval: Duration,
     quiet_every: Arc<std::sync::atomic::AtomicU32>,
     mut deliver: impl FnMut(Snapshot, Duration) -> bool + Send + 'static,
-) {
+) -> std::thread::Thread {
+    use std::sync::atomic::Ordering;
     options.background_discovery = true;
     std::thread::Builder::new()
         .name("gputaskman-sampler".into())
@@ -391,18 +393,28 @@ pub fn spawn_sampler(
             let mut period = SECOND_SAMPLE_AFTER.min(interval);
             loop {
                 let started = Instant::now();
-                collector.read_quiet_processes_every(quiet_every.load(std::sync::atomic::Ordering::Relaxed));
+                let every = quiet_every.load(Ordering::Relaxed);
+                collector.read_quiet_processes_every(every);
                 let snapshot = collector.sample();
                 if !deliver(snapshot, started.elapsed()) {
                     return;
                 }
-                if let Some(rest) = period.checked_sub(started.elapsed()) {
-                    std::thread::sleep(rest);
+                // Until the next sample is due, or at once when the view
+                // now shows every process (the quiet ones it lists without
+                // figures get them in this sample, not an interval later).
+                let due = started + period;
+                while let Some(rest) = due.checked_duration_since(Instant::now()) {
+                    if every > 1 && quiet_every.load(Ordering::Relaxed) == 1 {
+                        break;
+                    }
+                    std::thread::park_timeout(rest);
                 }
                 period = interval;
             }
         })
-        .expect("spawn the sampling thread");
+        .expect("spawn the sampling thread")
+        .thread()
+        .clone()
 }
 
 // Unix only: the tests start a process under a name of their own (a symlink).

@@ -26,6 +26,19 @@ const DEFERRED_MAPS_PER_SCAN: usize = 250;
 /// (a process that cleared it) is left so.
 const ARGV_REREADS: u8 = 3;
 
+/// Where the kernel's PID allocator is: the last PID it gave, and how far
+/// it has moved since the scanner started following it (in PIDs, counted
+/// around pid_max; a wrap past the reserved low PIDs counts them too, which
+/// only errs towards reading).
+struct PidCursor {
+    last: u64,
+    travel: u64,
+}
+
+/// PIDs of slack before a kept stat's PID could come back: a process
+/// forked between the allocator's reading and its own scan is ahead of it.
+const PID_MARGIN: u64 = 64;
+
 /// The lifelong part of a process; classified: (comm, runtimes, kind) as
 /// last classified.
 type Static = super::Lifelong<u64, Option<(String, Vec<String>, crate::snapshot::ProcessKind)>>;
@@ -66,9 +79,15 @@ pub struct ProcScanner {
     /// A quiet process's stat is read every this many scans (1: every
     /// scan); see [`ProcScanner::read_quiet_processes_every`].
     quiet_every: u64,
-    /// The last stat read of each quiet process: no GPU source named it
-    /// last round, it is no AI process and loaded no GPU runtime.
-    quiet: HashMap<u32, Stat>,
+    /// The last stat read of each quiet process (no GPU source named it
+    /// last round, it is no AI process and loaded no GPU runtime), and the
+    /// PID travel ([`PidCursor`]) at which its PID could next be handed out.
+    quiet: HashMap<u32, (Stat, u64)>,
+    /// How far the kernel's PID allocator has moved; None where it cannot
+    /// be followed (then no stat is kept).
+    pid_cursor: Option<PidCursor>,
+    /// The kernel's pid_max: where the allocator wraps.
+    pid_max: Option<u64>,
     /// The PIDs a GPU source named last round: never quiet.
     holders: std::collections::HashSet<u32>,
     /// The processes whose kept stat the last scan used.
@@ -90,6 +109,10 @@ struct Opened {
 impl ProcScanner {
     pub fn new(root: PathBuf) -> Self {
         let boot_time_secs = read_boot_time(&root);
+        let pid_max = std::fs::read_to_string(root.join("sys/kernel/pid_max"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .filter(|&m: &u64| m > 0);
         ProcScanner {
             live: root == Path::new("/proc"),
             root,
@@ -110,6 +133,8 @@ impl ProcScanner {
             scans: 0,
             quiet_every: 1,
             quiet: HashMap::new(),
+            pid_cursor: None,
+            pid_max,
             holders: Default::default(),
             kept: Default::default(),
             argv_rereads: HashMap::new(),
@@ -144,12 +169,26 @@ impl ProcScanner {
             .iter_mut()
             .filter(|i| kept.contains(&i.pid) && holders.contains(&i.pid))
         {
-            let path = self.root.join(info.pid.to_string()).join("stat");
-            let stat = self.read_stat_held(info.pid, &path, &mut buf);
-            let Some(stat) = stat.filter(|s| s.starttime == info.start_ticks) else {
+            let dir = self.root.join(info.pid.to_string());
+            let Some(stat) = self.read_stat_held(info.pid, &dir.join("stat"), &mut buf) else {
+                // Exited since the listing: as if the scan had not found it.
                 gone.push(info.pid);
                 continue;
             };
+            if stat.starttime != info.start_ticks || stat.comm != info.name {
+                // It exec'd another program since its kept reading (or,
+                // past the PID guard, is another process): read whole, as
+                // the scan reads a new one.
+                let young = false;
+                if let Some(fixed) =
+                    self.static_info(&dir, info.pid, &stat.comm, (stat.starttime, stat.vsize, young), now)
+                {
+                    classify_again(fixed, &stat.comm);
+                    take_lifelong(info, fixed);
+                }
+                info.name = stat.comm.clone();
+                info.start_ticks = stat.starttime;
+            }
             let key = (info.pid, stat.starttime);
             let ticks = stat.ticks();
             info.cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
@@ -266,6 +305,9 @@ impl ProcScanner {
         self.scans += 1;
         let mut seen = HashMap::with_capacity(self.cpu.len());
         self.kept.clear();
+        if self.quiet_every > 1 {
+            self.follow_pid_cursor();
+        }
         let mut shortest: Option<Duration> = None;
         let mut out = Vec::new();
         let mut buf = [0u8; 2048];
@@ -324,36 +366,33 @@ impl ProcScanner {
             path.pop();
             let Some(fixed) = fixed else { continue };
             classify_again(fixed, &stat.comm);
-            let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
-            // Only model discovery reads argv and the mapped files, and only
-            // of AI processes: the other 99% are not copied every sample.
-            let ai = *kind == crate::snapshot::ProcessKind::Ai;
             let rss_bytes = if reused { None } else { resident_bytes(&stat, page_size) };
             let kept_stat = (!reused && may_be_quiet).then(|| stat.clone());
-            let info = ProcInfo {
+            let mut info = ProcInfo {
                 pid,
                 // The kernel's idle task and kthreadd's children say 0: no parent.
                 ppid: (stat.ppid != 0).then_some(stat.ppid),
                 start_ticks: stat.starttime,
                 name: stat.comm,
-                start_time: fixed.start_time.clone(),
-                user: fixed.user.clone(),
-                argv: if ai { fixed.argv.clone() } else { Vec::new() },
-                cmdline: fixed.cmdline.clone(),
-                exe: fixed.exe.clone(),
-                runtimes: runtimes.clone(),
-                mapped_files: if ai { fixed.mapped_files.clone() } else { Vec::new() },
-                maps_readable: fixed.maps_read_at.is_some(),
-                kind: *kind,
+                start_time: None,
+                user: None,
+                argv: Vec::new(),
+                cmdline: None,
+                exe: None,
+                runtimes: Vec::new(),
+                mapped_files: Vec::new(),
+                maps_readable: false,
+                kind: crate::snapshot::ProcessKind::Other,
                 cpu_percent,
                 rss_bytes,
-                notes: fixed.notes.clone(),
+                notes: Vec::new(),
             };
+            take_lifelong(&mut info, fixed);
             if reused {
                 self.kept.insert(pid);
             } else {
-                match kept_stat.filter(|_| !info.is_interesting()) {
-                    Some(stat) => self.quiet.insert(pid, stat),
+                match kept_stat.filter(|_| !info.is_interesting()).zip(self.reusable_at(pid)) {
+                    Some(kept) => self.quiet.insert(pid, kept),
                     None => self.quiet.remove(&pid),
                 };
             }
@@ -364,19 +403,51 @@ impl ProcScanner {
         self.stat_files
             .retain(|pid, (start, _)| seen.contains_key(&(*pid, *start)));
         self.deferred.retain(|k| seen.contains_key(k));
-        self.quiet.retain(|pid, s| seen.contains_key(&(*pid, s.starttime)));
+        self.quiet.retain(|pid, (s, _)| seen.contains_key(&(*pid, s.starttime)));
         self.argv_rereads.retain(|k, _| seen.contains_key(k));
         self.cpu = seen;
         self.window = shortest;
         Ok(out)
     }
 
-    /// A quiet process's last stat, when this scan is not its turn.
+    /// A quiet process's last stat, when this scan is not its turn and its
+    /// PID cannot belong to another process yet.
     fn kept_stat(&self, pid: u32) -> Option<Stat> {
         if self.quiet_every == 1 || (self.scans + u64::from(pid)) % self.quiet_every == 0 {
             return None;
         }
-        self.quiet.get(&pid).cloned()
+        let travel = self.pid_cursor.as_ref()?.travel;
+        let (stat, reusable_at) = self.quiet.get(&pid)?;
+        (travel + PID_MARGIN < *reusable_at).then(|| stat.clone())
+    }
+
+    /// Follows the PID allocator before a scan that may keep stats: the
+    /// last PID it gave (/proc/loadavg's fifth field) and how far it has
+    /// moved in all. Without either (or pid_max), no stat is kept.
+    fn follow_pid_cursor(&mut self) {
+        let last = std::fs::read_to_string(self.root.join("loadavg"))
+            .ok()
+            .and_then(|t| t.split_whitespace().nth(4)?.parse::<u64>().ok());
+        self.pid_cursor = match (last, self.pid_max, self.pid_cursor.take()) {
+            (Some(last), Some(max), Some(c)) => Some(PidCursor {
+                last,
+                travel: c.travel + (last + max - c.last % max) % max,
+            }),
+            (Some(last), Some(_), None) => Some(PidCursor { last, travel: 0 }),
+            _ => None,
+        };
+        if self.pid_cursor.is_none() {
+            self.quiet.clear();
+        }
+    }
+
+    /// The travel at which the allocator could give `pid` to a new process:
+    /// allocation is cyclic (alloc_pid, idr_alloc_cyclic), so a live PID
+    /// comes back only once the cursor has gone round to it.
+    fn reusable_at(&self, pid: u32) -> Option<u64> {
+        let (c, max) = (self.pid_cursor.as_ref()?, self.pid_max?);
+        let ahead = (u64::from(pid) + max - c.last % max) % max;
+        Some(c.travel + if ahead == 0 { max } else { ahead })
     }
 
     /// A process's stat, reread through the file held open for it, or read
@@ -482,14 +553,7 @@ impl ProcScanner {
             read_maps(&self.root.join(info.pid.to_string()), fixed, now);
             fixed.classified = None;
             classify_again(fixed, &info.name);
-            let (_, runtimes, kind) = fixed.classified.as_ref().unwrap();
-            let ai = *kind == crate::snapshot::ProcessKind::Ai;
-            info.runtimes = runtimes.clone();
-            info.kind = *kind;
-            info.argv = if ai { fixed.argv.clone() } else { Vec::new() };
-            info.mapped_files = if ai { fixed.mapped_files.clone() } else { Vec::new() };
-            info.maps_readable = fixed.maps_read_at.is_some();
-            info.notes = fixed.notes.clone();
+            take_lifelong(info, fixed);
         }
     }
 
@@ -659,6 +723,24 @@ impl Stat {
 }
 
 /// A start time in ticks after boot as the snapshot's `start_time` says it.
+/// What a scanned process carries of its lifelong part (classified). Only
+/// model discovery reads argv and the mapped files, and only of AI
+/// processes: the other 99% are not copied every sample.
+fn take_lifelong(info: &mut ProcInfo, fixed: &Static) {
+    let (_, runtimes, kind) = fixed.classified.as_ref().expect("classified");
+    let ai = *kind == crate::snapshot::ProcessKind::Ai;
+    info.start_time = fixed.start_time.clone();
+    info.user = fixed.user.clone();
+    info.cmdline = fixed.cmdline.clone();
+    info.exe = fixed.exe.clone();
+    info.runtimes = runtimes.clone();
+    info.kind = *kind;
+    info.argv = if ai { fixed.argv.clone() } else { Vec::new() };
+    info.mapped_files = if ai { fixed.mapped_files.clone() } else { Vec::new() };
+    info.maps_readable = fixed.maps_read_at.is_some();
+    info.notes = fixed.notes.clone();
+}
+
 /// Resident bytes from a stat line. No address space (vsize 0): an exiting
 /// process whose memory is already released, or a zombie: its RSS is
 /// unknown, not 0 B. A page count no machine holds is no fact either.
@@ -1138,6 +1220,95 @@ mod tests {
             "{:?}",
             after.cmdline
         );
+    }
+
+    /// A fixture /proc of one process, PID 500, named `comm` with `argv`,
+    /// whose PID allocator last gave `last_pid` and wraps at 1000.
+    fn one_process_root(root: &Path, comm: &str, argv: &str, last_pid: u32) {
+        std::fs::create_dir_all(root.join("500")).unwrap();
+        std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+        std::fs::write(root.join("sys/kernel/pid_max"), "1000\n").unwrap();
+        std::fs::write(root.join("stat"), "cpu  1 0 1 100 0 0 0 0 0 0\nbtime 1764500000\n").unwrap();
+        std::fs::write(root.join("loadavg"), format!("0.00 0.01 0.05 1/80 {last_pid}\n")).unwrap();
+        std::fs::write(
+            root.join("500/stat"),
+            format!(
+                "500 ({comm}) S 1 500 500 0 -1 4194560 1000 0 0 0 500 100 0 0 20 0 8 0 123456 \
+                 8589934592 262144 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 3 0 0 0 0 0"
+            ),
+        )
+        .unwrap();
+        std::fs::write(root.join("500/cmdline"), argv).unwrap();
+    }
+
+    /// A kept stat is used only while the PID allocator (cyclic) cannot
+    /// have handed its PID to another process: not once the cursor has
+    /// come round to it, never for a PID just ahead of the cursor, never
+    /// where pid_max or the cursor cannot be read.
+    #[test]
+    fn a_kept_stat_is_used_only_while_its_pid_cannot_have_been_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        one_process_root(root, "sleep", "sleep\x00100\x00", 600);
+        let mut scanner = ProcScanner::new(root.to_path_buf());
+        scanner.read_quiet_processes_every(2);
+        scanner.scan().unwrap();
+        // Not its turn (odd scan): kept, 900 PIDs before the cursor is back.
+        scanner.scans = 1;
+        assert!(scanner.kept_stat(500).is_some());
+        // 850 PIDs later the cursor is within the margin of 500.
+        std::fs::write(root.join("loadavg"), "0.00 0.01 0.05 1/80 450\n").unwrap();
+        scanner.follow_pid_cursor();
+        assert!(scanner.kept_stat(500).is_none(), "the cursor is back near PID 500");
+
+        // A PID just ahead of the cursor could be given again at once.
+        one_process_root(root, "sleep", "sleep\x00100\x00", 490);
+        let mut near = ProcScanner::new(root.to_path_buf());
+        near.read_quiet_processes_every(2);
+        near.scan().unwrap();
+        near.scans = 1;
+        assert!(near.kept_stat(500).is_none());
+
+        // No pid_max: nothing kept.
+        std::fs::remove_file(root.join("sys/kernel/pid_max")).unwrap();
+        let mut blind = ProcScanner::new(root.to_path_buf());
+        blind.read_quiet_processes_every(2);
+        blind.scan().unwrap();
+        assert!(blind.quiet.is_empty());
+    }
+
+    /// A quiet process a GPU source names after it exec'd another program
+    /// is read whole in that sample: its new name, command line and kind,
+    /// not its old program's.
+    #[test]
+    fn a_named_quiet_process_that_execd_is_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        one_process_root(root, "bash", "bash\x00", 600);
+        let mut scanner = ProcScanner::new(root.to_path_buf());
+        scanner.read_quiet_processes_every(2);
+        // Scans 1 and 2 read it (first seen, then its turn); scan 3 lists
+        // it from its kept (bash) reading.
+        scanner.scan().unwrap();
+        scanner.scan().unwrap();
+        one_process_root(
+            root,
+            "python3",
+            "python3\x00-m\x00vllm.entrypoints.openai.api_server\x00",
+            600,
+        );
+        let mut procs = scanner.scan().unwrap();
+        assert!(scanner.kept.contains(&500));
+        assert_eq!(procs[0].name, "bash");
+        scanner.note_gpu_holders([500].into_iter().collect(), &mut procs);
+        let p = &procs[0];
+        assert_eq!(p.name, "python3");
+        assert_eq!(
+            p.cmdline.as_deref(),
+            Some("python3 -m vllm.entrypoints.openai.api_server")
+        );
+        assert_eq!(p.kind, ProcessKind::Ai);
+        assert!(p.rss_bytes.is_some());
     }
 
     /// A process read in exec's window (its new name, no argv yet) gets its

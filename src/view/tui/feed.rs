@@ -57,6 +57,7 @@ pub struct LiveFeed {
     stopped: bool,
     /// How often the sampler reads the processes the view does not show.
     quiet_every: Arc<AtomicU32>,
+    sampler: std::thread::Thread,
 }
 
 /// While the view shows only GPU and model processes, the others' stat is
@@ -73,7 +74,7 @@ impl LiveFeed {
         // The view starts without `a`.
         let quiet_every = Arc::new(AtomicU32::new(HIDDEN_READ_EVERY));
         // The view gone, the channel is closed and sampling stops.
-        crate::collect::spawn_sampler(options, interval, quiet_every.clone(), move |snapshot, _| {
+        let sampler = crate::collect::spawn_sampler(options, interval, quiet_every.clone(), move |snapshot, _| {
             tx.send(snapshot).is_ok()
         });
         LiveFeed {
@@ -81,6 +82,7 @@ impl LiveFeed {
             interval,
             stopped: false,
             quiet_every,
+            sampler,
         }
     }
 }
@@ -101,6 +103,8 @@ impl Feed for LiveFeed {
         if let FeedCommand::ShowAll(all) = command {
             let every = if all { 1 } else { HIDDEN_READ_EVERY };
             self.quiet_every.store(every, Ordering::Relaxed);
+            // Every process shown: their figures now, not an interval later.
+            self.sampler.unpark();
         }
     }
 
