@@ -914,6 +914,11 @@ fn read_boot_time(root: &Path) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+// One copy of the libm helper for the tests below and the integration tests.
+#[cfg(test)]
+#[path = "../../tests/common/libm.rs"]
+mod test_libm;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1035,20 +1040,7 @@ mod tests {
         child.wait().ok();
     }
 
-    /// A copy of libm under `name` in `dir`: a library that loads anywhere.
-    fn library_named(dir: &Path, name: &str) -> PathBuf {
-        let libm = [
-            "/lib/x86_64-linux-gnu/libm.so.6",
-            "/usr/lib/x86_64-linux-gnu/libm.so.6",
-            "/lib64/libm.so.6",
-        ]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("libm");
-        let lib = dir.join(name);
-        std::fs::copy(libm, &lib).unwrap();
-        lib
-    }
+    use super::test_libm::library_named;
 
     #[test]
     fn maps_are_read_first_for_processes_that_could_hold_a_runtime_and_later_for_the_rest() {

@@ -203,12 +203,14 @@ impl Shared {
     fn live_connections(&self) -> usize {
         let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
         let (done, live): (Vec<_>, Vec<_>) = connections.drain(..).partition(|t| t.is_finished());
+        let left = live.len();
         *connections = live;
+        // Joined outside the lock: each has finished, the join is its exit.
         drop(connections);
         for thread in done {
             let _ = thread.join();
         }
-        self.connections.lock().unwrap_or_else(|e| e.into_inner()).len()
+        left
     }
 }
 

@@ -138,21 +138,9 @@ fn which(program: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{program} not on PATH"))
 }
 
-/// A copy of the system's libm under `name` in `dir`: a library any
-/// process can load (LD_PRELOAD), named as a runtime's.
-pub fn library_named(dir: &Path, name: &str) -> PathBuf {
-    let libm = [
-        "/lib/x86_64-linux-gnu/libm.so.6",
-        "/usr/lib/x86_64-linux-gnu/libm.so.6",
-        "/lib64/libm.so.6",
-    ]
-    .into_iter()
-    .find(|p| Path::new(p).exists())
-    .expect("libm");
-    let lib = dir.join(name);
-    std::fs::copy(libm, &lib).unwrap();
-    lib
-}
+mod libm;
+#[allow(unused_imports)] // each test binary uses its own subset, as above
+pub use libm::library_named;
 
 /// The process entry with this PID.
 pub fn process(snapshot: &serde_json::Value, pid: u32) -> &serde_json::Value {
