@@ -1233,6 +1233,15 @@ mod tests {
         std::fs::write(root.join("500/cmdline"), argv).unwrap();
     }
 
+    /// A scanner of `root` that reads quiet processes every other scan,
+    /// after its first scan.
+    fn quiet_every_other_scan(root: &Path) -> ProcScanner {
+        let mut scanner = ProcScanner::new(root.to_path_buf());
+        scanner.read_quiet_processes_every(2);
+        scanner.scan().unwrap();
+        scanner
+    }
+
     /// A kept stat is used only while the PID allocator (cyclic) cannot
     /// have handed its PID to another process: not once the cursor has
     /// come round to it, never for a PID just ahead of the cursor, never
@@ -1242,9 +1251,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         one_process_root(root, "sleep", "sleep\x00100\x00", 600);
-        let mut scanner = ProcScanner::new(root.to_path_buf());
-        scanner.read_quiet_processes_every(2);
-        scanner.scan().unwrap();
+        let mut scanner = quiet_every_other_scan(root);
         // Not its turn (odd scan): kept, 900 PIDs before the cursor is back.
         scanner.scans = 1;
         assert!(scanner.kept_stat(500).is_some());
@@ -1255,17 +1262,13 @@ mod tests {
 
         // A PID just ahead of the cursor could be given again at once.
         one_process_root(root, "sleep", "sleep\x00100\x00", 490);
-        let mut near = ProcScanner::new(root.to_path_buf());
-        near.read_quiet_processes_every(2);
-        near.scan().unwrap();
+        let mut near = quiet_every_other_scan(root);
         near.scans = 1;
         assert!(near.kept_stat(500).is_none());
 
         // No pid_max: nothing kept.
         std::fs::remove_file(root.join("sys/kernel/pid_max")).unwrap();
-        let mut blind = ProcScanner::new(root.to_path_buf());
-        blind.read_quiet_processes_every(2);
-        blind.scan().unwrap();
+        let blind = quiet_every_other_scan(root);
         assert!(blind.quiet.is_empty());
     }
 
@@ -1277,11 +1280,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         one_process_root(root, "bash", "bash\x00", 600);
-        let mut scanner = ProcScanner::new(root.to_path_buf());
-        scanner.read_quiet_processes_every(2);
         // Scans 1 and 2 read it (first seen, then its turn); scan 3 lists
         // it from its kept (bash) reading.
-        scanner.scan().unwrap();
+        let mut scanner = quiet_every_other_scan(root);
         scanner.scan().unwrap();
         one_process_root(
             root,
