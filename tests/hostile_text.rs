@@ -141,9 +141,23 @@ fn hostile_snapshot(taken_at: &str, vram: u64) -> snapshot::Snapshot {
     let mut g = gpu(0, Some(vram));
     g.source = "nvml".into();
     p.gpu.push(g);
+    // What an Ollama look-alike answered on Ollama's port in `/api/ps`: the
+    // live view's "now:" line printed it as given, retitling the pane and
+    // painting the line red.
+    let mut model = snapshot_builder::server_model(11434, 4096, 84 * MIB, 84 * MIB);
+    model.activity = Some(snapshot::ModelActivity {
+        expires_at: Some(EXPIRES_AT.into()),
+        source: "api:/api/ps".into(),
+        ..Default::default()
+    });
+    p.models.push(model);
     s.processes.push(p);
     s
 }
+
+/// `/api/ps`'s `expires_at` from a forged Ollama: an OSC title, a red
+/// background and a right-to-left override.
+const EXPIRES_AT: &str = "2026-01-01T10:05:00Z\u{1b}]0;PWNED\u{7}\u{1b}[41mRED\u{1b}[0m\u{202e}";
 
 #[test]
 fn summary_and_diff_show_hostile_snapshots_escaped() {
@@ -210,10 +224,14 @@ fn live_view_shows_hostile_text_escaped_and_sets_no_title_or_clipboard() {
     assert!(screen.contains("srv\\nFORGED cmd \\e[2J\\u{202e}fdp.exe"), "{screen}");
     assert!(screen.contains("GPU\\e]0;DEVTITLE\\x07"), "{screen}");
     assert!(screen.contains("h\\e]2;HOSTTITLE\\x07"), "{screen}");
+    assert!(
+        screen.contains("unloads 2026-01-01T10:05:00Z\\e]0;PWNED\\x07\\e[41mRED\\e[0m\\u{202e}"),
+        "{screen}"
+    );
     assert_no_forged_rows("the live view", &screen);
     let title = t.display("#{pane_title}");
     assert!(
-        !title.contains("TITLE"),
+        !title.contains("TITLE") && !title.contains("PWNED"),
         "the pane's title became {title:?} (was {title_before:?})"
     );
     assert_eq!(t.run(&["list-buffers"]), "", "an OSC 52 reached tmux's clipboard");
@@ -281,23 +299,32 @@ fn an_error_naming_a_hostile_path_is_escaped() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// A `serve` look-alike on loopback answering `body` to its first `times`
+/// connections; its port.
+fn hostile_peer(body: Vec<u8>, times: usize) -> (u16, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = std::thread::spawn(move || {
+        for _ in 0..times {
+            let Ok((mut conn, _)) = listener.accept() else { return };
+            let mut req = [0u8; 4096];
+            let _ = conn.read(&mut req);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(&body);
+        }
+    });
+    (port, server)
+}
+
 /// `--remote HOST --once` on a host that answers a hostile snapshot.
 #[test]
 fn remote_once_shows_a_hostile_host_escaped() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
     let body = serde_json::to_vec(&hostile_snapshot("2026-01-01T10:00:00Z", 100 * MIB)).unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut conn, _) = listener.accept().unwrap();
-        let mut req = [0u8; 4096];
-        let _ = conn.read(&mut req);
-        let head = format!(
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        conn.write_all(head.as_bytes()).unwrap();
-        conn.write_all(&body).unwrap();
-    });
+    let (port, server) = hostile_peer(body, 1);
     let out = snapshot_builder::run_ok(&[
         "--remote".as_ref(),
         format!("127.0.0.1:{port}").as_ref(),
@@ -310,6 +337,40 @@ fn remote_once_shows_a_hostile_host_escaped() {
     assert!(out.contains("   4242* alice "), "{out}");
     assert!(out.contains("\\e]52;c;cHduZWQ"), "{out}");
     assert!(out.contains("note: note\\e]52;c;bm90ZQ==\\x07"), "{out}");
+}
+
+/// The live view of a hostile `--remote` host in tmux: its runtime's
+/// answer (the "now:" line of the selected process) and every name are
+/// shown escaped; no title, colour or clipboard of theirs lands.
+#[test]
+fn remote_live_view_shows_a_hostile_host_escaped() {
+    let Some(tmux) = common::tmux::tmux_path() else { return };
+    let body = serde_json::to_vec(&hostile_snapshot("2026-01-01T10:00:00Z", 100 * MIB)).unwrap();
+    let (port, _server) = hostile_peer(body, 200);
+    let t = common::tmux::Tmux::new(tmux, "hostile-remote");
+    let bin = assert_cmd::cargo::cargo_bin("gputaskman");
+    t.start_permissive(&format!(
+        "sleep 0.5; exec {} --remote 127.0.0.1:{port} --interval 0.2",
+        bin.display()
+    ));
+    let screen = t.wait_for("the hostile runtime's line", Duration::from_secs(30), |s| {
+        s.contains("unloads")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let screen = t.screen().max(screen);
+    assert!(screen.contains("\\e]0;PWNED\\x07\\e[41mRED"), "{screen}");
+    assert_no_forged_rows("the remote live view", &screen);
+    let title = t.display("#{pane_title}");
+    assert!(
+        !title.contains("PWNED") && !title.contains("TITLE"),
+        "the pane's title became {title:?}"
+    );
+    assert_eq!(t.run(&["list-buffers"]), "", "an OSC 52 reached tmux's clipboard");
+    common::assert_only_colours(
+        "the remote live view",
+        &t.run(&["capture-pane", "-p", "-e", "-t", "view"]),
+    );
+    t.keys(&["q"]);
 }
 
 /// A device name from the driver (the fake NVML) in `--list-gpus` and

@@ -1,12 +1,14 @@
 //! Values no device can have are not facts. A driver that returns garbage
 //! (a counter read as -1, a field the card does not fill, a corrupt
-//! record), a hostile DRM client writing its own fdinfo figures, or a
-//! buggy source must not put `gpu 250%` or `temp 4294967295 C` on screen
-//! or in /metrics: each out-of-range value becomes null (unknown) with a
-//! note saying what was dropped. Run once per sample over every source's
-//! devices and per-process figures, before anything is summed.
+//! record), a hostile DRM client writing its own fdinfo figures, a runtime
+//! API anyone can answer on a loopback port, a `--remote` host, or a buggy
+//! source must not put `gpu 250%`, `temp 4294967295 C` or `tokens/s prompt
+//! 1000349912608970.2` on screen or in /metrics: each out-of-range value
+//! becomes null (unknown) with a note saying what was dropped. Run once per
+//! sample over every source's devices, per-process figures and the models'
+//! runtime and header figures, before anything is summed.
 
-use crate::snapshot::{Device, Process};
+use crate::snapshot::{Device, Model, Process};
 
 /// Above this a byte count is no GPU's: 1 PiB. The largest accelerators
 /// hold a few hundred GiB; a figure of 2^63 would overflow any sum.
@@ -25,6 +27,15 @@ const MAX_CLOCK_MHZ: u32 = 100_000;
 const MAX_PCIE_BYTES_PER_S: u64 = 1 << 40;
 const MAX_PCIE_GEN: u32 = 16;
 const MAX_PCIE_WIDTH: u32 = 64;
+/// Tokens a second one server processes: published prompt-processing
+/// figures for one model on one node are near 10^5 (a small model, many
+/// GPUs), so 10^7 is no server's.
+const MAX_TOKENS_PER_S: f64 = 1e7;
+/// Requests in one server's queue: vLLM's scheduler runs at most
+/// `max_num_seqs` (default 256 to 1024) at once; a million is no server's.
+const MAX_REQUESTS: u64 = 1_000_000;
+/// A context of 2^32 tokens is no model's (the longest trained are 10^7).
+const MAX_CONTEXT: u64 = 1 << 32;
 
 /// Clears every implausible value of the sample, with a note on the device
 /// or process it belonged to.
@@ -53,7 +64,66 @@ pub fn check(devices: &mut [Device], processes: &mut [Process]) {
             notes.extend(dropped.note(&format!("on GPU {}", usage.device)));
         }
         process.notes.extend(notes);
+        process.models.iter_mut().for_each(check_model);
     }
+}
+
+/// A model's figures: what its runtime's API and log say (rates, queues,
+/// buffers) and what its file's header makes of it.
+fn check_model(m: &mut Model) {
+    let mut dropped = Dropped::default();
+    if let Some(a) = &mut m.activity {
+        dropped.at_most(&mut a.requests_running, "requests running", "", MAX_REQUESTS);
+        dropped.at_most(&mut a.requests_waiting, "requests waiting", "", MAX_REQUESTS);
+        dropped.within(
+            &mut a.prompt_tokens_per_second,
+            "tokens/s prompt",
+            "",
+            0.0..=MAX_TOKENS_PER_S,
+        );
+        dropped.within(
+            &mut a.generation_tokens_per_second,
+            "tokens/s generation",
+            "",
+            0.0..=MAX_TOKENS_PER_S,
+        );
+        dropped.within(&mut a.kv_cache_used_ratio, "KV cache used ratio", "", 0.0..=1.0);
+    }
+    if let Some(r) = &mut m.reported {
+        for (value, name) in [
+            (&mut r.weights_bytes, "reported weights"),
+            (&mut r.kv_bytes, "reported KV"),
+            (&mut r.compute_bytes, "reported compute"),
+            (&mut r.total_bytes, "reported total"),
+            (&mut r.device_bytes, "reported on devices"),
+        ] {
+            dropped.bytes(value, name, MAX_BYTES);
+        }
+        r.buffers.retain(|b| {
+            let keep = b.bytes <= MAX_BYTES;
+            if !keep {
+                dropped.0.push(format!("{} buffer {} B", b.kind, b.bytes));
+            }
+            keep
+        });
+    }
+    if let Some(e) = &mut m.estimate {
+        for (value, name) in [
+            (&mut e.weights_bytes, "estimated weights"),
+            (&mut e.kv_bytes, "estimated KV"),
+            (&mut e.kv_bytes_per_token, "estimated KV per token"),
+            (&mut e.recurrent_state_bytes, "estimated recurrent state"),
+            (&mut e.kv_bytes_without_window, "estimated KV without window"),
+        ] {
+            dropped.bytes(value, name, MAX_BYTES);
+        }
+    }
+    dropped.at_most(&mut m.context, "context", "", MAX_CONTEXT);
+    dropped.at_most(&mut m.context_train, "trained context", "", MAX_CONTEXT);
+    if let Some(total) = m.slots_total {
+        dropped.at_most(&mut m.slots_busy, "slots busy", &format!(" of {total}"), total);
+    }
+    m.notes.extend(dropped.note("from the runtime"));
 }
 
 fn check_device(d: &mut Device) {
@@ -98,7 +168,13 @@ fn check_device(d: &mut Device) {
 struct Dropped(Vec<String>);
 
 impl Dropped {
-    fn at_most(&mut self, value: &mut Option<u32>, name: &str, unit: &str, max: u32) {
+    fn at_most<T: PartialOrd + Copy + std::fmt::Display>(
+        &mut self,
+        value: &mut Option<T>,
+        name: &str,
+        unit: &str,
+        max: T,
+    ) {
         if let Some(v) = value.filter(|v| *v > max) {
             self.0.push(format!("{name} {v}{unit}"));
             *value = None;
@@ -106,17 +182,19 @@ impl Dropped {
     }
 
     fn bytes(&mut self, value: &mut Option<u64>, name: &str, max: u64) {
-        if let Some(v) = value.filter(|v| *v > max) {
-            self.0.push(format!("{name} {v} B"));
+        self.at_most(value, name, " B", max);
+    }
+
+    /// A figure outside `range`, or NaN, is dropped.
+    fn within(&mut self, value: &mut Option<f64>, name: &str, unit: &str, range: std::ops::RangeInclusive<f64>) {
+        if let Some(v) = value.filter(|v| !range.contains(v)) {
+            self.0.push(format!("{name} {v}{unit}"));
             *value = None;
         }
     }
 
     fn watts(&mut self, value: &mut Option<f64>, name: &str) {
-        if let Some(v) = value.filter(|v| !(0.0..=MAX_POWER_W).contains(v)) {
-            self.0.push(format!("{name} {v} W"));
-            *value = None;
-        }
+        self.within(value, name, " W", 0.0..=MAX_POWER_W);
     }
 
     fn note(self, whose: &str) -> Option<String> {
@@ -213,5 +291,77 @@ mod tests {
         let mut huge = vec![process(Some(MAX_BYTES + 1), &[])];
         check(&mut devices, &mut huge);
         assert_eq!(huge[0].gpu[0].vram_bytes, None);
+    }
+
+    fn served_model() -> Model {
+        Model {
+            context: Some(8192),
+            context_train: Some(131_072),
+            slots_total: Some(4),
+            slots_busy: Some(2),
+            activity: Some(crate::snapshot::ModelActivity {
+                requests_running: Some(2),
+                requests_waiting: Some(0),
+                prompt_tokens_per_second: Some(5_120.5),
+                generation_tokens_per_second: Some(0.0),
+                kv_cache_used_ratio: Some(1.0),
+                ..Default::default()
+            }),
+            reported: Some(crate::snapshot::ModelReported {
+                weights_bytes: Some(600 << 20),
+                buffers: vec![crate::snapshot::ReportedBuffer {
+                    device: "CUDA0".into(),
+                    kind: "model".into(),
+                    bytes: 600 << 20,
+                    device_memory: true,
+                }],
+                ..Default::default()
+            }),
+            ..Model::default()
+        }
+    }
+
+    #[test]
+    fn a_runtimes_plausible_figures_are_kept_as_they_are() {
+        let mut p = process(Some(1 << 30), &[]);
+        p.models = vec![served_model()];
+        let before = p.clone();
+        check(&mut [device()], std::slice::from_mut(&mut p));
+        assert_eq!(p, before);
+    }
+
+    #[test]
+    fn a_runtimes_figures_no_server_has_become_unknown_with_a_note() {
+        let mut m = served_model();
+        m.context_train = Some(u64::MAX);
+        m.slots_busy = Some(9);
+        let a = m.activity.as_mut().unwrap();
+        a.requests_waiting = Some(u64::MAX);
+        a.prompt_tokens_per_second = Some(1_000_349_912_608_970.2);
+        a.generation_tokens_per_second = Some(f64::NAN);
+        a.kv_cache_used_ratio = Some(7.0);
+        let r = m.reported.as_mut().unwrap();
+        r.kv_bytes = Some(1 << 60);
+        r.buffers[0].bytes = 1 << 62;
+        let mut p = process(Some(1 << 30), &[]);
+        p.models = vec![m];
+        check(&mut [device()], std::slice::from_mut(&mut p));
+        let m = &p.models[0];
+        let a = m.activity.as_ref().unwrap();
+        assert_eq!(
+            (a.requests_running, a.requests_waiting, a.prompt_tokens_per_second),
+            (Some(2), None, None)
+        );
+        assert_eq!((a.generation_tokens_per_second, a.kv_cache_used_ratio), (None, None));
+        let r = m.reported.as_ref().unwrap();
+        assert_eq!(
+            (r.weights_bytes, r.kv_bytes, r.buffers.len()),
+            (Some(600 << 20), None, 0)
+        );
+        assert_eq!((m.context, m.context_train, m.slots_busy), (Some(8192), None, None));
+        assert_eq!(
+            m.notes,
+            ["implausible values from the runtime shown as n/a: requests waiting 18446744073709551615, tokens/s prompt 1000349912608970.3, tokens/s generation NaN, KV cache used ratio 7, reported KV 1152921504606846976 B, model buffer 4611686018427387904 B, trained context 18446744073709551615, slots busy 9 of 4"]
+        );
     }
 }

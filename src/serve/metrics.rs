@@ -229,13 +229,24 @@ impl Labels {
     }
 }
 
-/// The text format's label-value escaping: backslash, double quote, newline.
+/// The text format's label-value escaping (backslash, double quote,
+/// newline), and more: a value is written by whoever runs the process (its
+/// command line, a model's name), and `curl .../metrics` in a terminal
+/// obeys an ESC, a CR or a bidi override in it. Those characters are
+/// written as the terminal views show them (`view::safe_text`: `\e`,
+/// `\r`, `\u{202e}`), the backslash itself escaped, so the value Prometheus
+/// stores is that visible text; the format allows no other escape (client
+/// parsers refuse `\e`).
 fn escape_label(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
+            c if crate::view::safe_text::hidden(c) => {
+                out.push('\\');
+                out.push_str(&crate::view::safe_text::escape(c.to_string()));
+            }
             c => out.push(c),
         }
     }
@@ -775,6 +786,26 @@ pub(crate) mod tests {
             info[0]
         );
         assert!(text.lines().all(|l| !l.is_empty()));
+    }
+
+    #[test]
+    fn label_values_carry_no_character_a_terminal_obeys() {
+        let mut snap = snapshot();
+        snap.processes[0].cmdline = Some("srv \u{1b}]0;PWNED\u{7}\r\u{9b}31m\u{202e}fdp.exe".into());
+        snap.processes[0].name = Some("\u{1b}[2J".into());
+        let text = render(&snap, SampleInfo::default());
+        let bad: Vec<char> = text
+            .chars()
+            .filter(|c| *c != '\n' && crate::view::safe_text::hidden(*c))
+            .collect();
+        assert!(bad.is_empty(), "{bad:?}");
+        let info = lines_of(&text, "gputaskman_process_info");
+        assert!(
+            info[0].contains(r#"cmdline="srv \\e]0;PWNED\\x07\\r\\u{9b}31m\\u{202e}fdp.exe""#),
+            "{}",
+            info[0]
+        );
+        assert!(text.contains(r#"process="\\e[2J""#), "{text}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::fmt::{self, Write as _};
 use unicode_width::UnicodeWidthChar;
 
 /// Whether `c` must not reach a terminal as itself.
-fn hidden(c: char) -> bool {
+pub fn hidden(c: char) -> bool {
     matches!(
         c,
         // C0 (ESC, BEL, \t, \n, \r included), DEL, and C1: U+009B is CSI

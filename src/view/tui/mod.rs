@@ -12,12 +12,15 @@
 //! - `term`: the terminal, restored on exit, panic, Ctrl-C, SIGTERM, SIGHUP
 
 pub mod app;
+pub mod audit;
 pub mod describe;
 pub mod feed;
 pub mod history;
 pub mod render;
 pub mod term;
 
+#[cfg(test)]
+mod audit_tests;
 #[cfg(test)]
 mod container_tests;
 #[cfg(test)]

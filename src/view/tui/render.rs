@@ -1534,7 +1534,7 @@ fn model_lines(m: &crate::snapshot::Model, measured: Option<u64>, theme: Theme) 
     if let Some(a) = &m.activity {
         out.push(Line::from(vec![
             Span::styled("  now: ", theme.bold()),
-            Span::raw(crate::view::activity(a)),
+            Span::raw(escape(crate::view::activity(a)).into_owned()),
         ]));
     }
     out.push(Line::from(vec![

@@ -2,7 +2,7 @@
 //! of it undone on exit, on a panic, on Ctrl-C (a key in raw mode) and on
 //! SIGINT, SIGTERM and SIGHUP (a flag the UI loop checks every tick).
 
-use super::{render, App};
+use super::{audit, render, App};
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use ratatui::crossterm::execute;
@@ -136,7 +136,12 @@ impl Terminal {
     }
 
     pub fn draw(&mut self, app: &mut App) -> anyhow::Result<()> {
-        self.inner.draw(|f| render::draw(f, app))?;
+        self.inner.draw(|f| {
+            render::draw(f, app);
+            // The renderers escape what others wrote; this is the last
+            // guard between a forgotten path and the terminal.
+            audit::scrub(f.buffer_mut());
+        })?;
         Ok(())
     }
 

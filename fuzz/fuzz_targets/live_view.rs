@@ -1,0 +1,44 @@
+//! The live view's renderers on hostile snapshots (src/view/tui/audit.rs):
+//! the input is a snapshot's JSON and up to three texts, NUL-separated;
+//! each text is put before every free-text string of the snapshot (or of
+//! tests/data/snapshots/desktop-full.json when the JSON does not parse).
+//! No frame of any view, live or replayed, may hold a character a terminal
+//! obeys, and neither may `--once`'s text but its line ends.
+#![no_main]
+
+use gputaskman::snapshot::load;
+use gputaskman::view::safe_text::hidden;
+use gputaskman::view::tui::audit::{every_view, first_foreign_control, with_text_everywhere};
+use libfuzzer_sys::fuzz_target;
+
+static BASE: &[u8] = include_bytes!("../../tests/data/snapshots/desktop-full.json");
+
+/// Enough rows for every part of the screen; each one is drawn selected in
+/// every view, so more only slows the fuzzer.
+const MAX_PROCESSES: usize = 12;
+
+fuzz_target!(|data: &[u8]| {
+    let parts = gputaskman_fuzz::split(data, 4);
+    let mut base = load::parse(parts[0]).unwrap_or_else(|_| load::parse(BASE).expect("the base snapshot parses"));
+    base.processes.truncate(MAX_PROCESSES);
+    base.devices.truncate(MAX_PROCESSES);
+    let texts: Vec<String> = parts[1..]
+        .iter()
+        .map(|p| gputaskman_fuzz::text(p))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let snapshot = with_text_everywhere(&base, &texts);
+
+    let once = gputaskman::view::text::render(&snapshot, Some(100));
+    assert!(!once.chars().any(|c| c != '\n' && hidden(c)), "{once:?}");
+
+    let status = texts.first().cloned().unwrap_or_default();
+    let mut at = None;
+    let checked = every_view(&snapshot, &status, &[(80, 24), (160, 48)], |buf| {
+        at = first_foreign_control(buf);
+        at.is_none()
+    });
+    if let Err(view) = checked {
+        panic!("{view}: {at:?}");
+    }
+});
