@@ -115,34 +115,57 @@ pub fn every_view(
     Ok(frames)
 }
 
-/// `base` with text from `texts` (taken in turn) put before every string
-/// of its JSON, value or map key, that the data model takes as free text:
-/// one it carries when changed, unlike an enum's name or a field's. Strings a process
-/// or host writes are many more than a hand-made list of fields would
-/// name, and new fields join without anyone remembering to.
-pub fn with_text_everywhere(base: &Snapshot, texts: &[String]) -> Snapshot {
-    let Ok(mut json) = serde_json::to_value(base) else {
-        return base.clone();
-    };
-    if texts.is_empty() {
-        return base.clone();
-    }
-    let mut next = 0;
-    let mut text = || {
-        let t = texts[next % texts.len()].clone();
-        next += 1;
-        t
-    };
-    let mut paths = Vec::new();
-    collect_strings(&json, &mut Vec::new(), &mut paths);
-    for path in paths {
-        let mut trial = json.clone();
-        let t = text();
-        if prefix_at(&mut trial, &path, &t) && carried(&trial) {
-            json = trial;
+/// The strings of a snapshot's JSON, values and map keys, that the data
+/// model takes as free text: each one it carries when changed, unlike an
+/// enum's name or a field's. Strings a process or host writes are many
+/// more than a hand-made list of fields would name, and new fields join
+/// without anyone remembering to. Finding them costs a parse per string;
+/// filling them in again costs one.
+pub struct FreeText {
+    json: Value,
+    paths: Vec<Vec<Step>>,
+}
+
+impl FreeText {
+    pub fn of(base: &Snapshot) -> FreeText {
+        let json = serde_json::to_value(base).unwrap_or(Value::Null);
+        let mut strings = Vec::new();
+        collect_strings(&json, &mut Vec::new(), &mut strings);
+        // Map keys are renamed last (`collect_strings` lists them after
+        // what is under them), so a path found here still leads there.
+        let mut kept = json.clone();
+        let mut paths = Vec::new();
+        for path in strings {
+            let mut trial = kept.clone();
+            if prefix_at(&mut trial, &path, "\u{1b}") && carried(&trial) {
+                kept = trial;
+                paths.push(path);
+            }
         }
+        FreeText { json, paths }
     }
-    serde_json::from_value(json).unwrap_or_else(|_| base.clone())
+
+    /// How many strings are free text.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// The base with text from `texts`, taken in turn, put before every
+    /// free-text string; the base itself without texts. None only when
+    /// two texts made two of a map's keys one.
+    pub fn filled(&self, texts: &[String]) -> Option<Snapshot> {
+        let mut json = self.json.clone();
+        if !texts.is_empty() {
+            for (i, path) in self.paths.iter().enumerate() {
+                prefix_at(&mut json, path, &texts[i % texts.len()]);
+            }
+        }
+        serde_json::from_value(json).ok()
+    }
 }
 
 /// Whether the data model carries `json` as it is: it parses, and writes

@@ -3,7 +3,7 @@
 //! of its JSON (names, command lines, paths, a runtime's answers, notes,
 //! the host, the devices, map keys) prefixed by terminal escapes.
 
-use super::audit::{every_view, first_foreign_control, scrub, with_text_everywhere};
+use super::audit::{every_view, first_foreign_control, scrub, FreeText};
 use super::fixture::desktop;
 use crate::snapshot::{Container, Snapshot};
 use ratatui::buffer::Buffer;
@@ -51,7 +51,7 @@ fn full_desktop() -> Snapshot {
 }
 
 fn hostile() -> Snapshot {
-    with_text_everywhere(&full_desktop(), &FORGE.map(String::from))
+    FreeText::of(&full_desktop()).filled(&FORGE.map(String::from)).unwrap()
 }
 
 #[test]
