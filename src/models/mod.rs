@@ -30,7 +30,7 @@ use cmdline::LaunchSettings;
 use gguf::regular_file;
 use probe::Prober;
 use runtimes::llamacpp::ServerState;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
@@ -79,9 +79,10 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 /// Real folders take well under 1 MiB (a header is ~150 bytes a tensor).
 const PROBE_BYTES: u64 = 32 << 20;
 const ROUND_BYTES: u64 = 64 << 20;
-/// Discovery threads alive at once, at most, stuck ones included: each
-/// holds a process's files or API, and hostile processes respawned every
-/// few seconds must not grow the monitor's threads without end.
+/// Discovery threads alive at once, at most, stuck ones included; each
+/// takes the round's processes one after another. Hostile processes
+/// respawned every few seconds must not grow the monitor's threads
+/// without end.
 const MAX_DISCOVERY_THREADS: usize = 16;
 /// Entries each discovery cache holds at most, however many model files
 /// processes name over time.
@@ -326,6 +327,9 @@ pub struct Discovery {
     round: AtomicU64,
     /// Processes whose discovery thread has not returned yet.
     inflight: Mutex<HashSet<ProcessKey>>,
+    /// Discovery threads alive, of every round (at most
+    /// [`MAX_DISCOVERY_THREADS`]).
+    threads: std::sync::atomic::AtomicUsize,
     /// A background discovery is running.
     busy: AtomicBool,
     /// What the last background discovery found, per process.
@@ -351,7 +355,8 @@ enum Unfinished {
     StillRunning,
     /// This round's did not return by the deadline.
     Waiting,
-    /// None was started: the threads are at their limit (or spawn failed).
+    /// No thread took it by the deadline: all were busy (or none could be
+    /// started).
     NoThread,
 }
 
@@ -377,7 +382,8 @@ impl Discovered {
                 }
             ),
             Unfinished::NoThread => format!(
-                "model discovery not started: {MAX_DISCOVERY_THREADS} discoveries of other processes are still running (the limit), or no thread could be started: models unknown"
+                "model discovery did not start within {} s: all {MAX_DISCOVERY_THREADS} discovery threads were busy (some may be stuck on other processes' files), or none could be started: models unknown",
+                DEADLINE.as_secs()
             ),
         };
         Discovered {
@@ -407,16 +413,18 @@ impl Discovery {
             magic: Mutex::new(RoundCache::new()),
             round: AtomicU64::new(0),
             inflight: Mutex::new(HashSet::new()),
+            threads: std::sync::atomic::AtomicUsize::new(0),
             busy: AtomicBool::new(false),
             latest: Mutex::new(HashMap::new()),
         }
     }
-    /// Discovers the models of every AI process, each on a thread of its
-    /// own (each waits on its own probes, at most [`probe::TIMEOUT`] a
-    /// request), for at most [`DEADLINE`]: a process not done by then is
-    /// returned as pending with a note, and its thread is left to finish
-    /// (or stay stuck in the kernel) on its own. Returns, per PID, the
-    /// models and notes.
+    /// Discovers the models of every AI process on up to
+    /// [`MAX_DISCOVERY_THREADS`] threads (each waits on its own probes, at
+    /// most [`probe::TIMEOUT`] a request), for at most [`DEADLINE`]: a
+    /// process not done by then is returned as pending with a note; its
+    /// header walk stops at the deadline, and a thread stuck in the kernel
+    /// keeps its slot until it returns. Returns, per PID, the models and
+    /// notes.
     pub fn discover(self: &Arc<Self>, infos: &[&ProcInfo]) -> HashMap<u32, Discovered> {
         if infos.is_empty() {
             return HashMap::new();
@@ -440,45 +448,44 @@ impl Discovery {
                 (i.pid, !launch.model_paths.is_empty())
             })
             .collect();
-        let (tx, rx) = mpsc::channel();
         let mut out = HashMap::new();
-        let mut started = 0;
+        let mut queue = VecDeque::new();
         for info in infos {
             let key = (info.pid, info.start_time.clone());
-            {
-                let mut inflight = self.inflight.lock().unwrap();
-                if inflight.contains(&key) {
-                    out.insert(info.pid, Discovered::unfinished(Unfinished::StillRunning));
-                    continue;
-                }
-                if inflight.len() >= MAX_DISCOVERY_THREADS {
-                    out.insert(info.pid, Discovered::unfinished(Unfinished::NoThread));
-                    continue;
-                }
-                inflight.insert(key.clone());
+            if !self.inflight.lock().unwrap().insert(key) {
+                out.insert(info.pid, Discovered::unfinished(Unfinished::StillRunning));
+                continue;
             }
-            let (this, owned, round, tx) = (Arc::clone(self), (*info).clone(), Arc::clone(&round), tx.clone());
-            let spawned = std::thread::Builder::new().name("discovery".into()).spawn(move || {
-                let found = this.discover_one(&owned, &round);
-                this.inflight.lock().unwrap().remove(&(owned.pid, owned.start_time));
-                let _ = tx.send((owned.pid, found));
-            });
-            match spawned {
-                Ok(_) => started += 1,
-                Err(_) => {
-                    self.inflight.lock().unwrap().remove(&key);
-                    out.insert(info.pid, Discovered::unfinished(Unfinished::NoThread));
-                }
+            queue.push_back((*info).clone());
+        }
+        let queued = queue.len();
+        let queue = Arc::new(Mutex::new(queue));
+        let (tx, rx) = mpsc::channel();
+        let free = MAX_DISCOVERY_THREADS.saturating_sub(self.threads.load(Ordering::Acquire));
+        for _ in 0..free.min(queued) {
+            let (this, queue, round, tx) = (Arc::clone(self), Arc::clone(&queue), Arc::clone(&round), tx.clone());
+            self.threads.fetch_add(1, Ordering::AcqRel);
+            let spawned = std::thread::Builder::new()
+                .name("discovery".into())
+                .spawn(move || this.discover_queued(&queue, &round, &tx));
+            if spawned.is_err() {
+                self.threads.fetch_sub(1, Ordering::AcqRel);
             }
         }
         drop(tx);
-        for _ in 0..started {
+        for _ in 0..queued {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok((pid, found)) => {
                     out.insert(pid, found);
                 }
                 Err(_) => break,
             }
+        }
+        // What no thread took by the deadline is not started: every
+        // thread was busy (or stuck on another process's files).
+        for info in std::mem::take(&mut *queue.lock().unwrap()) {
+            self.inflight.lock().unwrap().remove(&(info.pid, info.start_time));
+            out.insert(info.pid, Discovered::unfinished(Unfinished::NoThread));
         }
         // Whatever has not answered by the deadline is still waiting.
         for info in infos {
@@ -494,6 +501,22 @@ impl Discovery {
             magic.sweep(number);
         }
         out
+    }
+
+    /// A discovery thread: takes processes from the round's queue until it
+    /// is empty or the round is over, and sends what it finds.
+    fn discover_queued(&self, queue: &Mutex<VecDeque<ProcInfo>>, round: &Round, tx: &mpsc::Sender<(u32, Discovered)>) {
+        loop {
+            let next = match Instant::now() < round.deadline {
+                true => queue.lock().unwrap().pop_front(),
+                false => None,
+            };
+            let Some(info) = next else { break };
+            let found = self.discover_one(&info, round);
+            self.inflight.lock().unwrap().remove(&(info.pid, info.start_time));
+            let _ = tx.send((info.pid, found));
+        }
+        self.threads.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Starts a discovery of `infos` on a thread of its own unless one is
@@ -1621,6 +1644,49 @@ mod tests {
         let d = &found[&stuck.info.pid];
         assert!(!d.pending);
         assert_eq!(d.models[0].architecture.as_deref(), Some("qwen3"));
+    }
+
+    #[test]
+    fn discovery_threads_stay_at_their_limit_however_many_processes_are_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(SHAPE, dir.path().join("m.gguf")).unwrap();
+        let stuck: Vec<Subject> = (0..MAX_DISCOVERY_THREADS + 4)
+            .map(|_| Subject::new(dir.path(), &["llama-server", "-m", "m.gguf"]))
+            .collect();
+        let d = discovery();
+        // Every one of them waits on the held header cache, as on a file
+        // system that never answers.
+        let held = d.headers.lock().unwrap();
+        let found = d.discover(&stuck.iter().map(|s| &s.info).collect::<Vec<_>>());
+        assert_eq!(d.threads.load(Ordering::Acquire), MAX_DISCOVERY_THREADS);
+        let not_started: Vec<_> = found
+            .values()
+            .filter(|f| f.notes[0].contains("threads were busy"))
+            .collect();
+        assert_eq!(not_started.len(), 4, "{found:?}");
+        assert!(not_started.iter().all(|f| f.pending && f.models.is_empty()));
+        // Respawned processes (new PIDs) get no thread while all are stuck,
+        // and are told so at once.
+        let respawned: Vec<Subject> = (0..3)
+            .map(|_| Subject::new(dir.path(), &["llama-server", "-m", "m.gguf"]))
+            .collect();
+        let started = Instant::now();
+        let found = d.discover(&respawned.iter().map(|s| &s.info).collect::<Vec<_>>());
+        assert!(started.elapsed() < Duration::from_millis(500));
+        assert!(
+            found.values().all(|f| f.notes[0].contains("threads were busy")),
+            "{found:?}"
+        );
+        assert_eq!(d.threads.load(Ordering::Acquire), MAX_DISCOVERY_THREADS);
+        drop(held);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while d.threads.load(Ordering::Acquire) > 0 {
+            assert!(Instant::now() < deadline, "the stuck threads never ended");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Free again: all are discovered.
+        let found = d.discover(&respawned.iter().map(|s| &s.info).collect::<Vec<_>>());
+        assert!(found.values().all(|f| !f.pending), "{found:?}");
     }
 
     #[test]
