@@ -604,13 +604,16 @@ fn respawned_servers_naming_a_sparse_model_do_not_grow_serves_threads() {
     // sample that has walked the sparse file.
     let first = spawn_three();
     let started = Instant::now();
-    while !snapshot_from(port).contains("a sparse file, not a model") {
+    let listed = |reply: &str, h: &Hostile| reply.contains(&format!("\"pid\": {},", h.pid()));
+    while !first.iter().all(|h| listed(&snapshot_from(port), h)) {
         assert!(
             started.elapsed() < Duration::from_secs(15),
-            "the sparse model never showed"
+            "the servers were never listed"
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    std::thread::sleep(Duration::from_millis(1000));
+    let discovered = snapshot_from(port);
     drop(first);
     std::thread::sleep(Duration::from_millis(1500));
     let at_rest = threads_of(serve.pid());
@@ -625,4 +628,5 @@ fn respawned_servers_naming_a_sparse_model_do_not_grow_serves_threads() {
     let after = threads_of(serve.pid());
     eprintln!("serve threads: {at_rest} at rest, {after} after 5 rounds of 3 respawned servers");
     assert!(after <= at_rest + 1, "serve went from {at_rest} to {after} threads");
+    assert!(discovered.contains("a sparse file, not a model"), "{discovered}");
 }
