@@ -1399,17 +1399,13 @@ fn far() -> std::time::Instant {
 /// A GGUF header of one string array claiming `count` entries, nothing
 /// after it: the zeros that follow read as empty strings.
 fn claims_strings(count: u64) -> Vec<u8> {
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes()); // tensors
-    out.extend(1u64.to_le_bytes()); // metadata
-    let key = b"tokenizer.ggml.tokens";
-    out.extend((key.len() as u64).to_le_bytes());
-    out.extend(key);
-    out.extend(9u32.to_le_bytes()); // array
-    out.extend(8u32.to_le_bytes()); // of strings
-    out.extend(count.to_le_bytes());
-    out
+    let mut bytes = Builder::default()
+        .kv("tokenizer.ggml.tokens", arr(ValueType::String, Vec::new()))
+        .header_bytes();
+    // The array's length is the header's last field.
+    let at = bytes.len() - 8;
+    bytes[at..].copy_from_slice(&count.to_le_bytes());
+    bytes
 }
 
 #[cfg(unix)]
