@@ -496,6 +496,29 @@ mod tests {
     }
 
     #[test]
+    fn safetensors_headers_are_summed_as_parsed_and_bounded() {
+        // A shape of 100,000 ones folds to one element, never kept.
+        let ones = vec!["1"; 100_000].join(",");
+        let long = safetensors(&format!(
+            r#"{{"a":{{"dtype":"F16","shape":[{ones}],"data_offsets":[0,2]}}}}"#
+        ));
+        assert_eq!(parse_safetensors_header(&long).unwrap().params, 1);
+        // One dtype a tensor, past the 64 safetensors could ever name.
+        let tensor = |i: usize| format!(r#""t{i}":{{"dtype":"D{i}","shape":[1],"data_offsets":[0,1]}}"#);
+        let many = |n: usize| format!("{{{}}}", (0..n).map(tensor).collect::<Vec<_>>().join(","));
+        assert_eq!(
+            parse_safetensors_header(&safetensors(&many(MAX_DTYPES)))
+                .unwrap()
+                .tensors,
+            64
+        );
+        let e = parse_safetensors_header(&safetensors(&many(MAX_DTYPES + 1))).unwrap_err();
+        assert!(e.contains("more than 64 dtypes"), "{e}");
+        // Trailing bytes after the object are no header.
+        assert!(parse_safetensors_header(&safetensors(r#"{} {}"#)).is_err());
+    }
+
+    #[test]
     fn safetensors_garbage() {
         assert!(safetensors_header_len(b"short").is_err());
         assert!(safetensors_header_len(&u64::MAX.to_le_bytes()).is_err());
