@@ -587,27 +587,7 @@ impl Discovery {
             }
         }
         let answer = self.api_answer(info, &launch, round, &access);
-        // Ollama's blobs are found in its own folders, not named by the
-        // process: `ollama serve` never holds them (its runners do).
-        let paths_named_by_api = !matches!(Api::for_runtimes(&info.runtimes), Api::Ollama);
-        for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
-            // A server in a container names the file as its mount namespace
-            // sees it; the same file name among what we found is that file.
-            let resolved = resolve(path);
-            let same_name = (!resolved.exists())
-                .then(|| found.iter().find(|f| f.path.file_name() == resolved.file_name()))
-                .flatten()
-                .map(|f| f.path.clone());
-            let path = same_name.unwrap_or(resolved);
-            let mapped = found
-                .iter()
-                .any(|f| f.path == path && f.evidence.contains(&Evidence::Mapped));
-            let evidence = match mapped || access.holds(&path) || !paths_named_by_api {
-                true => Evidence::Api,
-                false => Evidence::Claimed,
-            };
-            add(&mut found, path, evidence, false);
-        }
+        add_api_paths(&mut found, &answer, info, &access, &resolve);
         for f in found.iter_mut().filter(|f| !f.evidence.contains(&Evidence::Mapped)) {
             f.refused = access.check(&f.path, Want::Read).err();
         }
@@ -1270,6 +1250,38 @@ fn ollama_installed() -> Vec<Installed> {
     }
     found.sort_by(|a, b| a.name.cmp(&b.name));
     found
+}
+
+/// Records the files the API names: `api` when the process maps or holds
+/// the file, else `claimed` (its word alone).
+fn add_api_paths(
+    found: &mut Vec<Found>,
+    answer: &ApiAnswer,
+    info: &ProcInfo,
+    access: &Access,
+    resolve: &dyn Fn(&Path) -> PathBuf,
+) {
+    // Ollama's blobs are found in its own folders, not named by the
+    // process: `ollama serve` never holds them (its runners do).
+    let paths_named_by_api = !matches!(Api::for_runtimes(&info.runtimes), Api::Ollama);
+    for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
+        // A server in a container names the file as its mount namespace
+        // sees it; the same file name among what we found is that file.
+        let resolved = resolve(path);
+        let same_name = (!resolved.exists())
+            .then(|| found.iter().find(|f| f.path.file_name() == resolved.file_name()))
+            .flatten()
+            .map(|f| f.path.clone());
+        let path = same_name.unwrap_or(resolved);
+        let mapped = found
+            .iter()
+            .any(|f| f.path == path && f.evidence.contains(&Evidence::Mapped));
+        let evidence = match mapped || access.holds(&path) || !paths_named_by_api {
+            true => Evidence::Api,
+            false => Evidence::Claimed,
+        };
+        add(found, path, evidence, false);
+    }
 }
 
 /// Ollama's runners (`ollama runner --model BLOB`) are asked nothing:
