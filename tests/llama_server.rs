@@ -106,13 +106,15 @@ fn a_running_server_is_found_with_its_model_settings_and_memory() {
 }
 
 #[test]
-fn without_mmap_the_model_is_named_by_api_and_cmdline_and_it_says_so() {
+fn without_mmap_the_model_is_named_by_cmdline_and_claimed_by_the_api_and_it_says_so() {
     let Some((python, model)) = environment() else { return };
     let server = Server::start(&python, &model, &["-c", "2048", "-np", "1", "--no-mmap"]);
     let s = snapshot();
     let m = model_of(&s, server.pid());
-    assert_eq!(evidence(m), ["api", "cmdline"]);
-    assert_eq!(m["confirmed"], true);
+    // Loaded and closed, the file is neither mapped nor open: the API's
+    // word is a claim (anyone's /props can name any file), no source.
+    assert_eq!(evidence(m), ["cmdline", "claimed"]);
+    assert_eq!(m["confirmed"], false);
     assert_eq!(m["context"], 2048);
     let notes = common::process(&s, server.pid())["notes"].to_string();
     assert!(notes.contains("not memory-mapped"), "{notes}");

@@ -394,8 +394,10 @@ fn an_api_path_from_another_mount_namespace_joins_the_same_file() {
     let m = models(&s, server.pid());
     assert_eq!(m.len(), 1, "{m:#?}");
     assert_eq!(m[0]["path"], model);
-    assert_eq!(m[0]["evidence"], serde_json::json!(["api", "cmdline"]));
-    assert_eq!(m[0]["confirmed"], true);
+    // The stand-in never maps or opens the file: its /props is a claim,
+    // and a claim plus argv confirms nothing (both are the process's own say).
+    assert_eq!(m[0]["evidence"], serde_json::json!(["cmdline", "claimed"]));
+    assert_eq!(m[0]["confirmed"], false);
     // The recorded server: 4 slots of 4096 sharing one unified cache.
     assert_eq!(m[0]["slots_total"], 4);
     assert_eq!(m[0]["context"], 4096);

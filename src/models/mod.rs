@@ -7,9 +7,14 @@
 //! runtime's local API names the file), `mapped` (the file is mmapped into
 //! the process now), `cmdline` (a launch argument), `installed` (sits in an
 //! app's model folder: proves nothing). Two sources, one of them `api` or
-//! `mapped`, make a model `confirmed`.
+//! `mapped`, make a model `confirmed`. An API naming a file the process
+//! neither maps nor holds open is only `claimed`: anyone's `/props` can
+//! name any file, so that word is no source.
 
+pub mod access;
+pub mod budget;
 pub mod cmdline;
+mod hf_folder;
 pub mod logs;
 pub mod probe;
 pub mod runtimes;
@@ -19,11 +24,13 @@ use crate::procs::ProcInfo;
 use crate::snapshot::{
     Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer, SettingSource, SettingSources,
 };
+use access::{Access, Want};
+use budget::ByteBudget;
 use cmdline::LaunchSettings;
 use gguf::regular_file;
 use probe::Prober;
 use runtimes::llamacpp::ServerState;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
@@ -39,6 +46,16 @@ pub const PROBE_INTERVAL: Duration = Duration::from_secs(15);
 /// The listening sockets of one discovery round, read once when a probe
 /// first needs them.
 type Listening = std::sync::OnceLock<HashMap<u64, SocketAddr>>;
+
+/// One discovery round, shared by its threads.
+struct Round {
+    number: u64,
+    listening: Listening,
+    /// What the round's threads may read of outside files, together.
+    bytes: ByteBudget,
+    /// When the round stops waiting; header walks still running then stop.
+    deadline: Instant,
+}
 /// Between full probes, what changes from second to second (llama.cpp's
 /// `/slots` and `/metrics`: busy slots, requests, token counters) is asked
 /// again at most this often, so the live view shows what the server does
@@ -57,9 +74,16 @@ const MAX_PORTS: usize = 4;
 /// never held up by it, and it is not looked at again while its last
 /// discovery is still stuck.
 pub const DEADLINE: Duration = Duration::from_secs(2);
-/// The most of a model folder's config.json that is read (real ones are a
-/// few KiB; a symlink to /dev/zero must not be read until memory runs out).
-const MAX_CONFIG_JSON: u64 = 1 << 20;
+/// Bytes of outside files (vLLM folders' config.json and safetensors
+/// headers) one probe may read, and one round across all its threads.
+/// Real folders take well under 1 MiB (a header is ~150 bytes a tensor).
+const PROBE_BYTES: u64 = 32 << 20;
+const ROUND_BYTES: u64 = 64 << 20;
+/// Discovery threads alive at once, at most, stuck ones included; each
+/// takes the round's processes one after another. Hostile processes
+/// respawned every few seconds must not grow the monitor's threads
+/// without end.
+const MAX_DISCOVERY_THREADS: usize = 16;
 /// Entries each discovery cache holds at most, however many model files
 /// processes name over time.
 const MAX_CACHED: usize = 512;
@@ -76,6 +100,10 @@ enum Evidence {
     Api,
     Mapped,
     Cmdline,
+    /// The API names the file, but the process neither maps it nor holds
+    /// it open: its word alone (anyone's /props can name any file) is no
+    /// evidence that the file is loaded.
+    Claimed,
     Installed,
 }
 
@@ -85,6 +113,7 @@ impl Evidence {
             Evidence::Api => "api",
             Evidence::Mapped => "mapped",
             Evidence::Cmdline => "cmdline",
+            Evidence::Claimed => "claimed",
             Evidence::Installed => "installed",
         }
     }
@@ -95,6 +124,9 @@ struct Found {
     path: PathBuf,
     evidence: Vec<Evidence>,
     deleted: bool,
+    /// Why the process could not read the file itself, so it is not read
+    /// for it ([`access`]).
+    refused: Option<String>,
 }
 
 /// Records `evidence` for `path`, once.
@@ -110,6 +142,7 @@ fn add(found: &mut Vec<Found>, path: PathBuf, evidence: Evidence, deleted: bool)
             path,
             evidence: vec![evidence],
             deleted,
+            refused: None,
         }),
     }
 }
@@ -294,6 +327,9 @@ pub struct Discovery {
     round: AtomicU64,
     /// Processes whose discovery thread has not returned yet.
     inflight: Mutex<HashSet<ProcessKey>>,
+    /// Discovery threads alive, of every round (at most
+    /// [`MAX_DISCOVERY_THREADS`]).
+    threads: std::sync::atomic::AtomicUsize,
     /// A background discovery is running.
     busy: AtomicBool,
     /// What the last background discovery found, per process.
@@ -312,6 +348,18 @@ pub struct Discovered {
     pub pending: bool,
 }
 
+/// Why a process's discovery gave no answer this round.
+#[derive(Clone, Copy)]
+enum Unfinished {
+    /// An earlier round's discovery of it has not returned.
+    StillRunning,
+    /// This round's did not return by the deadline.
+    Waiting,
+    /// No thread took it by the deadline: all were busy (or none could be
+    /// started).
+    NoThread,
+}
+
 impl Discovered {
     /// Fills in what discovery found on the process's row.
     pub fn apply_to(self, p: &mut crate::snapshot::Process) {
@@ -321,17 +369,25 @@ impl Discovered {
         p.models_pending = self.pending;
     }
 
-    /// A process whose discovery did not finish within [`DEADLINE`].
-    fn unfinished(still_running: bool) -> Discovered {
-        let why = match still_running {
-            true => "an earlier discovery of it is still waiting",
-            false => "still waiting",
+    /// A process whose discovery did not finish within [`DEADLINE`], or
+    /// did not start.
+    fn unfinished(why: Unfinished) -> Discovered {
+        let note = match why {
+            Unfinished::StillRunning | Unfinished::Waiting => format!(
+                "model discovery did not finish within {} s ({} on a file or API of this process that does not answer): models unknown",
+                DEADLINE.as_secs(),
+                match why {
+                    Unfinished::StillRunning => "an earlier discovery of it is still waiting",
+                    _ => "still waiting",
+                }
+            ),
+            Unfinished::NoThread => format!(
+                "model discovery did not start within {} s: all {MAX_DISCOVERY_THREADS} discovery threads were busy (some may be stuck on other processes' files), or none could be started: models unknown",
+                DEADLINE.as_secs()
+            ),
         };
         Discovered {
-            notes: vec![format!(
-                "model discovery did not finish within {} s ({why} on a file or API of this process that does not answer): models unknown",
-                DEADLINE.as_secs()
-            )],
+            notes: vec![note],
             pending: true,
             ..Discovered::default()
         }
@@ -357,22 +413,32 @@ impl Discovery {
             magic: Mutex::new(RoundCache::new()),
             round: AtomicU64::new(0),
             inflight: Mutex::new(HashSet::new()),
+            threads: std::sync::atomic::AtomicUsize::new(0),
             busy: AtomicBool::new(false),
             latest: Mutex::new(HashMap::new()),
         }
     }
-    /// Discovers the models of every AI process, each on a thread of its
-    /// own (each waits on its own probes, at most [`probe::TIMEOUT`] a
-    /// request), for at most [`DEADLINE`]: a process not done by then is
-    /// returned as pending with a note, and its thread is left to finish
-    /// (or stay stuck in the kernel) on its own. Returns, per PID, the
-    /// models and notes.
+    /// Discovers the models of every AI process on up to
+    /// [`MAX_DISCOVERY_THREADS`] threads (each waits on its own probes, at
+    /// most [`probe::TIMEOUT`] a request), for at most [`DEADLINE`]: a
+    /// process not done by then is returned as pending with a note; its
+    /// header walk stops at the deadline, and a thread stuck in the kernel
+    /// keeps its slot until it returns. Returns, per PID, the models and
+    /// notes.
     pub fn discover(self: &Arc<Self>, infos: &[&ProcInfo]) -> HashMap<u32, Discovered> {
         if infos.is_empty() {
             return HashMap::new();
         }
-        let round = self.round.fetch_add(1, Ordering::AcqRel) + 1;
+        let number = self.round.fetch_add(1, Ordering::AcqRel) + 1;
         let deadline = Instant::now() + DEADLINE;
+        // Read by the first probe that needs it: a round whose answers are
+        // all cached (the 15 s schedule) reads no socket table.
+        let round = Arc::new(Round {
+            number,
+            listening: Listening::new(),
+            bytes: ByteBudget::new("this round", ROUND_BYTES),
+            deadline,
+        });
         // Ollama's processes: a runner names its model, `ollama serve` none.
         let ollama_runner: HashMap<u32, bool> = infos
             .iter()
@@ -382,34 +448,32 @@ impl Discovery {
                 (i.pid, !launch.model_paths.is_empty())
             })
             .collect();
-        // Read by the first probe that needs it: a round whose answers are
-        // all cached (the 15 s schedule) reads no socket table.
-        let listening: Arc<Listening> = Arc::default();
-        let (tx, rx) = mpsc::channel();
         let mut out = HashMap::new();
-        let mut started = 0;
+        let mut queue = VecDeque::new();
         for info in infos {
             let key = (info.pid, info.start_time.clone());
-            if !self.inflight.lock().unwrap().insert(key.clone()) {
-                out.insert(info.pid, Discovered::unfinished(true));
+            if !self.inflight.lock().unwrap().insert(key) {
+                out.insert(info.pid, Discovered::unfinished(Unfinished::StillRunning));
                 continue;
             }
-            let (this, owned, listening, tx) = (Arc::clone(self), (*info).clone(), Arc::clone(&listening), tx.clone());
-            let spawned = std::thread::Builder::new().name("discovery".into()).spawn(move || {
-                let found = this.discover_one(&owned, &listening, round);
-                this.inflight.lock().unwrap().remove(&(owned.pid, owned.start_time));
-                let _ = tx.send((owned.pid, found));
-            });
-            match spawned {
-                Ok(_) => started += 1,
-                Err(_) => {
-                    self.inflight.lock().unwrap().remove(&key);
-                    out.insert(info.pid, Discovered::unfinished(false));
-                }
+            queue.push_back((*info).clone());
+        }
+        let queued = queue.len();
+        let queue = Arc::new(Mutex::new(queue));
+        let (tx, rx) = mpsc::channel();
+        let free = MAX_DISCOVERY_THREADS.saturating_sub(self.threads.load(Ordering::Acquire));
+        for _ in 0..free.min(queued) {
+            let (this, queue, round, tx) = (Arc::clone(self), Arc::clone(&queue), Arc::clone(&round), tx.clone());
+            self.threads.fetch_add(1, Ordering::AcqRel);
+            let spawned = std::thread::Builder::new()
+                .name("discovery".into())
+                .spawn(move || this.discover_queued(&queue, &round, &tx));
+            if spawned.is_err() {
+                self.threads.fetch_sub(1, Ordering::AcqRel);
             }
         }
         drop(tx);
-        for _ in 0..started {
+        for _ in 0..queued {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
                 Ok((pid, found)) => {
                     out.insert(pid, found);
@@ -417,19 +481,42 @@ impl Discovery {
                 Err(_) => break,
             }
         }
+        // What no thread took by the deadline is not started: every
+        // thread was busy (or stuck on another process's files).
+        for info in std::mem::take(&mut *queue.lock().unwrap()) {
+            self.inflight.lock().unwrap().remove(&(info.pid, info.start_time));
+            out.insert(info.pid, Discovered::unfinished(Unfinished::NoThread));
+        }
         // Whatever has not answered by the deadline is still waiting.
         for info in infos {
-            out.entry(info.pid).or_insert_with(|| Discovered::unfinished(false));
+            out.entry(info.pid)
+                .or_insert_with(|| Discovered::unfinished(Unfinished::Waiting));
         }
         pair_ollama_runners(infos, &ollama_runner, &mut out);
         // try_lock: a cache a stuck thread holds is swept next round.
         if let Ok(mut headers) = self.headers.try_lock() {
-            headers.sweep(round);
+            headers.sweep(number);
         }
         if let Ok(mut magic) = self.magic.try_lock() {
-            magic.sweep(round);
+            magic.sweep(number);
         }
         out
+    }
+
+    /// A discovery thread: takes processes from the round's queue until it
+    /// is empty or the round is over, and sends what it finds.
+    fn discover_queued(&self, queue: &Mutex<VecDeque<ProcInfo>>, round: &Round, tx: &mpsc::Sender<(u32, Discovered)>) {
+        loop {
+            let next = match Instant::now() < round.deadline {
+                true => queue.lock().unwrap().pop_front(),
+                false => None,
+            };
+            let Some(info) = next else { break };
+            let found = self.discover_one(&info, round);
+            self.inflight.lock().unwrap().remove(&(info.pid, info.start_time));
+            let _ = tx.send((info.pid, found));
+        }
+        self.threads.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Starts a discovery of `infos` on a thread of its own unless one is
@@ -461,8 +548,10 @@ impl Discovery {
         self.latest.lock().unwrap().get(&(pid, start_time.clone())).cloned()
     }
 
-    fn discover_one(&self, info: &ProcInfo, listening: &Listening, round: u64) -> Discovered {
+    fn discover_one(&self, info: &ProcInfo, round: &Round) -> Discovered {
         let launch = cmdline::parse_launch(&info.argv, &self.extra_model_flags);
+        // Every file the process names is opened only if it could open it.
+        let access = Access::of_process(&self.root, info.pid, &info.mapped_files);
         #[cfg(not(any(target_os = "macos", windows)))]
         let cwd = std::fs::read_link(self.root.join(info.pid.to_string()).join("cwd")).ok();
         #[cfg(target_os = "macos")]
@@ -483,7 +572,8 @@ impl Discovery {
             // vLLM names a Hugging Face repository or a folder; only files
             // are model files here.
             let resolved = resolve(Path::new(path));
-            if resolved.is_file() || path.to_ascii_lowercase().ends_with(".gguf") {
+            let refused = access.check(&resolved, Want::Read).err();
+            if (refused.is_none() && resolved.is_file()) || path.to_ascii_lowercase().ends_with(".gguf") {
                 add(&mut found, resolved, Evidence::Cmdline, false);
             }
         }
@@ -492,20 +582,14 @@ impl Discovery {
                 Some(p) => (p, true),
                 None => (mapped.as_str(), false),
             };
-            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path, round) {
+            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path, round.number) {
                 add(&mut found, PathBuf::from(path), Evidence::Mapped, deleted);
             }
         }
-        let answer = self.api_answer(info, &launch, listening);
-        for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
-            // A server in a container names the file as its mount namespace
-            // sees it; the same file name among what we found is that file.
-            let resolved = resolve(path);
-            let same_name = (!resolved.exists())
-                .then(|| found.iter().find(|f| f.path.file_name() == resolved.file_name()))
-                .flatten()
-                .map(|f| f.path.clone());
-            add(&mut found, same_name.unwrap_or(resolved), Evidence::Api, false);
+        let answer = self.api_answer(info, &launch, round, &access);
+        add_api_paths(&mut found, &answer, info, &access, &resolve);
+        for f in found.iter_mut().filter(|f| !f.evidence.contains(&Evidence::Mapped)) {
+            f.refused = access.check(&f.path, Want::Read).err();
         }
 
         let mut notes = answer.notes.clone();
@@ -516,7 +600,7 @@ impl Discovery {
                     .into(),
             );
         }
-        let log = self.read_log(info, &launch, &resolve, &mut notes);
+        let log = self.read_log(info, &launch, &resolve, &access, &mut notes);
         let mut models: Vec<Model> = found
             .into_iter()
             .map(|mut f| {
@@ -593,23 +677,29 @@ impl Discovery {
         answer
     }
 
-    fn header(&self, path: &Path, round: u64) -> Arc<Result<gguf::Model, String>> {
+    fn header(&self, path: &Path, round: &Round) -> Arc<Result<gguf::Model, String>> {
         let meta = std::fs::metadata(path).ok();
         let stamp = (
             meta.as_ref().map(|m| m.len()).unwrap_or(0),
             meta.as_ref().and_then(|m| m.modified().ok()),
         );
         let key = path.to_path_buf();
-        if let Some((len, mtime, model)) = self.headers.lock().unwrap().get(&key, round) {
+        if let Some((len, mtime, model)) = self.headers.lock().unwrap().get(&key, round.number) {
             if (len, mtime) == stamp {
                 return model;
             }
         }
-        let model = Arc::new(gguf::open(path).map_err(|e| e.to_string()));
-        self.headers
-            .lock()
-            .unwrap()
-            .insert(key, (stamp.0, stamp.1, model.clone()), round);
+        // The walk stops at the round's deadline rather than run on
+        // unwaited-for; a walk out of time is tried again next round.
+        let opened = gguf::open_until(path, round.deadline);
+        let out_of_time = matches!(&opened, Err(e) if matches!(e.kind(), gguf::ErrorKind::OutOfTime { .. }));
+        let model = Arc::new(opened.map_err(|e| e.to_string()));
+        if !out_of_time {
+            self.headers
+                .lock()
+                .unwrap()
+                .insert(key, (stamp.0, stamp.1, model.clone()), round.number);
+        }
         model
     }
 
@@ -622,7 +712,7 @@ impl Discovery {
     /// The runtime API's answer for this process, probed at most every
     /// [`PROBE_INTERVAL`], its live part at most every [`LIVE_INTERVAL`].
     /// The token counters' last sample is carried from answer to answer.
-    fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &Listening) -> ApiAnswer {
+    fn api_answer(&self, info: &ProcInfo, launch: &LaunchSettings, round: &Round, access: &Access) -> ApiAnswer {
         let key = (info.pid, info.start_time.clone());
         let cached = self.answers.lock().unwrap().get(&key).cloned();
         let key_for_api = launch.api_key.as_deref();
@@ -635,7 +725,7 @@ impl Discovery {
                 (at, answer)
             }
             previous => {
-                let mut answer = self.probe(info, launch, listening);
+                let mut answer = self.probe(info, launch, round, access);
                 let first = previous.is_none();
                 answer.rates = previous.map(|(_, a)| a.rates).unwrap_or_default();
                 answer.sample_counters();
@@ -661,9 +751,9 @@ impl Discovery {
         }
     }
 
-    fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, listening: &Listening) -> ApiAnswer {
+    fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, round: &Round, access: &Access) -> ApiAnswer {
         let mut answer = ApiAnswer::default();
-        let table = listening.get_or_init(|| sockets::listening(&self.root));
+        let table = round.listening.get_or_init(|| sockets::listening(&self.root));
         let mut addrs = match sockets::listening_of(&self.root, info.pid, table) {
             Ok(addrs) => addrs,
             Err(e) => {
@@ -709,7 +799,14 @@ impl Discovery {
                     .probe_ollama(addr, &answer.installed)
                     .map(|models| answer.models = models),
                 Api::LmStudio => self.probe_lmstudio(addr).map(|models| answer.models = models),
-                Api::Vllm => self.probe_vllm(addr, key).map(|models| answer.models = models),
+                Api::Vllm => {
+                    let budgets = hf_folder::Budgets {
+                        probe: &ByteBudget::new("this probe", PROBE_BYTES),
+                        round: &round.bytes,
+                    };
+                    self.probe_vllm(addr, key, access, &budgets, &mut answer.notes)
+                        .map(|models| answer.models = models)
+                }
             };
             match result {
                 Ok(()) => {
@@ -820,7 +917,14 @@ impl Discovery {
     /// vLLM: /v1/models names the model (a Hugging Face id or folder);
     /// config.json in that folder gives the KV cost per token, and /metrics
     /// the KV capacity vLLM reserved, in blocks.
-    fn probe_vllm(&self, addr: SocketAddr, key: Option<&str>) -> Result<Vec<ApiModel>, String> {
+    fn probe_vllm(
+        &self,
+        addr: SocketAddr,
+        key: Option<&str>,
+        access: &Access,
+        budgets: &hf_folder::Budgets,
+        notes: &mut Vec<String>,
+    ) -> Result<Vec<ApiModel>, String> {
         use runtimes::vllm;
         let models = vllm::parse_models(&self.prober.get(addr, "/v1/models", key)?)?;
         let metrics = self
@@ -831,16 +935,34 @@ impl Discovery {
         Ok(models
             .into_iter()
             .map(|m| {
+                // A repository id is no folder here; a folder the process
+                // could not list itself is not read for it.
                 let folder = m
                     .root
                     .as_deref()
                     .or(m.id.as_deref())
                     .map(PathBuf::from)
-                    .filter(|p| p.is_dir());
+                    .filter(|p| p.is_absolute() && p.is_dir())
+                    .filter(|p| match access.check(p, Want::List) {
+                        Ok(()) => true,
+                        Err(why) => {
+                            notes.push(format!("{}: {why}", p.display()));
+                            false
+                        }
+                    });
                 let config = folder
                     .as_ref()
-                    .and_then(|f| regular_file::read_capped(&f.join("config.json"), MAX_CONFIG_JSON).ok())
-                    .and_then(|b| vllm::parse_hf_config(&b).ok());
+                    .and_then(|f| hf_folder::config(f, access, budgets, notes));
+                let weights =
+                    folder
+                        .as_deref()
+                        .and_then(|f| match hf_folder::safetensors_weights(f, access, budgets) {
+                            Ok(weights) => weights,
+                            Err(why) => {
+                                notes.push(why);
+                                None
+                            }
+                        });
                 let dtype = metrics.as_ref().and_then(|m| m.cache_dtype.as_deref());
                 let per_token = config.as_ref().and_then(|c| vllm::kv_bytes_per_token(c, dtype));
                 let capacity = metrics.as_ref().and_then(|m| m.kv_capacity_tokens());
@@ -850,7 +972,7 @@ impl Discovery {
                     architecture: None,
                     file_type: None,
                     context: m.max_model_len,
-                    weights_bytes: folder.as_deref().and_then(safetensors_weights),
+                    weights_bytes: weights,
                     kv_bytes_per_token: per_token,
                     reported: capacity.map(|tokens| ModelReported {
                         kv_bytes: per_token.and_then(|p| p.checked_mul(tokens)),
@@ -891,6 +1013,7 @@ impl Discovery {
         info: &ProcInfo,
         launch: &LaunchSettings,
         resolve: &dyn Fn(&Path) -> PathBuf,
+        access: &Access,
         notes: &mut Vec<String>,
     ) -> Option<(String, logs::LogReport)> {
         let mut candidates = self.stdout_and_stderr(info.pid);
@@ -900,6 +1023,11 @@ impl Discovery {
             // A terminal, pipe or socket is no log to read; read_tail
             // opens regular files only and never blocks on a FIFO.
             if !std::fs::metadata(&path).map(|m| m.is_file()).unwrap_or(false) {
+                continue;
+            }
+            // Its stdout and stderr it holds open; a --log-file it names.
+            if let Err(why) = access.check(&path, Want::Read) {
+                notes.push(format!("log {}: {why}", path.display()));
                 continue;
             }
             match read_tail(&path, LOG_TAIL) {
@@ -917,7 +1045,7 @@ impl Discovery {
 
     /// A model in Ollama's folder: its header, when its blob is here; no
     /// settings, so no estimate.
-    fn installed_model(&self, installed: &Installed, round: u64) -> Model {
+    fn installed_model(&self, installed: &Installed, round: &Round) -> Model {
         let mut model = Model::default();
         if let Some(blob) = &installed.blob {
             match self.header(blob, round).as_ref() {
@@ -938,7 +1066,7 @@ impl Discovery {
         answer: &ApiAnswer,
         api: Option<&ApiModel>,
         log: Option<&(String, logs::LogReport)>,
-        round: u64,
+        round: &Round,
     ) -> Model {
         let (path, evidence) = (found.path.as_path(), found.evidence.as_slice());
         let server = answer.server.as_ref();
@@ -960,7 +1088,10 @@ impl Discovery {
             activity: answer.activity().or_else(|| api.and_then(|a| a.activity.clone())),
             ..Model::default()
         };
-        let header = self.header(path, round);
+        let header = match &found.refused {
+            Some(why) => Arc::new(Err(why.clone())),
+            None => self.header(path, round),
+        };
         match header.as_ref() {
             Ok(m) => {
                 describe_header(&mut model, m);
@@ -993,6 +1124,7 @@ impl Discovery {
                     Err(e) => model.notes.push(format!("no estimate: {e}")),
                 }
             }
+            Err(why) if found.refused.is_some() => model.notes.push(why.clone()),
             Err(e) => model.notes.push(format!("model header not readable: {e}")),
         }
         model.reported = api.and_then(|a| a.reported.clone());
@@ -1120,6 +1252,38 @@ fn ollama_installed() -> Vec<Installed> {
     found
 }
 
+/// Records the files the API names: `api` when the process maps or holds
+/// the file, else `claimed` (its word alone).
+fn add_api_paths(
+    found: &mut Vec<Found>,
+    answer: &ApiAnswer,
+    info: &ProcInfo,
+    access: &Access,
+    resolve: &dyn Fn(&Path) -> PathBuf,
+) {
+    // Ollama's blobs are found in its own folders, not named by the
+    // process: `ollama serve` never holds them (its runners do).
+    let paths_named_by_api = !matches!(Api::for_runtimes(&info.runtimes), Api::Ollama);
+    for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
+        // A server in a container names the file as its mount namespace
+        // sees it; the same file name among what we found is that file.
+        let resolved = resolve(path);
+        let same_name = (!resolved.exists())
+            .then(|| found.iter().find(|f| f.path.file_name() == resolved.file_name()))
+            .flatten()
+            .map(|f| f.path.clone());
+        let path = same_name.unwrap_or(resolved);
+        let mapped = found
+            .iter()
+            .any(|f| f.path == path && f.evidence.contains(&Evidence::Mapped));
+        let evidence = match mapped || access.holds(&path) || !paths_named_by_api {
+            true => Evidence::Api,
+            false => Evidence::Claimed,
+        };
+        add(found, path, evidence, false);
+    }
+}
+
 /// Ollama's runners (`ollama runner --model BLOB`) are asked nothing:
 /// their model takes what `ollama serve`'s /api/ps says of the same blob,
 /// with `api` evidence.
@@ -1152,10 +1316,11 @@ fn pair_ollama_runners(infos: &[&ProcInfo], launches: &HashMap<u32, bool>, out: 
 }
 
 /// Two sources, one of them `api` or `mapped` (the module's rule);
-/// `installed` is no source.
+/// `installed` and `claimed` are no source.
 fn is_confirmed(evidence: &[String]) -> bool {
     let strong = [Evidence::Api.as_str(), Evidence::Mapped.as_str()];
-    let sources = evidence.iter().filter(|e| *e != Evidence::Installed.as_str()).count();
+    let no_source = [Evidence::Installed.as_str(), Evidence::Claimed.as_str()];
+    let sources = evidence.iter().filter(|e| !no_source.contains(&e.as_str())).count();
     sources >= 2 && evidence.iter().any(|e| strong.contains(&e.as_str()))
 }
 
@@ -1169,29 +1334,6 @@ fn describe_header(model: &mut Model, m: &gguf::Model) {
     model.file_type = info.file_type.as_ref().map(|f| f.to_string());
     model.layers = info.layers;
     model.context_train = info.context_train.map(u64::from);
-}
-
-/// The bytes of every tensor in a Hugging Face folder's `.safetensors`
-/// files, from their headers alone. None when a header is unreadable.
-fn safetensors_weights(folder: &Path) -> Option<u64> {
-    use runtimes::vllm::{parse_safetensors_header, safetensors_header_len};
-    let mut total = 0u64;
-    let mut files = 0;
-    for entry in std::fs::read_dir(folder).ok()?.flatten().take(1024) {
-        let path = entry.path();
-        if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
-            continue;
-        }
-        let mut file = regular_file::open(&path).ok()?;
-        let mut prefix = [0u8; 8];
-        file.read_exact(&mut prefix).ok()?;
-        let len = safetensors_header_len(&prefix).ok()?;
-        let mut header = prefix.to_vec();
-        file.take(len).read_to_end(&mut header).ok()?;
-        total = total.checked_add(parse_safetensors_header(&header).ok()?.bytes)?;
-        files += 1;
-    }
-    (files > 0).then_some(total)
 }
 
 /// A log describes a model when it names this file, or names none.
@@ -1448,8 +1590,23 @@ mod tests {
             .unwrap()
             .success());
         let started = Instant::now();
-        assert_eq!(safetensors_weights(dir.path()), None);
-        assert!(regular_file::read_capped(&dir.path().join("config.json"), MAX_CONFIG_JSON).is_err());
+        let access = Access::of_process(Path::new("/proc"), std::process::id(), &[]);
+        let (probe, round) = (
+            ByteBudget::new("this probe", 1 << 20),
+            ByteBudget::new("this round", 1 << 20),
+        );
+        let budgets = hf_folder::Budgets {
+            probe: &probe,
+            round: &round,
+        };
+        let weights = hf_folder::safetensors_weights(dir.path(), &access, &budgets).unwrap_err();
+        assert!(
+            weights.ends_with("x.safetensors: not a regular file: a FIFO"),
+            "{weights}"
+        );
+        let mut notes = Vec::new();
+        assert_eq!(hf_folder::config(dir.path(), &access, &budgets, &mut notes), None);
+        assert!(notes[0].contains("not a regular file: a character device"), "{notes:?}");
         assert!(started.elapsed() < Duration::from_secs(1));
     }
 
@@ -1499,6 +1656,49 @@ mod tests {
         let d = &found[&stuck.info.pid];
         assert!(!d.pending);
         assert_eq!(d.models[0].architecture.as_deref(), Some("qwen3"));
+    }
+
+    #[test]
+    fn discovery_threads_stay_at_their_limit_however_many_processes_are_stuck() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(SHAPE, dir.path().join("m.gguf")).unwrap();
+        let stuck: Vec<Subject> = (0..MAX_DISCOVERY_THREADS + 4)
+            .map(|_| Subject::new(dir.path(), &["llama-server", "-m", "m.gguf"]))
+            .collect();
+        let d = discovery();
+        // Every one of them waits on the held header cache, as on a file
+        // system that never answers.
+        let held = d.headers.lock().unwrap();
+        let found = d.discover(&stuck.iter().map(|s| &s.info).collect::<Vec<_>>());
+        assert_eq!(d.threads.load(Ordering::Acquire), MAX_DISCOVERY_THREADS);
+        let not_started: Vec<_> = found
+            .values()
+            .filter(|f| f.notes[0].contains("threads were busy"))
+            .collect();
+        assert_eq!(not_started.len(), 4, "{found:?}");
+        assert!(not_started.iter().all(|f| f.pending && f.models.is_empty()));
+        // Respawned processes (new PIDs) get no thread while all are stuck,
+        // and are told so at once.
+        let respawned: Vec<Subject> = (0..3)
+            .map(|_| Subject::new(dir.path(), &["llama-server", "-m", "m.gguf"]))
+            .collect();
+        let started = Instant::now();
+        let found = d.discover(&respawned.iter().map(|s| &s.info).collect::<Vec<_>>());
+        assert!(started.elapsed() < Duration::from_millis(500));
+        assert!(
+            found.values().all(|f| f.notes[0].contains("threads were busy")),
+            "{found:?}"
+        );
+        assert_eq!(d.threads.load(Ordering::Acquire), MAX_DISCOVERY_THREADS);
+        drop(held);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while d.threads.load(Ordering::Acquire) > 0 {
+            assert!(Instant::now() < deadline, "the stuck threads never ended");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Free again: all are discovered.
+        let found = d.discover(&respawned.iter().map(|s| &s.info).collect::<Vec<_>>());
+        assert!(found.values().all(|f| !f.pending), "{found:?}");
     }
 
     #[test]

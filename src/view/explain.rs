@@ -190,7 +190,7 @@ const MODEL_LAYERS: [Layer; 3] = [
         kind: "evidence, ranked",
         source: "api: the runtime's local API (llama.cpp /props and /v1/models, Ollama /api/ps, \
                  LM Studio, vLLM /v1/models); mapped: the file is memory-mapped now; cmdline: \
-                 a launch argument (-m); installed: in an app's model folder (proves nothing)",
+                 a launch argument (-m); claimed: the API alone; installed: in an app's model folder (proves nothing)",
         good_for: "naming the model; two sources, one of them api or mapped, make it confirmed",
         limits: "probes go to loopback only, GET only, throttled; a runtime without an API or \
                  mapping is named by its command line at best",

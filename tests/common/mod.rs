@@ -308,6 +308,21 @@ pub fn llama_server(python: &Path, model: &Path, log: &Path, extra: &[&str]) -> 
 /// Starts tests/servers/fake_api.py as a process named `name` (a symlink to
 /// the Python in `dir`), serving each (PATH, FILE) route.
 pub fn fake_api(python: &Path, dir: &Path, name: &str, mode: &str, routes: &[(&str, &Path)], extra: &[&str]) -> Daemon {
+    fake_api_as(None, python, dir, name, mode, routes, extra)
+}
+
+/// [`fake_api`] run as user and group `uid` when given (the tests that run
+/// as root start hostile neighbours as `nobody`); `dir` and the route
+/// files must then be readable by it.
+pub fn fake_api_as(
+    uid: Option<u32>,
+    python: &Path,
+    dir: &Path,
+    name: &str,
+    mode: &str,
+    routes: &[(&str, &Path)],
+    extra: &[&str],
+) -> Daemon {
     let exe = dir.join(name);
     std::os::unix::fs::symlink(std::fs::canonicalize(python).unwrap(), &exe).unwrap();
     let port = free_port();
@@ -318,6 +333,10 @@ pub fn fake_api(python: &Path, dir: &Path, name: &str, mode: &str, routes: &[(&s
         cmd.arg(format!("{path}={}", file.display()));
     }
     cmd.args(extra);
+    if let Some(uid) = uid {
+        std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+        std::os::unix::process::CommandExt::gid(&mut cmd, uid);
+    }
     Daemon::start(cmd, port, std::time::Duration::from_secs(30))
 }
 

@@ -24,7 +24,9 @@ pub enum ErrorKind {
     /// printed whole would say it twice).
     #[error("{0}")]
     Io(io::Error),
-    #[error("not a GGUF file (starts with {0:02x?}, expected \"GGUF\")")]
+    /// The first four bytes are kept for callers, never shown: the file
+    /// may be another user's secret (/etc/shadow named as a model).
+    #[error("not a GGUF file (it does not start with \"GGUF\")")]
     NotGguf([u8; 4]),
     #[error("GGUF version 1 is not supported (llama.cpp dropped it; re-convert the model)")]
     VersionOne,
@@ -71,6 +73,10 @@ pub enum ErrorKind {
     TensorPastEnd { name: String, end: u64, size: u64 },
     #[error("{0}")]
     Split(String),
+    #[error("the header walk read {read} bytes, far more than the {on_disk} bytes the file has on disk: a sparse file, not a model")]
+    Sparse { read: u64, on_disk: u64 },
+    #[error("the header walk ran out of time after reading {read} bytes")]
+    OutOfTime { read: u64 },
 }
 
 impl Error {

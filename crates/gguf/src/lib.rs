@@ -41,6 +41,7 @@ pub mod regular_file;
 mod split;
 mod types;
 mod value;
+pub mod walk;
 
 #[cfg(test)]
 mod tests;
@@ -52,8 +53,8 @@ pub use memory::{
     estimate, fit, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvEstimate,
     KvSettings, Offload, Placement,
 };
-pub use model::{is_gguf, open, Kind, Model, ModelInfo, Part, PerLayer};
-pub use reader::{read_header, Header, TensorInfo};
+pub use model::{is_gguf, open, open_until, Kind, Model, ModelInfo, Part, PerLayer};
+pub use reader::{read_header, read_header_within, Header, TensorInfo};
 pub use types::{FileType, GgmlType, TypeInfo, ValueType};
 pub use value::{
     Array, Metadata, Value, MAX_KEPT_ARRAY, MAX_KEPT_ARRAY_STRING, MAX_KEPT_STRING, MAX_KEPT_STRING_ARRAY,

@@ -3,14 +3,16 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use crate::error::{Error, ErrorKind};
 use crate::hparams::{Heads, Hparams, HYBRID_ARCHS, NO_KV_ARCHS, RECURRENT_ARCHS};
-use crate::reader::{read_header, Header, TensorInfo};
+use crate::reader::{read_header_within, Header, TensorInfo};
 use crate::regular_file;
 use crate::split::SplitName;
 use crate::types::FileType;
 use crate::value::Metadata;
+use crate::walk::{Limits, DEFAULT_WALK_TIME};
 
 /// What kind of model a file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,12 +200,21 @@ const MAX_SPLIT_COUNT: u32 = u16::MAX as u32;
 
 /// Reads the header of a model file, and of all the other parts when it is
 /// one part of a split model (any part may be given). Reads only the
-/// headers: a 250 MB model takes milliseconds.
+/// headers: a 250 MB model takes milliseconds; the walk is stopped after
+/// [`DEFAULT_WALK_TIME`], or once it has read far more than the file has
+/// on disk (a sparse file, see [`crate::walk`]).
 pub fn open(path: &Path) -> Result<Model, Error> {
-    open_capped(path, MAX_HEADER_BYTES)
+    open_until(path, Instant::now() + DEFAULT_WALK_TIME)
 }
 
-pub(crate) fn open_capped(path: &Path, max_header_bytes: u64) -> Result<Model, Error> {
+/// [`open`], with the walks of all parts ended by `deadline`: past it the
+/// walk stops with [`ErrorKind::OutOfTime`] instead of running on.
+pub fn open_until(path: &Path, deadline: Instant) -> Result<Model, Error> {
+    open_capped(path, MAX_HEADER_BYTES, deadline)
+}
+
+pub(crate) fn open_capped(path: &Path, max_header_bytes: u64, deadline: Instant) -> Result<Model, Error> {
+    let read_file = |path: &Path| read_file(path, max_header_bytes, deadline);
     let (first_id, first) = read_file(path)?;
     let count = first.metadata.get("split.count").and_then(|v| v.as_u32()).unwrap_or(1);
     if count <= 1 {
@@ -293,10 +304,12 @@ fn file_id(_file: &std::fs::File, path: &Path) -> std::io::Result<FileId> {
     std::fs::canonicalize(path)
 }
 
-fn read_file(path: &Path) -> Result<(FileId, Header), Error> {
+fn read_file(path: &Path, max_read: u64, deadline: Instant) -> Result<(FileId, Header), Error> {
     let file = regular_file::open(path).map_err(|e| Error::from(e).with_path(path))?;
     let id = file_id(&file, path).map_err(|e| Error::from(e).with_path(path))?;
-    let header = read_header(file).map_err(|e| e.with_path(path))?;
+    let meta = file.metadata().map_err(|e| Error::from(e).with_path(path))?;
+    let limits = Limits::for_file(&meta, max_read, Some(deadline));
+    let header = read_header_within(file, limits).map_err(|e| e.with_path(path))?;
     Ok((id, header))
 }
 

@@ -15,6 +15,7 @@ use crate::types::{GgmlType, ValueType};
 use crate::value::{
     Array, Metadata, Value, MAX_KEPT_ARRAY, MAX_KEPT_ARRAY_STRING, MAX_KEPT_STRING, MAX_KEPT_STRING_ARRAY,
 };
+use crate::walk::{Exceeded, Limits};
 
 const BUF_SIZE: usize = 64 * 1024;
 /// Keys and tensor names longer than this are refused (llama.cpp's own
@@ -73,10 +74,18 @@ pub struct TensorInfo {
 }
 
 /// Reads the header of one GGUF file from any `Read + Seek` (a file, or an
-/// in-memory `Cursor` as the fuzzer uses). Does not follow split parts; see
-/// [`crate::open`] for that.
+/// in-memory `Cursor` as the fuzzer uses), with no limit on the bytes read
+/// or the time taken. Does not follow split parts; see [`crate::open`] for
+/// that.
 pub fn read_header<R: Read + Seek>(reader: R) -> Result<Header, Error> {
-    let mut src = Source::new(reader)?;
+    read_header_within(reader, Limits::unbounded())
+}
+
+/// [`read_header`] within `limits`: the walk stops with an error when it
+/// has read more than they allow (or more than the file has on disk, a
+/// sparse file) or runs past their deadline.
+pub fn read_header_within<R: Read + Seek>(reader: R, limits: Limits) -> Result<Header, Error> {
+    let mut src = Source::new(reader, limits)?;
 
     let magic: [u8; 4] = src.array("magic")?;
     if &magic != b"GGUF" {
@@ -422,6 +431,10 @@ struct Source<R> {
     big_endian: bool,
     /// Memory kept so far (see [`MAX_KEPT_TOTAL`]).
     kept: u64,
+    /// Bytes read from `inner` so far, checked against `limits` before
+    /// every window.
+    read: u64,
+    limits: Limits,
 }
 
 impl<R> Source<R> {
@@ -460,7 +473,7 @@ macro_rules! read_int {
 }
 
 impl<R: Read + Seek> Source<R> {
-    fn new(mut inner: R) -> Result<Self, Error> {
+    fn new(mut inner: R, limits: Limits) -> Result<Self, Error> {
         let len = inner.seek(SeekFrom::End(0))?;
         Ok(Source {
             inner,
@@ -471,6 +484,8 @@ impl<R: Read + Seek> Source<R> {
             len,
             big_endian: false,
             kept: 0,
+            read: 0,
+            limits,
         })
     }
 
@@ -497,6 +512,23 @@ impl<R: Read + Seek> Source<R> {
 
     fn refill(&mut self) -> Result<(), Error> {
         let at = self.pos;
+        // Every loop of the walk consumes bytes, and every 64 KiB of them
+        // comes through here: the one place the limits need checking.
+        if let Some(exceeded) = self.limits.exceeded(self.read, std::time::Instant::now()) {
+            let read = self.read;
+            return Err(Error::at(
+                at,
+                match exceeded {
+                    Exceeded::Sparse { on_disk } => ErrorKind::Sparse { read, on_disk },
+                    Exceeded::Read { limit } => ErrorKind::OverLimit {
+                        what: "header bytes read",
+                        len: read,
+                        limit,
+                    },
+                    Exceeded::Time => ErrorKind::OutOfTime { read },
+                },
+            ));
+        }
         let io_err = |e: io::Error| Error::at(at, ErrorKind::Io(e));
         self.inner.seek(SeekFrom::Start(at)).map_err(io_err)?;
         let mut filled = 0;
@@ -510,6 +542,7 @@ impl<R: Read + Seek> Source<R> {
         }
         self.buf_start = at;
         self.buf_len = filled;
+        self.read = self.read.saturating_add(filled as u64);
         Ok(())
     }
 

@@ -1093,8 +1093,8 @@ fn split_headers_over_the_cap_are_refused() {
         .write(&second);
     let one = open(&first).unwrap().parts()[0].data_offset;
     let two = open(&first).unwrap().parts()[1].data_offset;
-    assert_eq!(model::open_capped(&first, one + two).unwrap().parts().len(), 2);
-    let e = model::open_capped(&first, one + two - 1).unwrap_err();
+    assert_eq!(model::open_capped(&first, one + two, far()).unwrap().parts().len(), 2);
+    let e = model::open_capped(&first, one + two - 1, far()).unwrap_err();
     assert_eq!(e.path(), Some(second.as_path()));
     assert_eq!(
         e.kind().to_string(),
@@ -1387,4 +1387,98 @@ fn a_header_that_keeps_more_than_the_budget_in_memory_is_refused() {
         b = b.tensor(&format!("blk.{i}.attn_q.weight"), &[32], 0);
     }
     assert!(read_header(Cursor::new(b.to_bytes())).is_ok());
+}
+
+// --- walk limits: sparse files, bytes read, time -----------------------------
+
+/// A deadline no test reaches.
+fn far() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(3600)
+}
+
+/// A GGUF header of one string array claiming `count` entries, nothing
+/// after it: the zeros that follow read as empty strings.
+fn claims_strings(count: u64) -> Vec<u8> {
+    let mut bytes = Builder::default()
+        .kv("tokenizer.ggml.tokens", arr(ValueType::String, Vec::new()))
+        .header_bytes();
+    // The array's length is the header's last field.
+    let at = bytes.len() - 8;
+    bytes[at..].copy_from_slice(&count.to_le_bytes());
+    bytes
+}
+
+#[cfg(unix)]
+#[test]
+fn a_sparse_file_is_refused_once_the_walk_reads_past_its_blocks() {
+    // 10 GiB claimed, 4 KiB on disk: before, the walk read all 10 GiB of
+    // holes as 1.3 billion empty strings (16 s of CPU) and returned a model.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sparse10g.gguf");
+    let size = 10u64 << 30;
+    let header = claims_strings((size - 128) / 8);
+    std::fs::write(&path, &header).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let e = open(&path).unwrap_err();
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
+    let ErrorKind::Sparse { read, on_disk } = *e.kind() else {
+        panic!("{e}")
+    };
+    assert!(on_disk < 1 << 20, "{on_disk}");
+    assert!(
+        read <= on_disk * walk::SPARSE_FACTOR + walk::SPARSE_SLACK + (64 << 10),
+        "{read}"
+    );
+    assert!(e.to_string().contains("a sparse file, not a model"), "{e}");
+}
+
+#[test]
+fn a_walk_stops_at_its_byte_cap_and_its_deadline() {
+    let mut bytes = claims_strings(1 << 20);
+    bytes.resize(bytes.len() + (8 << 20), 0);
+    let capped = walk::Limits {
+        max_read: 1 << 20,
+        ..walk::Limits::unbounded()
+    };
+    let e = read_header_within(Cursor::new(&bytes), capped).unwrap_err();
+    assert_eq!(
+        e.kind().to_string(),
+        format!(
+            "header bytes read of {} bytes is over the reader's limit of 1048576 bytes",
+            (1 << 20) + (64 << 10)
+        )
+    );
+    let late = walk::Limits {
+        deadline: Some(std::time::Instant::now()),
+        ..walk::Limits::unbounded()
+    };
+    let e = read_header_within(Cursor::new(&bytes), late).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::OutOfTime { read: 0 }), "{e}");
+    // Within its limits the same header reads whole.
+    assert_eq!(
+        read_header_within(Cursor::new(&bytes), walk::Limits::unbounded())
+            .unwrap()
+            .metadata
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn a_file_that_is_not_gguf_is_named_without_its_bytes() {
+    // /etc/shadow named as a model must not have its first bytes shown.
+    let e = error_of(b"root:$6$abc:19000:0:99999:7:::\n".to_vec());
+    assert!(matches!(e.kind(), ErrorKind::NotGguf(_)));
+    let shown = e.to_string();
+    assert_eq!(shown, "at byte 0: not a GGUF file (it does not start with \"GGUF\")");
+    for leak in ["72", "6f", "root", "[", "0x"] {
+        assert!(!shown.contains(leak), "{shown}");
+    }
 }

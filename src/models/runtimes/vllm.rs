@@ -6,7 +6,6 @@
 
 use super::{as_count, lenient, lenient_vec, parse_data_list, parse_object, parse_prometheus};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 /// One entry of `GET /v1/models` `data[]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -252,55 +251,103 @@ pub fn safetensors_header_len(first_bytes: &[u8]) -> Result<u64, String> {
     Ok(len)
 }
 
-#[derive(Deserialize)]
-struct RawTensor {
-    dtype: String,
-    shape: Vec<u64>,
-    data_offsets: [u64; 2],
-}
+/// Distinct dtypes one header may hold: safetensors knows about twenty
+/// (safetensors/src/tensor.rs `Dtype`); more is a hostile header.
+const MAX_DTYPES: usize = 64;
 
 /// Reads the header at the start of a `.safetensors` file: 8 bytes of
 /// little-endian length N, then N bytes of JSON mapping each tensor name to
 /// `{dtype, shape, data_offsets}` (`__metadata__` is skipped).
-/// `first_bytes` must hold at least `8 + N` bytes.
+/// `first_bytes` must hold at least `8 + N` bytes. The JSON is summed as it
+/// is parsed: no tensor, name or shape is kept.
 pub fn parse_safetensors_header(first_bytes: &[u8]) -> Result<SafetensorsSummary, String> {
     let len = safetensors_header_len(first_bytes)?;
     let end = usize::try_from(len).ok().and_then(|n| n.checked_add(8));
     let header = end
         .and_then(|end| first_bytes.get(8..end))
         .ok_or_else(|| format!("safetensors: truncated: the header needs {len} bytes after the first 8"))?;
-    let entries: Map<String, Value> = parse_object(header, "safetensors header")?;
-    let mut summary = SafetensorsSummary::default();
-    let mut bytes_by_dtype: Vec<(String, u64)> = Vec::new();
-    for (name, entry) in entries {
-        if name == "__metadata__" {
-            continue;
-        }
-        let tensor: RawTensor =
-            serde_json::from_value(entry).map_err(|e| format!("safetensors: tensor {name}: {e}"))?;
-        let [start, stop] = tensor.data_offsets;
-        let bytes = stop
-            .checked_sub(start)
-            .ok_or_else(|| format!("safetensors: tensor {name}: data ends before it starts"))?;
-        let elements = tensor
-            .shape
-            .iter()
-            .try_fold(1u64, |product, &dim| product.checked_mul(dim))
-            .ok_or_else(|| format!("safetensors: tensor {name}: shape overflows"))?;
-        let overflow = || "safetensors: totals overflow".to_string();
-        summary.tensors = summary.tensors.checked_add(1).ok_or_else(overflow)?;
-        summary.params = summary.params.checked_add(elements).ok_or_else(overflow)?;
-        summary.bytes = summary.bytes.checked_add(bytes).ok_or_else(overflow)?;
-        match bytes_by_dtype.iter_mut().find(|(dtype, _)| *dtype == tensor.dtype) {
-            Some((_, total)) => *total = total.saturating_add(bytes),
-            None => bytes_by_dtype.push((tensor.dtype, bytes)),
-        }
-    }
-    summary.main_dtype = bytes_by_dtype
-        .into_iter()
-        .max_by_key(|(_, bytes)| *bytes)
-        .map(|(dtype, _)| dtype);
+    let mut de = serde_json::Deserializer::from_slice(header);
+    let summary = serde::Deserializer::deserialize_map(&mut de, SummingVisitor)
+        .map_err(|e| format!("safetensors header: {e}"))?;
+    de.end().map_err(|e| format!("safetensors header: {e}"))?;
     Ok(summary)
+}
+
+/// Sums the tensors of a header's JSON object as they go by.
+struct SummingVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SummingVisitor {
+    type Value = SafetensorsSummary;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object of tensors")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<SafetensorsSummary, A::Error> {
+        use serde::de::Error;
+        let mut summary = SafetensorsSummary::default();
+        let mut bytes_by_dtype: Vec<(String, u64)> = Vec::new();
+        while let Some(name) = map.next_key::<std::borrow::Cow<str>>()? {
+            if name == "__metadata__" {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            }
+            let tensor: RawTensor = map.next_value()?;
+            let [start, stop] = tensor.data_offsets;
+            let bytes = stop
+                .checked_sub(start)
+                .ok_or_else(|| A::Error::custom(format!("tensor {name}: data ends before it starts")))?;
+            let elements = tensor
+                .shape
+                .0
+                .ok_or_else(|| A::Error::custom(format!("tensor {name}: shape overflows")))?;
+            let overflow = || A::Error::custom("totals overflow");
+            summary.tensors = summary.tensors.checked_add(1).ok_or_else(overflow)?;
+            summary.params = summary.params.checked_add(elements).ok_or_else(overflow)?;
+            summary.bytes = summary.bytes.checked_add(bytes).ok_or_else(overflow)?;
+            match bytes_by_dtype.iter().position(|(dtype, _)| *dtype == tensor.dtype) {
+                Some(i) => bytes_by_dtype[i].1 = bytes_by_dtype[i].1.saturating_add(bytes),
+                None if bytes_by_dtype.len() < MAX_DTYPES => bytes_by_dtype.push((tensor.dtype, bytes)),
+                None => return Err(A::Error::custom(format!("more than {MAX_DTYPES} dtypes"))),
+            }
+        }
+        summary.main_dtype = bytes_by_dtype
+            .into_iter()
+            .max_by_key(|(_, bytes)| *bytes)
+            .map(|(dtype, _)| dtype);
+        Ok(summary)
+    }
+}
+
+#[derive(Deserialize)]
+struct RawTensor {
+    dtype: String,
+    shape: ShapeProduct,
+    data_offsets: [u64; 2],
+}
+
+/// A tensor's element count, folded from its `shape` array as it is read
+/// (a hostile shape of millions of 1s is never kept); None on overflow.
+struct ShapeProduct(Option<u64>);
+
+impl<'de> Deserialize<'de> for ShapeProduct {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Folding;
+        impl<'de> serde::de::Visitor<'de> for Folding {
+            type Value = ShapeProduct;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of dimensions")
+            }
+            fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<ShapeProduct, S::Error> {
+                let mut product = Some(1u64);
+                while let Some(dim) = seq.next_element::<u64>()? {
+                    product = product.and_then(|p| p.checked_mul(dim));
+                }
+                Ok(ShapeProduct(product))
+            }
+        }
+        d.deserialize_seq(Folding)
+    }
 }
 
 #[cfg(test)]
@@ -446,6 +493,29 @@ mod tests {
         // The header alone is enough; the data need not be there.
         let header_only = &file[..file.len() - 28];
         assert_eq!(parse_safetensors_header(header_only).unwrap(), summary);
+    }
+
+    #[test]
+    fn safetensors_headers_are_summed_as_parsed_and_bounded() {
+        // A shape of 100,000 ones folds to one element, never kept.
+        let ones = vec!["1"; 100_000].join(",");
+        let long = safetensors(&format!(
+            r#"{{"a":{{"dtype":"F16","shape":[{ones}],"data_offsets":[0,2]}}}}"#
+        ));
+        assert_eq!(parse_safetensors_header(&long).unwrap().params, 1);
+        // One dtype a tensor, past the 64 safetensors could ever name.
+        let tensor = |i: usize| format!(r#""t{i}":{{"dtype":"D{i}","shape":[1],"data_offsets":[0,1]}}"#);
+        let many = |n: usize| format!("{{{}}}", (0..n).map(tensor).collect::<Vec<_>>().join(","));
+        assert_eq!(
+            parse_safetensors_header(&safetensors(&many(MAX_DTYPES)))
+                .unwrap()
+                .tensors,
+            64
+        );
+        let e = parse_safetensors_header(&safetensors(&many(MAX_DTYPES + 1))).unwrap_err();
+        assert!(e.contains("more than 64 dtypes"), "{e}");
+        // Trailing bytes after the object are no header.
+        assert!(parse_safetensors_header(&safetensors(r#"{} {}"#)).is_err());
     }
 
     #[test]

@@ -133,6 +133,7 @@ pub fn evidence_meaning(e: &str) -> &'static str {
         "api" => "the runtime's local API says it is loaded",
         "mapped" => "the file is memory-mapped into the process now",
         "cmdline" => "the file is a launch argument",
+        "claimed" => "the runtime's API names it, but the process neither maps it nor holds it open: a claim",
         "installed" => "the file sits in an app's model folder: proves nothing",
         _ => "a source this version does not describe",
     }
