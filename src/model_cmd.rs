@@ -92,8 +92,13 @@ pub struct GpuFree {
 /// The device with the most free memory (or the one `--gpu` names), for the
 /// fit line. NVML only: nothing else is read.
 pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapshot::GpuChoice>) -> Option<GpuFree> {
-    let mut nvml = crate::collect::nvml::NvmlSource::open(nvml_lib).ok()?;
-    let sample = nvml.sample(only.map(|choice| choice.index), &|_| true).ok()?;
+    use crate::collect::watchdog::{Watched, DEADLINE};
+    // Started on a watchdog: a driver that hangs costs the deadline, not
+    // the command.
+    let mut nvml = crate::collect::nvml::watched(nvml_lib, |_, _| true);
+    let Watched::Fresh(sample) = nvml.sample(only.map(|choice| choice.index), Default::default(), DEADLINE) else {
+        return None;
+    };
     let partitioned: Vec<u32> = sample.devices.iter().filter_map(|d| d.parent).collect();
     sample
         .devices

@@ -702,10 +702,10 @@ impl Sample {
     }
 }
 
-/// NVML as the collector reads it: on the [`Watchdog`], since a driver
-/// call can hang.
+/// NVML as the collector reads it: started and read on the [`Watchdog`],
+/// since any driver call, `nvmlInit_v2` included, can hang.
 pub struct WatchedNvml {
-    watchdog: Result<Watchdog, Backend>,
+    watchdog: Watchdog,
     /// In a child PID namespace, NVML's PIDs are the host's (its status line
     /// says how they are paired).
     in_child_namespace: bool,
@@ -713,23 +713,26 @@ pub struct WatchedNvml {
 
 impl WatchedNvml {
     pub fn open(lib: Option<&Path>, in_child_namespace: bool) -> WatchedNvml {
-        let watchdog = NvmlSource::open(lib).map(|mut source| {
-            Watchdog::start(move |r: Request| source.sample(r.only, &|pid| r.visible.contains(&pid)))
-        });
         WatchedNvml {
-            watchdog,
+            watchdog: watched(lib, |pid, r| r.visible.contains(&pid)),
             in_child_namespace,
         }
     }
 }
 
+/// NVML opened and sampled on a [`Watchdog`]; `visible` says whether a PID
+/// of the request exists here (it picks the process-record stride).
+pub fn watched(lib: Option<&Path>, visible: fn(u32, &Request) -> bool) -> Watchdog {
+    let lib = lib.map(Path::to_path_buf);
+    Watchdog::start(
+        move || NvmlSource::open(lib.as_deref()),
+        move |source: &mut NvmlSource, r: Request| source.sample(r.only, &|pid| visible(pid, &r)),
+    )
+}
+
 impl Source for WatchedNvml {
     fn read(&mut self, round: &mut Round<'_>) -> (Backend, Report) {
-        let watchdog = match &mut self.watchdog {
-            Ok(watchdog) => watchdog,
-            Err(unavailable) => return (unavailable.clone(), Report::default()),
-        };
-        let (status, detail, sample) = match watchdog.sample(round.only, round.visible.clone(), DEADLINE) {
+        let (status, detail, sample) = match self.watchdog.sample(round.only, round.visible.clone(), DEADLINE) {
             Watched::Fresh(sample) => {
                 let mut detail = summary(&sample.devices);
                 if self.in_child_namespace {
@@ -750,6 +753,15 @@ impl Source for WatchedNvml {
                 ),
                 last,
             ),
+            Watched::Starting(waited) => (
+                BackendStatus::Error,
+                format!(
+                    "starting: NVML's initialisation (nvmlInit_v2) has not returned for {:.1} s (the driver may hang); no values yet",
+                    waited.as_secs_f64()
+                ),
+                None,
+            ),
+            Watched::Unavailable(why) => return (why, Report::default()),
             Watched::Failed(e) => (BackendStatus::Error, e, None),
         };
         let backend = Backend {

@@ -9,6 +9,7 @@
 //! them. A scrape copies the latest rendering: however often scrapes come,
 //! they never cause a sample, a probe or a render.
 
+pub mod answer;
 pub mod http;
 pub mod metrics;
 // A few of the poller's accessors serve only its tests.

@@ -478,15 +478,7 @@ impl Poller {
             .limit(BODY_LIMIT)
             .read_to_vec()
             .map_err(|e| e.to_string())?;
-        let snapshot: Snapshot =
-            serde_json::from_slice(&body).map_err(|e| format!("not a gputaskman snapshot: {e}"))?;
-        if snapshot.schema_version != SCHEMA_VERSION {
-            return Err(format!(
-                "snapshot schema version {}, this build reads {SCHEMA_VERSION}",
-                snapshot.schema_version
-            ));
-        }
-        Ok(snapshot)
+        super::answer::read(&body)
     }
 }
 

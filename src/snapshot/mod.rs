@@ -13,7 +13,7 @@ pub mod load;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Bumped only when a field changes meaning or disappears.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -624,16 +624,28 @@ pub struct DeviceAttribution {
 impl Attribution {
     /// Sums only measured per-process VRAM, per device and overall.
     pub fn compute(devices: &[Device], processes: &[Process]) -> Attribution {
+        // The figures by the device they name, and each GPU's MIG
+        // instances: one pass over the rows, not one per device (a fleet
+        // view holds thousands of devices).
+        let mut named: HashMap<u32, Vec<&GpuUsage>> = HashMap::new();
+        for g in processes.iter().flat_map(|p| p.gpu.iter()) {
+            named.entry(g.device).or_default().push(g);
+        }
+        let instances = instances_by_gpu(devices);
         let mut per_device = Vec::with_capacity(devices.len());
         for device in devices {
+            let counted =
+                std::iter::once(device.index).chain(instances.get(&device.index).into_iter().flatten().copied());
+            let usages: Vec<&GpuUsage> = counted
+                .flat_map(|i| named.get(&i).into_iter().flatten().copied())
+                .collect();
             // The device's own backend's figures; where it has none (NVML
             // under WDDM), those of the Windows counters on that device. Two
             // sources measuring one device are never added.
             let on_device = |own: bool| -> Vec<u64> {
-                processes
+                usages
                     .iter()
-                    .flat_map(|p| p.gpu.iter())
-                    .filter(|g| on_or_inside(devices, g.device, device.index) && (g.source == device.backend) == own)
+                    .filter(|g| (g.source == device.backend) == own)
                     .filter_map(|g| g.vram_bytes)
                     .collect()
             };
@@ -683,6 +695,25 @@ impl Attribution {
 /// or on one of its MIG instances (whose memory is part of the GPU's).
 pub fn on_or_inside(devices: &[Device], on: u32, device: u32) -> bool {
     on == device || devices.iter().any(|d| d.index == on && d.parent == Some(device))
+}
+
+/// The devices whose figures count for `device`: itself and its MIG
+/// instances ([`on_or_inside`] for many figures at the cost of one).
+pub fn counted_for(devices: &[Device], device: u32) -> BTreeSet<u32> {
+    let mut counted = instances_by_gpu(devices).remove(&device).unwrap_or_default();
+    counted.insert(device);
+    counted
+}
+
+/// Each GPU's MIG instances, by the GPU's index.
+fn instances_by_gpu(devices: &[Device]) -> HashMap<u32, BTreeSet<u32>> {
+    let mut instances: HashMap<u32, BTreeSet<u32>> = HashMap::new();
+    for d in devices {
+        if let Some(gpu) = d.parent.filter(|gpu| *gpu != d.index) {
+            instances.entry(gpu).or_default().insert(d.index);
+        }
+    }
+    instances
 }
 
 /// The JSON Schema of a snapshot, as `gputaskman schema` prints it.

@@ -6,6 +6,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Samples kept: five minutes at the default 1 s interval.
 pub const CAPACITY: usize = 300;
+/// Series kept of processes gone from the latest sample: a host whose
+/// PIDs all change every sample would otherwise leave CAPACITY samples'
+/// worth of gone processes behind (2 GB for 300,000 a sample).
+pub const GONE: usize = 1024;
 
 /// A process across samples: a reused PID is another process.
 pub type ProcessKey = (u32, Option<String>);
@@ -52,6 +56,26 @@ impl History {
         append(&mut self.devices, devices, before, self.len);
         append(&mut self.processes, processes, before, self.len);
         self.processes.retain(|_, s| s.iter().any(Option::is_some));
+        self.forget_long_gone(s);
+    }
+
+    /// Keeps the series of at most [`GONE`] processes absent from `s`,
+    /// those seen last most recently.
+    fn forget_long_gone(&mut self, s: &Snapshot) {
+        let present: std::collections::HashSet<ProcessKey> = s.processes.iter().map(key).collect();
+        let mut gone: Vec<(usize, ProcessKey)> = self
+            .processes
+            .iter()
+            .filter(|(k, _)| !present.contains(*k))
+            .map(|(k, series)| (series.iter().rev().take_while(|v| v.is_none()).count(), k.clone()))
+            .collect();
+        if gone.len() <= GONE {
+            return;
+        }
+        gone.sort_unstable_by_key(|(absent_for, _)| *absent_for);
+        for (_, k) in gone.drain(GONE..) {
+            self.processes.remove(&k);
+        }
     }
 
     pub fn device(&self, index: u32) -> Vec<Option<u64>> {
@@ -153,5 +177,27 @@ mod tests {
             sparkline(&[Some(0), Some(50), None, Some(100)], Some(100), 10, &ASCII_BARS),
             "_= #"
         );
+    }
+
+    #[test]
+    fn processes_that_change_every_sample_leave_a_bounded_history() {
+        let mut h = History::default();
+        let mut s = fixture::desktop();
+        let template = s.processes[0].clone();
+        for sample in 0..20u32 {
+            s.processes = (0..200)
+                .map(|i| Process {
+                    pid: sample * 1000 + i,
+                    gpu: template.gpu.clone(),
+                    ..template.clone()
+                })
+                .collect();
+            h.push(&s);
+        }
+        // The 200 of the latest sample and the GONE seen last most recently.
+        assert_eq!(h.processes.len(), 200 + GONE);
+        assert!(!h.process(&(19_000, template.start_time.clone())).is_empty());
+        assert!(!h.process(&(14_000, template.start_time.clone())).is_empty());
+        assert!(h.process(&(0, template.start_time.clone())).is_empty());
     }
 }

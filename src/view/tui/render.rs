@@ -8,7 +8,7 @@
 use super::app::{sum, App, Layout as Placed};
 use super::describe::{self, Part};
 use super::history::{self, sparkline};
-use crate::snapshot::{device_label, on_or_inside, Device, Process, Snapshot};
+use crate::snapshot::{counted_for, device_label, on_or_inside, Device, Process, Snapshot};
 use crate::units::bytes;
 use crate::view::safe_text::{clip_marked, escape};
 use crate::view::{explain, opt, percent};
@@ -461,7 +461,11 @@ fn header_lines(app: &App, snap: &Snapshot, theme: Theme, area: Rect, budget: us
             }
         }
     }
-    choices.push(shown.iter().map(|d| dense_line(snap, d, theme, width)).collect());
+    // A line a device only when they fit: a fleet's thousands of devices
+    // cost the one summary line, not a line each that is thrown away.
+    if shown.len() <= room {
+        choices.push(shown.iter().map(|d| dense_line(snap, d, theme, width)).collect());
+    }
     let lines = match choices.into_iter().find(|c| c.len() <= room) {
         Some(lines) => lines,
         None if shown.is_empty() => Vec::new(),
@@ -794,6 +798,7 @@ pub struct Bar {
 
 impl Bar {
     pub fn of(snap: &Snapshot, d: &Device, theme: Theme) -> Bar {
+        let counted = counted_for(&snap.devices, d.index);
         let mut holders: Vec<(&Process, u64)> = snap
             .processes
             .iter()
@@ -802,7 +807,7 @@ impl Bar {
                 let v = p
                     .gpu
                     .iter()
-                    .filter(|g| on_or_inside(&snap.devices, g.device, d.index))
+                    .filter(|g| counted.contains(&g.device))
                     .filter_map(|g| g.vram_bytes)
                     .max()?;
                 Some((p, v))

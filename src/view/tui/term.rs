@@ -1,6 +1,9 @@
 //! The terminal: raw mode, the alternate screen and the mouse on entry, all
 //! of it undone on exit, on a panic, on Ctrl-C (a key in raw mode) and on
-//! SIGINT, SIGTERM and SIGHUP (a flag the UI loop checks every tick).
+//! SIGINT, SIGTERM and SIGHUP (a flag the UI loop checks every tick). A
+//! guard thread ends the process when the loop does not see the flag, or
+//! the terminal hanging up, within [`GRACE`]: a view busy with one long
+//! frame must not outlive its terminal or ignore SIGTERM.
 
 use super::{audit, render, App};
 use ratatui::backend::CrosstermBackend;
@@ -15,6 +18,10 @@ use std::sync::Once;
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 /// A signal asked the view to end.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+/// How long the UI loop has to end by itself once asked to, or once the
+/// terminal is gone, before the guard ends the process.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub fn require_terminal() -> anyhow::Result<()> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
@@ -63,6 +70,63 @@ pub fn wait_for_input(wait: std::time::Duration) -> Input {
         Input::Ready
     }
 }
+
+/// Whether the terminal hangs up within `wait`: poll(2) with no events
+/// asked reports only that, and reads nothing crossterm would miss.
+#[cfg(unix)]
+fn hung_up_within(wait: std::time::Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDIN_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    let ms = wait.as_millis().min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut fd, 1, ms) };
+    n > 0 && fd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0
+}
+
+/// Watches, while the view runs, for a signal or the terminal hanging up,
+/// and ends the process if the UI loop has not ended [`GRACE`] after: the
+/// loop checks both between frames, and a frame may take long (a fleet's
+/// answer). The terminal is restored first where it still answers, and
+/// the status is the loop's own (0).
+#[cfg(unix)]
+fn start_guard() {
+    let guard = || loop {
+        if !ACTIVE.load(Ordering::SeqCst) {
+            return;
+        }
+        if !(hung_up_within(std::time::Duration::from_millis(100)) || signalled()) {
+            continue;
+        }
+        // The loop ends at its next check of the flag.
+        SIGNALLED.store(true, Ordering::SeqCst);
+        let asked = std::time::Instant::now();
+        while ACTIVE.load(Ordering::SeqCst) && asked.elapsed() < GRACE {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if !ACTIVE.load(Ordering::SeqCst) {
+            return;
+        }
+        // The restore writes to the terminal, which may block (a stopped
+        // pane): it gets a moment, then the process ends regardless.
+        let (done, restored) = std::sync::mpsc::channel();
+        let _ = std::thread::Builder::new().spawn(move || {
+            restore();
+            let _ = done.send(());
+        });
+        let _ = restored.recv_timeout(std::time::Duration::from_millis(500));
+        // SAFETY: ends the process at once, without running destructors or
+        // flushing buffers another thread may be writing.
+        unsafe { libc::_exit(0) };
+    };
+    // Without the guard the view still ends between frames.
+    let _ = std::thread::Builder::new().name("gputaskman-guard".into()).spawn(guard);
+}
+
+#[cfg(not(unix))]
+fn start_guard() {}
 
 #[cfg(not(unix))]
 pub fn wait_for_input(wait: std::time::Duration) -> Input {
@@ -124,6 +188,7 @@ impl Terminal {
         install_handlers();
         terminal::enable_raw_mode()?;
         ACTIVE.store(true, Ordering::SeqCst);
+        start_guard();
         let mut out = std::io::stdout();
         if let Err(e) = execute!(out, EnterAlternateScreen, EnableMouseCapture) {
             restore();
