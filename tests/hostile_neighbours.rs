@@ -31,6 +31,10 @@ use std::time::{Duration, Instant};
 /// What a terminal must never be sent from outside: the start of an OSC
 /// (title, clipboard via OSC 52), a screen clear, a carriage return that
 /// overwrites a row, and the bidi overrides that reorder what is shown.
+/// Ollama's `expires_at` as a forged `/api/ps` gave it: an OSC title, a
+/// red background and a right-to-left override.
+const EXPIRES_AT: &str = "2026-12-01T10:05:00Z\x1b]0;PWNED\x07\x1b[41mRED\x1b[0m\u{202e}";
+
 const FORGE: &str = "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned\x07\x1b[2J\r\nFORGED ROW\u{202e}evil\u{2066}";
 
 /// The unprivileged user the second crowd runs as.
@@ -303,6 +307,14 @@ fn start_crowd(python: &Path, gemma: &Path) -> Crowd {
             .to_string(),
     )
     .unwrap();
+    let ollama_ps = d.join("ollama-ps.json");
+    std::fs::write(
+        &ollama_ps,
+        serde_json::json!({"models": [{"name": format!("evil{FORGE}"), "model": "evil", "size": 1u64 << 30,
+            "digest": "0".repeat(64), "expires_at": EXPIRES_AT, "size_vram": 1u64 << 30, "context_length": 4096}]})
+        .to_string(),
+    )
+    .unwrap();
     let vllm_models = d.join("vllm-models.json");
     std::fs::write(
         &vllm_models,
@@ -353,6 +365,16 @@ fn start_crowd(python: &Path, gemma: &Path) -> Crowd {
     let apis = vec![
         common::fake_api(python, &api_dir, "llama-server", "serve", &[("/props", &props)], &[]),
         common::fake_api(python, &api_dir, "vllm", "serve", &[("/v1/models", &vllm_models)], &[]),
+        // Anyone can answer on Ollama's port: an `/api/ps` whose model name
+        // and `expires_at` (the live view's "now:" line) carry escapes.
+        common::fake_api(
+            python,
+            &api_dir,
+            "ollama",
+            "serve",
+            &[("/api/ps", &ollama_ps)],
+            &["serve"],
+        ),
     ];
     // SAFETY: geteuid has no preconditions.
     let second = match unsafe { libc::geteuid() } {
@@ -507,6 +529,8 @@ fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
     assert!(forged["cmdline"].as_str().unwrap().contains(FORGE));
     let not_utf8 = common::process(&snap, crowd.hostile[3].pid());
     assert_eq!(not_utf8["name"], "ll\u{fffd}ama");
+    let ollama = common::process(&snap, crowd.apis[2].pid());
+    assert_eq!(ollama["models"][0]["activity"]["expires_at"], EXPIRES_AT, "{ollama:#}");
     if let Some(second) = &crowd.second {
         check_second_crowd(second, &snap, &String::from_utf8_lossy(&json));
     }
@@ -538,8 +562,19 @@ fn a_hostile_crowd_cannot_hang_it_blow_its_memory_forge_its_screen_or_hide() {
         !screen.lines().any(|l| l.trim_start().starts_with("FORGED ROW")),
         "{screen}"
     );
+    // The forged Ollama alone, selected: its detail pane's "now:" line.
+    tmux.keys(&["/"]);
+    tmux.keys(&["ollama", "Enter"]);
+    let screen = tmux.wait_for("the forged Ollama's now: line", Duration::from_secs(20), |s| {
+        s.contains("unloads 2026-12-01T10:05:00Z")
+    });
+    assert!(screen.contains("\\e]0;PWNED\\x07\\e[41mRED\\e[0m\\u{202e}"), "{screen}");
+    common::assert_only_colours("the live view", &tmux.run(&["capture-pane", "-p", "-e", "-t", "view"]));
     let title = tmux.display("#{pane_title}");
-    assert!(!title.contains("owned"), "the pane title was set to {title:?}");
+    assert!(
+        !title.contains("owned") && !title.contains("PWNED"),
+        "the pane title was set to {title:?}"
+    );
     let buffers = tmux.run(&["list-buffers"]);
     assert!(buffers.is_empty(), "OSC 52 wrote the clipboard: {buffers}");
 }
