@@ -90,15 +90,13 @@ fn check_model(m: &mut Model) {
         dropped.within(&mut a.kv_cache_used_ratio, "KV cache used ratio", "", 0.0..=1.0);
     }
     if let Some(r) = &mut m.reported {
-        for (value, name) in [
+        dropped.each_bytes([
             (&mut r.weights_bytes, "reported weights"),
             (&mut r.kv_bytes, "reported KV"),
             (&mut r.compute_bytes, "reported compute"),
             (&mut r.total_bytes, "reported total"),
             (&mut r.device_bytes, "reported on devices"),
-        ] {
-            dropped.bytes(value, name, MAX_BYTES);
-        }
+        ]);
         r.buffers.retain(|b| {
             let keep = b.bytes <= MAX_BYTES;
             if !keep {
@@ -108,15 +106,13 @@ fn check_model(m: &mut Model) {
         });
     }
     if let Some(e) = &mut m.estimate {
-        for (value, name) in [
+        dropped.each_bytes([
             (&mut e.weights_bytes, "estimated weights"),
             (&mut e.kv_bytes, "estimated KV"),
             (&mut e.kv_bytes_per_token, "estimated KV per token"),
             (&mut e.recurrent_state_bytes, "estimated recurrent state"),
             (&mut e.kv_bytes_without_window, "estimated KV without window"),
-        ] {
-            dropped.bytes(value, name, MAX_BYTES);
-        }
+        ]);
     }
     dropped.at_most(&mut m.context, "context", "", MAX_CONTEXT);
     dropped.at_most(&mut m.context_train, "trained context", "", MAX_CONTEXT);
@@ -183,6 +179,13 @@ impl Dropped {
 
     fn bytes(&mut self, value: &mut Option<u64>, name: &str, max: u64) {
         self.at_most(value, name, " B", max);
+    }
+
+    /// Byte counts no device holds (over [`MAX_BYTES`]).
+    fn each_bytes<const N: usize>(&mut self, fields: [(&mut Option<u64>, &str); N]) {
+        for (value, name) in fields {
+            self.bytes(value, name, MAX_BYTES);
+        }
     }
 
     /// A figure outside `range`, or NaN, is dropped.
