@@ -19,6 +19,9 @@
 #[cfg(target_os = "linux")]
 pub use linux::{Access, Credentials, Want};
 
+#[cfg(target_os = "linux")]
+mod fs_creds;
+
 #[cfg(not(target_os = "linux"))]
 pub use other::{Access, Want};
 
@@ -253,6 +256,24 @@ mod linux {
             self.mapped.contains(path) || file_key(path).is_some_and(|k| self.held.contains(&k))
         }
 
+        /// Runs `f` on this thread with the process's filesystem
+        /// credentials (fs_creds), so the kernel itself refuses what the
+        /// process could not open: no check-then-open race, and split parts
+        /// or symlinks met while `f` runs are judged the same way. Runs it
+        /// as the monitor when the monitor is not root, the process has the
+        /// monitor's fsuid, or it bypasses permissions itself. Err (for a
+        /// note) when its credentials are unknown or the switch failed.
+        pub fn as_process<R>(&self, f: impl FnOnce() -> R) -> Result<R, String> {
+            let creds = self.creds.as_ref().map_err(|e| format!("not opened: {e}"))?;
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } != 0 || creds.fsuid == 0 || creds.bypasses_permissions {
+                return Ok(f());
+            }
+            let _guard = super::fs_creds::Switched::to(creds.fsuid, creds.fsgid, &creds.groups)
+                .map_err(|e| format!("not opened: could not take the process's credentials: {e}"))?;
+            Ok(f())
+        }
+
         /// Ok when the process holds `path` or its credentials may open it
         /// for `want`; else why not, for a note.
         pub fn check(&self, path: &Path, want: Want) -> Result<(), String> {
@@ -318,6 +339,10 @@ mod other {
 
         pub fn check(&self, _path: &Path, _want: Want) -> Result<(), String> {
             Ok(())
+        }
+
+        pub fn as_process<R>(&self, f: impl FnOnce() -> R) -> Result<R, String> {
+            Ok(f())
         }
     }
 }
@@ -455,6 +480,99 @@ mod tests {
             ..who.clone()
         };
         assert_eq!(may_open(&root, &closed.join("inside.gguf"), Want::Read), Ok(()));
+    }
+
+    /// A GGUF v3 header with `split.count` and `split.no` (u32) and no
+    /// tensors.
+    fn split_part(no: u32, count: u32) -> Vec<u8> {
+        let mut b = b"GGUF".to_vec();
+        b.extend_from_slice(&3u32.to_le_bytes());
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&2u64.to_le_bytes());
+        for (key, v) in [("split.no", no), ("split.count", count)] {
+            b.extend_from_slice(&(key.len() as u64).to_le_bytes());
+            b.extend_from_slice(key.as_bytes());
+            b.extend_from_slice(&4u32.to_le_bytes());
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+
+    /// A 0600 root file inside a 0700 root folder, in a 0755 tempdir.
+    fn root_only(d: &Path, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        mode(d, 0o755);
+        let closed = d.join("closed");
+        std::fs::create_dir_all(&closed).unwrap();
+        mode(&closed, 0o700);
+        let secret = closed.join(name);
+        std::fs::write(&secret, bytes).unwrap();
+        mode(&secret, 0o600);
+        secret
+    }
+
+    fn is_root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if !root {
+            eprintln!("SKIPPED: needs root to take another user's credentials");
+        }
+        root
+    }
+
+    #[test]
+    fn as_the_process_the_kernel_refuses_what_it_could_not_open_and_the_thread_gets_its_rights_back() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = root_only(dir.path(), "secret.gguf", b"GGUF");
+        let access = Access::with(Ok(nobody(vec![])), &[], &[]);
+        // The race: the path is checked while it names a file nobody may
+        // read, then swapped for a symlink to the secret before the open.
+        let public = dir.path().join("public.gguf");
+        std::fs::write(&public, b"GGUF").unwrap();
+        mode(&public, 0o644);
+        assert_eq!(access.check(&public, Want::Read), Ok(()));
+        std::fs::remove_file(&public).unwrap();
+        symlink(&secret, &public).unwrap();
+        let opened = access.as_process(|| std::fs::File::open(&public).map(|_| ())).unwrap();
+        assert_eq!(opened.unwrap_err().raw_os_error(), Some(libc::EACCES));
+        let inside = access.as_process(|| std::fs::read(&secret)).unwrap();
+        assert_eq!(inside.unwrap_err().raw_os_error(), Some(libc::EACCES));
+        // After it, the same thread is root again.
+        assert_eq!(std::fs::read(&secret).unwrap(), b"GGUF");
+        // A panic inside sets the credentials back as it unwinds.
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            access.as_process(|| panic!("inside")).unwrap();
+        }));
+        assert!(caught.is_err());
+        assert_eq!(std::fs::read(&secret).unwrap(), b"GGUF");
+        // Unknown credentials: nothing is run.
+        let unknown = Access::with(Err("its credentials are not readable".into()), &[], &[]);
+        assert!(unknown.as_process(|| ()).unwrap_err().contains("not readable"));
+    }
+
+    #[test]
+    fn a_split_part_that_links_to_a_root_only_file_is_not_read_for_the_process() {
+        if !is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let secret = root_only(dir.path(), "secret.gguf", &split_part(1, 2));
+        let first = dir.path().join("m-00001-of-00002.gguf");
+        std::fs::write(&first, split_part(0, 2)).unwrap();
+        mode(&first, 0o644);
+        symlink(&secret, dir.path().join("m-00002-of-00002.gguf")).unwrap();
+        let access = Access::with(Ok(nobody(vec![])), &[], &[]);
+        assert_eq!(access.check(&first, Want::Read), Ok(()));
+        let e = access
+            .as_process(|| gguf::open(&first))
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ermission denied") && e.contains("00002"), "{e}");
+        // As root the same walk reads part 2: it is the switch that refuses it.
+        assert_eq!(gguf::open(&first).unwrap().parts().len(), 2);
     }
 
     #[test]

@@ -42,21 +42,28 @@ impl Budgets<'_> {
 /// refused or not a config.
 pub fn config(folder: &Path, access: &Access, budgets: &Budgets, notes: &mut Vec<String>) -> Option<vllm::HfConfig> {
     let path = folder.join("config.json");
-    let read = access.check(&path, Want::Read).and_then(|()| {
-        let file = regular_file::open(&path).map_err(|e| e.to_string())?;
-        let size = file.metadata().map_err(|e| e.to_string())?.len();
-        if size > MAX_CONFIG_JSON {
-            return Err(format!("{size} bytes, over the limit of {MAX_CONFIG_JSON}"));
-        }
-        budgets.take(size)?;
-        regular_file::read_capped(&path, MAX_CONFIG_JSON).map_err(|e| e.to_string())
-    });
+    let read = access
+        .check(&path, Want::Read)
+        .and_then(|()| access.as_process(|| read_config(&path, budgets))?);
     match read.and_then(|bytes| vllm::parse_hf_config(&bytes)) {
         Ok(config) => Some(config),
         Err(e) => {
             notes.push(format!("{}: {e}: no KV estimate", path.display()));
             None
         }
+    }
+}
+
+/// config.json's bytes, capped and paid for (run as the process).
+fn read_config(path: &Path, budgets: &Budgets) -> Result<Vec<u8>, String> {
+    {
+        let file = regular_file::open(path).map_err(|e| e.to_string())?;
+        let size = file.metadata().map_err(|e| e.to_string())?.len();
+        if size > MAX_CONFIG_JSON {
+            return Err(format!("{size} bytes, over the limit of {MAX_CONFIG_JSON}"));
+        }
+        budgets.take(size)?;
+        regular_file::read_capped(path, MAX_CONFIG_JSON).map_err(|e| e.to_string())
     }
 }
 
@@ -68,7 +75,9 @@ pub fn safetensors_weights(folder: &Path, access: &Access, budgets: &Budgets) ->
     access.check(folder, Want::List)?;
     let mut total = 0u64;
     let mut files = 0;
-    let entries = std::fs::read_dir(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    let entries = access
+        .as_process(|| std::fs::read_dir(folder))?
+        .map_err(|e| format!("{}: {e}", folder.display()))?;
     for entry in entries.flatten().take(MAX_ENTRIES) {
         let path = entry.path();
         if path.extension().and_then(|e| e.to_str()) != Some("safetensors") {
@@ -86,6 +95,11 @@ pub fn safetensors_weights(folder: &Path, access: &Access, budgets: &Budgets) ->
 /// One file's header: refused, capped and paid for before it is read.
 fn read_header(path: &Path, access: &Access, budgets: &Budgets) -> Result<vllm::SafetensorsSummary, String> {
     access.check(path, Want::Read)?;
+    access.as_process(|| read_header_bytes(path, budgets))?
+}
+
+/// The header's bytes, parsed (run as the process).
+fn read_header_bytes(path: &Path, budgets: &Budgets) -> Result<vllm::SafetensorsSummary, String> {
     let mut file = regular_file::open(path).map_err(|e| e.to_string())?;
     let size = file.metadata().map_err(|e| e.to_string())?.len();
     let mut prefix = [0u8; 8];

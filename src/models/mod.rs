@@ -611,7 +611,7 @@ impl Discovery {
                         .is_some_and(|p| resolve(p) == f.path || p.file_name() == f.path.file_name())
                 });
                 let log = log.as_ref().filter(|(_, report)| log_names(report, &f.path));
-                let mut model = self.describe(&f, &launch, &answer, api, log, round);
+                let mut model = self.describe(&f, &launch, &answer, api, log, (round, &access));
                 if f.deleted {
                     model
                         .notes
@@ -1030,7 +1030,10 @@ impl Discovery {
                 notes.push(format!("log {}: {why}", path.display()));
                 continue;
             }
-            match read_tail(&path, LOG_TAIL) {
+            match access
+                .as_process(|| read_tail(&path, LOG_TAIL))
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            {
                 Ok(text) => {
                     let report = logs::parse_log(&text);
                     if !report.buffers.is_empty() || !report.kv_caches.is_empty() || !report.ollama_memory.is_empty() {
@@ -1066,7 +1069,7 @@ impl Discovery {
         answer: &ApiAnswer,
         api: Option<&ApiModel>,
         log: Option<&(String, logs::LogReport)>,
-        round: &Round,
+        (round, access): (&Round, &Access),
     ) -> Model {
         let (path, evidence) = (found.path.as_path(), found.evidence.as_slice());
         let server = answer.server.as_ref();
@@ -1088,9 +1091,14 @@ impl Discovery {
             activity: answer.activity().or_else(|| api.and_then(|a| a.activity.clone())),
             ..Model::default()
         };
-        let header = match &found.refused {
-            Some(why) => Arc::new(Err(why.clone())),
-            None => self.header(path, round),
+        // Opened with the process's own credentials (access::as_process),
+        // split parts and the cache's stat too; a file it maps is proof.
+        let header = match (&found.refused, found.evidence.contains(&Evidence::Mapped)) {
+            (Some(why), _) => Arc::new(Err(why.clone())),
+            (None, true) => self.header(path, round),
+            (None, false) => access
+                .as_process(|| self.header(path, round))
+                .unwrap_or_else(|e| Arc::new(Err(e))),
         };
         match header.as_ref() {
             Ok(m) => {
