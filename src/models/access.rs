@@ -229,16 +229,34 @@ mod linux {
     /// files it holds open or maps (proof by themselves).
     pub struct Access {
         creds: Result<Credentials, String>,
+        /// Device and inode of every file it holds open or maps.
         held: HashSet<(u64, u64)>,
-        mapped: HashSet<PathBuf>,
+        /// The paths its maps name, trusted as names only where the files
+        /// themselves could not be read (`map_files` needs CAP_SYS_ADMIN:
+        /// a monitor without it opens nothing the user running it could
+        /// not).
+        mapped: Option<HashSet<PathBuf>>,
     }
 
     impl Access {
         pub fn of_process(root: &Path, pid: u32, mapped_files: &[String]) -> Access {
+            let dir = root.join(pid.to_string());
+            let mut held = held_open(&dir.join("fd"));
+            // A path in /proc/PID/maps is the process's mount namespace's:
+            // one in a namespace of its own (`unshare -Urm`, a container)
+            // may print `/root/secret.gguf` for a file of its own, and the
+            // same string here names root's. map_files links to the files
+            // themselves, so a mapped path counts only when it is one of
+            // them here.
+            let maps = held_open(&dir.join("map_files"));
+            let mapped = maps
+                .is_empty()
+                .then(|| mapped_files.iter().map(PathBuf::from).collect());
+            held.extend(maps);
             Access {
                 creds: Credentials::of_process(root, pid),
-                held: held_open(&root.join(pid.to_string()).join("fd")),
-                mapped: mapped_files.iter().map(PathBuf::from).collect(),
+                held,
+                mapped,
             }
         }
 
@@ -247,13 +265,15 @@ mod linux {
             Access {
                 creds,
                 held: held.iter().filter_map(|p| file_key(p)).collect(),
-                mapped: mapped.iter().map(|p| p.to_path_buf()).collect(),
+                mapped: Some(mapped.iter().map(|p| p.to_path_buf()).collect()),
             }
         }
 
-        /// Whether the process maps `path` or holds it open.
+        /// Whether the process maps `path` or holds it open: the file that
+        /// path names here, not a name its maps print.
         pub fn holds(&self, path: &Path) -> bool {
-            self.mapped.contains(path) || file_key(path).is_some_and(|k| self.held.contains(&k))
+            self.mapped.as_ref().is_some_and(|m| m.contains(path))
+                || file_key(path).is_some_and(|k| self.held.contains(&k))
         }
 
         /// Runs `f` on this thread with the process's filesystem
@@ -265,8 +285,21 @@ mod linux {
         /// note) when its credentials are unknown or the switch failed.
         pub fn as_process<R>(&self, f: impl FnOnce() -> R) -> Result<R, String> {
             let creds = self.creds.as_ref().map_err(|e| format!("not opened: {e}"))?;
+            if creds.bypasses_permissions {
+                return Ok(f());
+            }
             // SAFETY: geteuid has no preconditions.
-            if unsafe { libc::geteuid() } != 0 || creds.fsuid == 0 || creds.bypasses_permissions {
+            if unsafe { libc::geteuid() } != 0 {
+                // Not root, the switch is not possible, and a monitor given
+                // CAP_DAC_* (setcap, a container) keeps them through it:
+                // the kernel would not refuse for the process, and only the
+                // walk's check-then-open would stand.
+                if monitor_bypasses_permissions() {
+                    return Err("not opened: the monitor holds CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH without being root, so it cannot open a file with only the process's rights".into());
+                }
+                return Ok(f());
+            }
+            if creds.fsuid == 0 {
                 return Ok(f());
             }
             let _guard = super::fs_creds::Switched::to(creds.fsuid, creds.fsgid, &creds.groups)
@@ -295,12 +328,26 @@ mod linux {
         }
     }
 
+    /// Whether this monitor itself holds CAP_DAC_OVERRIDE or
+    /// CAP_DAC_READ_SEARCH (read once: a process's capabilities do not
+    /// grow by themselves); unknown counts as holding them.
+    fn monitor_bypasses_permissions() -> bool {
+        static HOLDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *HOLDS.get_or_init(
+            || match Credentials::of_process(Path::new("/proc"), std::process::id()) {
+                Ok(me) => me.bypasses_permissions,
+                Err(_) => true,
+            },
+        )
+    }
+
     fn file_key(path: &Path) -> Option<(u64, u64)> {
         std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
     }
 
-    /// Device and inode of each file the process has open
-    /// (/proc/PID/fd/N: stat follows the link to the open file itself).
+    /// Device and inode of each file the process has open or maps
+    /// (/proc/PID/fd/N, /proc/PID/map_files/RANGE: stat follows the link
+    /// to the file itself).
     fn held_open(fd_dir: &Path) -> HashSet<(u64, u64)> {
         let Ok(entries) = std::fs::read_dir(fd_dir) else {
             return HashSet::new();
@@ -597,5 +644,48 @@ mod tests {
         let own = Access::of_process(Path::new("/proc"), std::process::id(), &[]);
         assert!(own.holds(&other));
         drop(file);
+    }
+
+    /// A path the maps print counts only when it names, here, a file the
+    /// process maps: one in a mount namespace of its own can print
+    /// `/root/secret.gguf` for a file of its own.
+    #[test]
+    fn a_mapped_path_counts_only_for_the_file_the_process_maps() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: map_files needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mapped = dir.path().join("mine.gguf");
+        let other = dir.path().join("secret.gguf");
+        std::fs::write(&mapped, vec![7u8; 4096]).unwrap();
+        std::fs::write(&other, vec![8u8; 4096]).unwrap();
+        let file = std::fs::File::open(&mapped).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a private read-only mapping of an open file's first page,
+        // unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        drop(file);
+        let names = [mapped.display().to_string(), other.display().to_string()];
+        let access = Access::of_process(Path::new("/proc"), std::process::id(), &names);
+        let (holds_mapped, holds_other) = (access.holds(&mapped), access.holds(&other));
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(addr, 4096) };
+        assert!(holds_mapped);
+        assert!(
+            !holds_other,
+            "a name the maps printed counted for a file the process does not map"
+        );
     }
 }

@@ -582,7 +582,10 @@ impl Discovery {
                 Some(p) => (p, true),
                 None => (mapped.as_str(), false),
             };
-            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || self.is_gguf(path, round.number) {
+            // A mapped path that names another file here (the process's
+            // own mount namespace) is not read.
+            let here = deleted || access.holds(Path::new(path));
+            if (deleted && path.to_ascii_lowercase().ends_with(".gguf")) || (here && self.is_gguf(path, round.number)) {
                 add(&mut found, PathBuf::from(path), Evidence::Mapped, deleted);
             }
         }
