@@ -243,6 +243,7 @@ impl Collector {
             self.procs.close_cpu_window(min, &mut processes);
         }
         plausible::check(&mut devices, &mut processes);
+        crate::snapshot::reconcile::fill(&devices, &mut processes);
         let attribution = Attribution::compute(&devices, &processes);
         Snapshot {
             schema_version: SCHEMA_VERSION,
@@ -330,6 +331,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             footprint_bytes: None,
             gpu,
             models: Vec::new(),
+            reconciliation: Vec::new(),
             models_pending: false,
             listen_ports: None,
             container: None,

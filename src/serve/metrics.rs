@@ -18,6 +18,7 @@
 //!   `_hertz`, `_seconds`), none in labels;
 //! - every family has HELP and TYPE; a label set appears once per family.
 
+use crate::snapshot::reconcile::{Provenance, Reconciliation};
 use crate::snapshot::{Device, GpuUsage, Model, Process, Snapshot};
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -105,6 +106,10 @@ families! {
     MODEL_REP_COMPUTE = "gputaskman_model_reported_compute_bytes", "Reported by the runtime: compute buffers.";
     MODEL_REP_TOTAL = "gputaskman_model_reported_total_bytes", "Reported by the runtime: everything the model takes (Ollama's size).";
     MODEL_REP_DEVICE = "gputaskman_model_reported_device_bytes", "Reported by the runtime: of which in device memory (Ollama's size_vram).";
+    PART_REPORTED = "gputaskman_process_reported_part_bytes", "Reported by the runtime: one part (weights, kv, compute, output) of a process's memory on a device, for the comparison with its measured VRAM. Never part of measured totals.";
+    PART_ESTIMATED = "gputaskman_process_estimated_part_bytes", "Estimated: one part (weights, kv, compute, output, context: the driver's) of a process's memory on a device, for the comparison with its measured VRAM. Never part of measured totals.";
+    UNEXPLAINED = "gputaskman_process_unexplained_bytes", "Measured VRAM minus the reported and the estimated parts of the process on the device, signed: negative when the parts claim more. A comparison, not a measurement.";
+    UNEXPLAINED_LARGE = "gputaskman_process_unexplained_large", "1 when the unexplained rest is over 300 MiB and a tenth of the measured VRAM: a second model, a LoRA, an allocator pool, a projector.";
     RENDER_DURATION = "gputaskman_render_duration_seconds", "How long rendering these metrics from the sample took (once per sample, not per scrape).";
 }
 
@@ -448,6 +453,31 @@ fn process(out: &mut Out, snap: &Snapshot, p: &Process) {
     for m in &p.models {
         model(out, &l, m);
     }
+    for r in &p.reconciliation {
+        reconciliation(out, snap, &l, r);
+    }
+}
+
+/// The comparison row of one device: each part under the name of its
+/// provenance, the signed rest and whether it is large.
+fn reconciliation(out: &mut Out, snap: &Snapshot, process: &Labels, r: &Reconciliation) {
+    let device = snap
+        .devices
+        .iter()
+        .find(|d| d.index == r.device && d.backend == r.measured_source);
+    let l = process.join(&device_labels(&r.measured_source, r.device, device));
+    for p in &r.parts {
+        let family = match p.provenance {
+            Provenance::Reported => F::PART_REPORTED,
+            Provenance::Estimated => F::PART_ESTIMATED,
+        };
+        let kind = serde_json::to_value(p.kind).ok();
+        let mut part = l.with("part", kind.as_ref().and_then(|k| k.as_str()));
+        part.add("model", p.model.as_deref());
+        out.sample(family, &part.0, Value::Int(p.bytes));
+    }
+    out.sample(F::UNEXPLAINED, &l.0, Value::Float(r.unexplained_bytes as f64));
+    out.flag(F::UNEXPLAINED_LARGE, &l.0, r.large);
 }
 
 fn gpu_usage(out: &mut Out, snap: &Snapshot, process: &Labels, g: &GpuUsage) {
@@ -571,6 +601,7 @@ pub(crate) mod tests {
             footprint_bytes: None,
             gpu: vec![usage(vram)],
             models: vec![],
+            reconciliation: Vec::new(),
             models_pending: false,
             listen_ports: None,
             container: None,
@@ -664,6 +695,57 @@ pub(crate) mod tests {
         assert_eq!(
             lines_of(&text, "gputaskman_sample_timestamp_seconds"),
             ["gputaskman_sample_timestamp_seconds 1796040000.5"]
+        );
+    }
+
+    #[test]
+    fn the_reconciliation_row_gives_each_part_under_its_provenance_and_the_signed_rest() {
+        use crate::snapshot::reconcile::{Part, PartKind};
+        let mut snap = snapshot();
+        let part = |kind, bytes, provenance, model: Option<&str>| Part {
+            kind,
+            bytes,
+            provenance,
+            source: "log:/l".into(),
+            model: model.map(String::from),
+        };
+        snap.processes[0].reconciliation = vec![Reconciliation {
+            device: 0,
+            measured_bytes: 1_406_669_824,
+            measured_source: "nvml".into(),
+            pairing: None,
+            parts: vec![
+                part(PartKind::Weights, 633_339_904, Provenance::Reported, Some("qwen3")),
+                part(PartKind::Context, 268_435_456, Provenance::Estimated, None),
+            ],
+            missing: vec![PartKind::Kv],
+            reported_bytes: 633_339_904,
+            estimated_bytes: 268_435_456,
+            unexplained_bytes: -5,
+            large: false,
+            likely_causes: vec![],
+        }];
+        let text = render(&snap, SampleInfo::default());
+        let at = r#"{pid="4242",process="llama-server",kind="ai",runtime="cuda,llama.cpp",backend="nvml",device="0",uuid="GPU-0""#;
+        assert_eq!(
+            lines_of(&text, "gputaskman_process_reported_part_bytes"),
+            [format!(
+                r#"gputaskman_process_reported_part_bytes{at},part="weights",model="qwen3"}} 633339904"#
+            )]
+        );
+        assert_eq!(
+            lines_of(&text, "gputaskman_process_estimated_part_bytes"),
+            [format!(
+                r#"gputaskman_process_estimated_part_bytes{at},part="context"}} 268435456"#
+            )]
+        );
+        assert_eq!(
+            lines_of(&text, "gputaskman_process_unexplained_bytes"),
+            [format!("gputaskman_process_unexplained_bytes{at}}} -5")]
+        );
+        assert_eq!(
+            lines_of(&text, "gputaskman_process_unexplained_large"),
+            [format!("gputaskman_process_unexplained_large{at}}} 0")]
         );
     }
 

@@ -10,6 +10,7 @@
 
 pub mod diff;
 pub mod load;
+pub mod reconcile;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -347,6 +348,12 @@ pub struct Process {
     pub gpu: Vec<GpuUsage>,
     /// Model files the process runs (filled by model discovery).
     pub models: Vec<Model>,
+    /// Per device it holds measured memory on, that figure set against the
+    /// parts of its models and its driver context, and the unexplained rest
+    /// (src/snapshot/reconcile.rs): a comparison, never a sum. Empty for a
+    /// process without a model or without measured device memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reconciliation: Vec<reconcile::Reconciliation>,
     /// Discovery has not looked at this process yet (the live view probes
     /// runtimes in the background): `models` is not yet known.
     #[serde(default)]

@@ -43,6 +43,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
         footprint_bytes: None,
         gpu: vec![],
         models: vec![],
+        reconciliation: Vec::new(),
         models_pending: false,
         listen_ports: None,
         container: None,
