@@ -272,9 +272,15 @@ fn promtool_accepts_the_metrics() {
     let Some(promtool) = tool("promtool") else { return };
     let m = machine("NVIDIA GeForce RTX 4080 SUPER", USED);
     let server = serve(m.scenario.path(), &["--interval", "0.2"]);
+    // The model's series and its reconciliation row (the parts and the
+    // signed rest), so that promtool lints those families too.
     let text = wait_until("the model series", Duration::from_secs(20), || {
         let body = get(server.port, "/metrics", &[]).body;
-        (!series(&body, "gputaskman_model_estimated_kv_bytes").is_empty()).then_some(body)
+        let shown = |name| !series(&body, name).is_empty();
+        (shown("gputaskman_model_estimated_kv_bytes")
+            && shown("gputaskman_process_estimated_part_bytes")
+            && shown("gputaskman_process_unexplained_bytes"))
+        .then_some(body)
     });
     let mut child = Command::new(promtool)
         .args(["check", "metrics"])
