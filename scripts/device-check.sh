@@ -8,8 +8,10 @@
 #
 # Usage: scripts/device-check.sh BIN_DIR [OUT_DIR]
 #
-# It starts two holders of device memory (gpu-hog: 2 GiB and 5 GiB through
-# the CUDA driver API), compares `gputaskman --json` with nvidia-smi's
+# It measures what a CUDA context alone costs on each GPU (gpu-hog
+# --context-only, nvidia-smi's figure per GPU and driver in
+# driver-context.csv), starts two holders of device memory (gpu-hog: 2 GiB
+# and 5 GiB through the CUDA driver API), compares `gputaskman --json` with nvidia-smi's
 # --query-gpu and --query-compute-apps (gpu-check: device totals within
 # nvidia-smi's rounding, both holders found with their sizes), runs the live
 # view in tmux for 20 s while `gputaskman record` records the same seconds,
@@ -103,32 +105,72 @@ cat "$OUT/machine.txt" >>"$REPORT"
 bounded 30 "$GT" --list-gpus >"$OUT/list-gpus.txt" 2>&1
 say ""
 
-say "## Holders"
-say ""
 # Each holder prints "gpu-hog: pid P holds N bytes on CUDA device D" once
 # its memory is allocated; 60 s covers a cold driver's first context.
-start_hog() { # start_hog SIZE
-    local log=$OUT/gpu-hog-$1.log
-    "$BIN_DIR/gpu-hog" "$1" >"$log" 2>&1 &
+start_hog() { # start_hog LABEL SPEC GPU-HOG-ARGS...: SPEC is gpu-check's PID:SPEC
+    local label=$1 spec=$2
+    shift 2
+    local log=$OUT/gpu-hog-$label.log
+    "$BIN_DIR/gpu-hog" "$@" >"$log" 2>&1 &
     HOGS+=("$!")
     local pid=$!
     for _ in $(seq 1 600); do
         if grep -q " holds " "$log"; then
-            check PASS "gpu-hog $1 (pid $pid): $(grep ' holds ' "$log")"
-            HOLDERS+=("--holder" "$pid:$1")
+            check PASS "gpu-hog $* (pid $pid): $(grep ' holds ' "$log")"
+            HOLDERS+=("--holder" "$pid:$spec")
+            [ "$spec" != context ] || CONTEXT_PIDS+=("$pid")
             return 0
         fi
         if ! kill -0 "$pid" 2>/dev/null; then
-            check FAIL "gpu-hog $1 could not hold memory: $(tr '\n' ' ' <"$log")"
+            check FAIL "gpu-hog $* could not hold memory: $(tr '\n' ' ' <"$log")"
             return 1
         fi
         pause 0.1
     done
-    check FAIL "gpu-hog $1 did not report its allocation within 60 s"
+    check FAIL "gpu-hog $* did not report its allocation within 60 s"
     return 1
 }
 HOLDERS=()
-if ! start_hog 2GiB || ! start_hog 5GiB; then
+CONTEXT_PIDS=()
+
+say "## Driver context"
+say ""
+# What a CUDA context costs before any buffer, per GPU and driver: a holder
+# per GPU creates one and allocates nothing, and nvidia-smi's figure for it
+# goes into driver-context.csv (gputaskman's reconciliation estimates this
+# part where no measurement exists: src/snapshot/reconcile.rs).
+gpu_count=$(bounded 20 nvidia-smi --query-gpu=index --format=csv,noheader | grep -c .)
+for i in $(seq 0 $((gpu_count - 1))); do
+    start_hog "context-$i" context --context-only --device "$i"
+done
+pause 2
+bounded 30 nvidia-smi --query-gpu=index,pci.bus_id,name,driver_version --format=csv,noheader \
+    >"$OUT/smi-context-gpus.csv" 2>&1
+bounded 30 nvidia-smi --query-compute-apps=pid,gpu_bus_id,used_memory --format=csv,noheader,nounits \
+    >"$OUT/smi-context-apps.csv" 2>&1
+{
+    echo "gpu_index,name,pci_bus_id,driver_version,pid,context_mib"
+    awk -F', *' -v pids=" ${CONTEXT_PIDS[*]} " '
+        NR == FNR { gpu[$2] = $1 "," $3 "," $2 "," $4; next }
+        index(pids, " " $1 " ") && ($2 in gpu) { print gpu[$2] "," $1 "," $3 }
+    ' "$OUT/smi-context-gpus.csv" "$OUT/smi-context-apps.csv"
+} >"$OUT/driver-context.csv"
+contexts=$(($(wc -l <"$OUT/driver-context.csv") - 1))
+if [ "$contexts" -ge 1 ] && [ "$contexts" = "$gpu_count" ]; then
+    check PASS "a context measured on each of $gpu_count GPUs (driver-context.csv)"
+else
+    check FAIL "contexts measured on $contexts of $gpu_count GPUs: see smi-context-apps.csv"
+fi
+{
+    echo '```'
+    cat "$OUT/driver-context.csv"
+    echo '```'
+} >>"$REPORT"
+say ""
+
+say "## Holders"
+say ""
+if ! start_hog 2GiB 2GiB 2GiB || ! start_hog 5GiB 5GiB 5GiB; then
     say ""
     say "Stopped: without both holders there is nothing to compare."
     say ""

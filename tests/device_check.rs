@@ -2,8 +2,8 @@
 //! the real gputaskman (on crates/fake-nvml), the real gpu-check, tmux and
 //! `record`, with two stand-ins for what needs a GPU: `gpu-hog` is a shell
 //! script that prints the real one's line and writes itself into the fake
-//! driver's scenario (2 GiB or 5 GiB plus a 512 MiB context), and
-//! `nvidia-smi` is a shell script that answers the two queries from the
+//! driver's scenario (a 512 MiB context alone, or 2 GiB or 5 GiB plus one),
+//! and `nvidia-smi` is a shell script that answers the queries from the
 //! same figures. The real gpu-hog's own tests are in crates/gpu-hog.
 
 mod common;
@@ -65,7 +65,7 @@ impl Kit {
         executable(
             &bin.join("gpu-hog"),
             &format!(
-                "#!/bin/sh\ncase \"$1\" in 2GiB) mib=2048;; 5GiB) mib=5120;; *) exit 2;; esac\n\
+                "#!/bin/sh\ncase \"$1\" in 2GiB) mib=2048;; 5GiB) mib=5120;; --context-only) mib=0;; *) exit 2;; esac\n\
                  echo \"$$ $((mib + 512))\" >> \"$STATE/hogs\"\n{}\n\
                  echo \"gpu-hog: pid $$ holds $((mib * 1048576)) bytes on CUDA device 0\"\n\
                  trap 'exit 0' TERM INT\nwhile :; do sleep 1 & wait $!; done\n",
@@ -79,6 +79,9 @@ impl Kit {
                  case \"$*\" in\n\
                  *--query-gpu=index,memory.total,memory.used*) echo \"0, 143771, $used\";;\n\
                  *--query-compute-apps=pid,used_memory*) while read -r pid mib; do echo \"$pid, $((mib + {skew_mib}))\"; done < \"$STATE/hogs\";;\n\
+                 *--query-compute-apps=pid,gpu_bus_id,used_memory*) while read -r pid mib; do echo \"$pid, 00000000:18:00.0, $mib\"; done < \"$STATE/hogs\";;\n\
+                 *--query-gpu=index,pci.bus_id,name,driver_version*) echo '0, 00000000:18:00.0, NVIDIA H200, 570.133.20';;\n\
+                 *--query-gpu=index\\ --format*) echo 0;;\n\
                  *-L*) echo 'GPU 0: NVIDIA H200 (UUID: GPU-4e3f2a1b-0c9d-8e7f-6a5b-4c3d2e1f0a9b)';;\n\
                  *) echo 'NVIDIA-SMI (a stand-in)';;\nesac\n"
             ),
@@ -137,14 +140,35 @@ fn a_run_that_agrees_passes_and_leaves_report_recording_and_screens() {
         "{report}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The context alone first, then the two holders.
     let pids = holders(&kit);
-    assert_eq!(pids.len(), 2);
+    assert_eq!(pids.len(), 3);
+    let contexts = std::fs::read_to_string(dir.join("driver-context.csv")).unwrap();
+    assert_eq!(
+        contexts,
+        format!(
+            "gpu_index,name,pci_bus_id,driver_version,pid,context_mib\n0,NVIDIA H200,00000000:18:00.0,570.133.20,{},512\n",
+            pids[0]
+        )
+    );
+    assert!(
+        report.contains("- PASS: a context measured on each of 1 GPUs"),
+        "{report}"
+    );
+    assert!(report.contains(&contexts), "{report}");
     let compare = std::fs::read_to_string(dir.join("compare.txt")).unwrap();
-    assert!(compare.ends_with("PASSED: 5 checks, 0 failed\n"), "{compare}");
+    assert!(compare.ends_with("PASSED: 6 checks, 0 failed\n"), "{compare}");
+    assert!(
+        compare.contains(&format!(
+            "PASS  holder {} (a context, nothing allocated): gputaskman 512.0 MiB, nvidia-smi 512 MiB",
+            pids[0]
+        )),
+        "{compare}"
+    );
     assert!(
         compare.contains(&format!(
             "PASS  holder {} (5120.0 MiB): gputaskman 5632.0 MiB, nvidia-smi 5632 MiB",
-            pids[1]
+            pids[2]
         )),
         "{compare}"
     );
@@ -161,7 +185,7 @@ fn a_run_that_agrees_passes_and_leaves_report_recording_and_screens() {
     }
     let screen = std::fs::read_to_string(dir.join("live-view-last.txt")).unwrap();
     assert!(
-        screen.contains("NVIDIA H200") && screen.contains("8.53 GiB used of 140.40 GiB"),
+        screen.contains("NVIDIA H200") && screen.contains("9.03 GiB used of 140.40 GiB"),
         "{screen}"
     );
     let recording = std::fs::read_to_string(dir.join("recording.jsonl")).unwrap();
@@ -195,7 +219,7 @@ fn a_size_nvidia_smi_disagrees_with_fails_the_run() {
     let compare = std::fs::read_to_string(dir.join("compare.txt")).unwrap();
     assert_eq!(
         compare.lines().filter(|l| l.starts_with("FAIL  holder")).count(),
-        2,
+        3,
         "{compare}"
     );
     assert!(report.contains("RESULT: FAILED ("), "{report}");

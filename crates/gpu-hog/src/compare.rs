@@ -9,7 +9,9 @@
 //! - every holder (`gpu-hog`) is listed by both, gputaskman's VRAM figure
 //!   within nvidia-smi's rounding of its `used_memory`, and at least what
 //!   the holder allocated, the rest being the CUDA context, which nvidia-smi
-//!   counts the same way and which stays under [`MAX_CONTEXT_OVERHEAD`].
+//!   counts the same way and which stays under [`MAX_CONTEXT_OVERHEAD`]; a
+//!   context-only holder (`PID:context`) must show more than 0, the
+//!   context's own cost.
 //!
 //! Input comes from `--format=csv,noheader,nounits`:
 //! `nvidia-smi --query-gpu=index,memory.total,memory.used` gives
@@ -27,7 +29,7 @@ pub const USED_DRIFT: u64 = 64 * MIB;
 /// loaded); more than this on top of the allocation is not a context.
 pub const MAX_CONTEXT_OVERHEAD: u64 = 1 << 30;
 
-/// A process that allocated `bytes` of device memory.
+/// A process that allocated `bytes` of device memory (0: a context alone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Holder {
     pub pid: u32,
@@ -37,14 +39,19 @@ pub struct Holder {
 impl std::str::FromStr for Holder {
     type Err = String;
 
-    /// `PID:SIZE`, e.g. `4242:2GiB`.
+    /// `PID:SIZE`, e.g. `4242:2GiB`, or `PID:context` for a holder of a
+    /// context alone.
     fn from_str(text: &str) -> Result<Holder, String> {
         let (pid, size) = text
             .split_once(':')
-            .ok_or_else(|| format!("{text:?}: give PID:SIZE, e.g. 4242:2GiB"))?;
+            .ok_or_else(|| format!("{text:?}: give PID:SIZE, e.g. 4242:2GiB, or PID:context"))?;
         Ok(Holder {
             pid: pid.trim().parse().map_err(|_| format!("{pid:?}: not a PID"))?,
-            bytes: crate::parse_size(size)?,
+            bytes: if size.trim() == "context" {
+                0
+            } else {
+                crate::parse_size(size)?
+            },
         })
     }
 }
@@ -217,7 +224,10 @@ pub fn compare(snapshot: &Value, smi_gpus: &str, smi_apps: &str, holders: &[Hold
         })
         .collect();
     for holder in holders {
-        let what = format!("holder {} ({})", holder.pid, mib(holder.bytes));
+        let what = match holder.bytes {
+            0 => format!("holder {} (a context, nothing allocated)", holder.pid),
+            bytes => format!("holder {} ({})", holder.pid, mib(bytes)),
+        };
         let theirs = apps
             .iter()
             .find(|(pid, _)| *pid == u64::from(holder.pid))
@@ -252,7 +262,9 @@ pub fn compare(snapshot: &Value, smi_gpus: &str, smi_apps: &str, holders: &[Hold
             }
         };
         let overhead = ours.checked_sub(holder.bytes);
-        let pass = within_rounding(ours, theirs) && overhead.is_some_and(|o| o <= MAX_CONTEXT_OVERHEAD);
+        // A context costs something: 0 for a context-only holder means the
+        // figure is not its.
+        let pass = within_rounding(ours, theirs) && overhead.is_some_and(|o| o <= MAX_CONTEXT_OVERHEAD && o > 0);
         report.check(
             pass,
             what,
@@ -282,6 +294,7 @@ mod tests {
         assert!("42".parse::<Holder>().is_err());
         assert!("x:2GiB".parse::<Holder>().is_err());
         assert!("42:2GB".parse::<Holder>().is_err());
+        assert_eq!("42:context".parse(), Ok(Holder { pid: 42, bytes: 0 }));
     }
 
     #[test]
@@ -303,6 +316,24 @@ mod tests {
         assert!(within_rounding(81559 * MIB - MIB / 2, 81559));
         assert!(!within_rounding(81560 * MIB, 81559));
         assert!(!within_rounding(81558 * MIB, 81559));
+    }
+
+    #[test]
+    fn a_context_only_holder_passes_with_its_cost_and_fails_with_none() {
+        let snapshot = |vram: u64| {
+            serde_json::json!({
+                "devices": [{"index": 0, "backend": "nvml", "memory_total_bytes": 1000 * MIB, "memory_used_bytes": 500 * MIB}],
+                "processes": [{"pid": 7, "gpu": [{"source": "nvml", "vram_bytes": vram}]}]
+            })
+        };
+        let context = [Holder { pid: 7, bytes: 0 }];
+        let report = compare(&snapshot(500 * MIB), "0, 1000, 500", "7, 500", &context);
+        assert!(report.passed(), "{}", report.render());
+        assert!(report.render().contains(
+            "PASS  holder 7 (a context, nothing allocated): gputaskman 500.0 MiB, nvidia-smi 500 MiB; context overhead 500.0 MiB"
+        ));
+        let report = compare(&snapshot(0), "0, 1000, 500", "7, 0", &context);
+        assert_eq!(report.failures(), 1, "{}", report.render());
     }
 
     #[test]

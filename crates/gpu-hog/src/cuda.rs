@@ -108,6 +108,8 @@ impl Cuda {
 
     /// cuInit, cuDeviceGet, cuCtxCreate_v2, cuMemAlloc_v2 of `bytes`, and a
     /// cuMemsetD8_v2 over them so that every page is really the device's.
+    /// With `bytes` 0 nothing is allocated: the process holds its context
+    /// alone, what the driver costs before any buffer.
     pub fn hold(&self, device: i32, bytes: u64) -> Result<Held<'_>, Failure> {
         let init = self.symbol::<unsafe extern "C" fn(c_uint) -> CuResult>("cuInit")?;
         let device_get = self.symbol::<unsafe extern "C" fn(*mut CuDevice, c_int) -> CuResult>("cuDeviceGet")?;
@@ -131,8 +133,10 @@ impl Cuda {
                 bytes,
                 device,
             };
-            self.check("cuMemAlloc_v2", alloc(&mut held.pointer, size))?;
-            self.check("cuMemsetD8_v2", memset(held.pointer, 0xA5, size))?;
+            if size > 0 {
+                self.check("cuMemAlloc_v2", alloc(&mut held.pointer, size))?;
+                self.check("cuMemsetD8_v2", memset(held.pointer, 0xA5, size))?;
+            }
             Ok(held)
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! - `gpu-hog SIZE`: holds SIZE bytes of device memory through the CUDA
 //!   driver API, loaded at run time from `libcuda.so.1` (no CUDA toolkit),
-//!   until SIGTERM or SIGINT ([`cuda`]);
+//!   until SIGTERM or SIGINT ([`cuda`]); `gpu-hog --context-only` holds a
+//!   context alone, the driver's own cost;
 //! - `gpu-check`: compares a `gputaskman --json` snapshot with what
 //!   `nvidia-smi` says of the same moment ([`compare`]), so the check is a
 //!   pure function tested here with canned `nvidia-smi` output.

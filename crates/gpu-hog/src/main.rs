@@ -1,5 +1,6 @@
 //! `gpu-hog SIZE [--device N]`: holds SIZE of device memory until SIGTERM
-//! or SIGINT. See crates/gpu-hog/src/lib.rs.
+//! or SIGINT; `gpu-hog --context-only` holds a CUDA context and allocates
+//! nothing. See crates/gpu-hog/src/lib.rs.
 
 use clap::Parser;
 use gpu_hog::cuda::{block_stop_signals, wait_for_stop, Cuda};
@@ -11,8 +12,12 @@ use gpu_hog::cuda::{block_stop_signals, wait_for_stop, Cuda};
 )]
 struct Args {
     /// How much: 2GiB, 512MiB, or bytes.
-    #[arg(value_parser = gpu_hog::parse_size)]
-    size: u64,
+    #[arg(value_parser = gpu_hog::parse_size, required_unless_present = "context_only")]
+    size: Option<u64>,
+    /// Create the context and allocate nothing: what the driver alone
+    /// costs a process (scripts/device-check.sh records it per GPU).
+    #[arg(long, conflicts_with = "size")]
+    context_only: bool,
     /// The CUDA device ordinal (as CUDA_VISIBLE_DEVICES leaves them).
     #[arg(long, default_value_t = 0)]
     device: i32,
@@ -33,7 +38,7 @@ fn main() {
 
 fn run(args: &Args, stop: &libc::sigset_t) -> Result<(), gpu_hog::cuda::Failure> {
     let cuda = Cuda::load(args.lib.as_deref())?;
-    let held = cuda.hold(args.device, args.size)?;
+    let held = cuda.hold(args.device, args.size.unwrap_or(0))?;
     // The line scripts wait for.
     println!(
         "gpu-hog: pid {} holds {} bytes on CUDA device {}",
