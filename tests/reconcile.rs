@@ -55,6 +55,17 @@ fn a_real_servers_measured_vram_is_set_against_its_parts_and_the_rest_is_named()
     assert!(buffers.len() >= 5, "{p:#}");
     assert!(buffers.iter().all(|b| b["device_memory"] == false), "{p:#}");
 
+    // llama.cpp's own breakdown table: the one its --fit dry run printed at
+    // start is a projection; the allocation's comes at exit, so a running
+    // server has none yet (and none of an earlier run is taken for it).
+    let breakdown = &p["models"][0]["reported"]["memory_breakdown"];
+    assert_eq!(breakdown["projected"]["rows"][0]["device"], "Host", "{p:#}");
+    assert!(
+        breakdown["projected"]["rows"][0]["model_mib"].as_u64().unwrap() >= 200,
+        "{breakdown:#}"
+    );
+    assert_eq!(breakdown["allocated"], Value::Null, "{breakdown:#}");
+
     let rows = p["reconciliation"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{p:#}");
     let r = &rows[0];

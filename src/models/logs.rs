@@ -123,6 +123,9 @@ pub struct LogReport {
     pub model_path: Option<String>,
     /// Whether the weights were memory-mapped, from the loader's own line.
     pub mmap: Option<bool>,
+    /// llama.cpp's memory-breakdown tables, allocation and `--fit`
+    /// projection apart (super::breakdown).
+    pub memory_breakdown: super::breakdown::MemoryBreakdown,
 }
 
 impl LogReport {
@@ -169,6 +172,7 @@ pub fn parse_log(text: &str) -> LogReport {
             parser.line(line);
         }
     }
+    parser.report.memory_breakdown = super::breakdown::parse(text);
     parser.report
 }
 

@@ -12,6 +12,7 @@
 //! name any file, so that word is no source.
 
 pub mod access;
+pub mod breakdown;
 pub mod budget;
 pub mod cmdline;
 mod hf_folder;
@@ -1149,6 +1150,7 @@ impl Discovery {
                 total_bytes: None,
                 device_bytes: None,
                 source: format!("log:{source}"),
+                memory_breakdown: (!report.memory_breakdown.is_empty()).then(|| report.memory_breakdown.clone()),
                 buffers: report
                     .buffers
                     .iter()

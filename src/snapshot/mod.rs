@@ -585,6 +585,11 @@ pub struct ModelReported {
     /// the split that matters.
     #[serde(default)]
     pub buffers: Vec<ReportedBuffer>,
+    /// llama.cpp's memory-breakdown table (`common_memory_breakdown_print`):
+    /// the allocation and the `--fit` projection, never mixed; absent when
+    /// the log printed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_breakdown: Option<crate::models::breakdown::MemoryBreakdown>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -108,6 +108,7 @@ pub fn qwen() -> Model {
             total_bytes: None,
             device_bytes: None,
             source: "log:/home/ana/llama.log".into(),
+            memory_breakdown: None,
             buffers: vec![
                 buffer("CUDA0", "model", WEIGHTS, true),
                 buffer("CPU_Mapped", "model", 157 * MIB, false),
