@@ -115,6 +115,16 @@ fn text(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).trim().to_string()).filter(|t| !t.is_empty())
 }
 
+/// The id of the system Docker container process `pid` runs in, for its
+/// json-file log (src/models/log_sources.rs); None outside one and in a
+/// rootless one: a user's delegated cgroups can be named anything, so a
+/// process of theirs could borrow another container's id.
+pub fn docker_id(proc_root: &Path, pid: u32) -> Option<String> {
+    let cgroup = read_capped(&proc_root.join(pid.to_string()).join("cgroup"), CGROUP_CAP).ok()?;
+    let place = placement(&String::from_utf8_lossy(&cgroup))?;
+    (place.runtime == "docker" && place.user.is_none()).then_some(place.id)
+}
+
 /// Names the containers of processes; `root` is where the runtimes' files
 /// are (`/`; tests point it at fixtures).
 pub struct Namer {

@@ -16,6 +16,7 @@ pub mod breakdown;
 pub mod budget;
 pub mod cmdline;
 mod hf_folder;
+pub mod log_sources;
 pub mod logs;
 pub mod probe;
 pub mod runtimes;
@@ -1047,7 +1048,10 @@ impl Discovery {
                 Err(e) => notes.push(format!("log {} not readable: {e}", path.display())),
             }
         }
-        None
+        let (source, text) = log_sources::elsewhere(&self.root, info.pid, info.ppid, notes)?;
+        let report = logs::parse_log(&text);
+        (!report.buffers.is_empty() || !report.kv_caches.is_empty() || !report.ollama_memory.is_empty())
+            .then_some((source, report))
     }
 
     /// A model in Ollama's folder: its header, when its blob is here; no
