@@ -5,7 +5,9 @@
 //! context is an estimate, and the rest is unexplained and large, value by
 //! value, in `--json` (valid against the schema) and `--once`. Needs
 //! GPUTASKMAN_TEST_PYTHON and GPUTASKMAN_GEMMA_GGUF (scripts/test.sh sets
-//! them); without them the test says SKIPPED and passes.
+//! them); without them that test says SKIPPED and passes. A second test
+//! gives a stand-in process a CUDA build's log on its stderr: its device
+//! buffers are the parts, its host buffers are left out, value by value.
 
 mod common;
 
@@ -120,4 +122,94 @@ fn a_real_servers_measured_vram_is_set_against_its_parts_and_the_rest_is_named()
         text.contains("large rest; likely: the runtime's log puts every buffer in host memory"),
         "{text}"
     );
+}
+
+/// A process named llama-server whose stderr is a log with a CUDA build's
+/// buffer lines (the capture the product is modelled on: Qwen3-0.6B Q8_0,
+/// -c 4096), waiting on its stdin; killed when dropped.
+struct LoggedServer {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+const CUDA_LOG: &str = "\
+load_tensors: offloaded 29/29 layers to GPU
+load_tensors:        CUDA0 model buffer size =   604.15 MiB
+load_tensors:   CPU_Mapped model buffer size =   235.16 MiB
+llama_context:  CUDA_Host  output buffer size =     0.58 MiB
+llama_kv_cache:        CUDA0 KV buffer size =   448.00 MiB
+sched_reserve:      CUDA0 compute buffer size =   300.75 MiB
+sched_reserve:  CUDA_Host compute buffer size =    16.01 MiB
+";
+
+impl LoggedServer {
+    fn start() -> LoggedServer {
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("llama-server");
+        std::os::unix::fs::symlink("/bin/sh", &exe).unwrap();
+        let log = dir.path().join("llama.log");
+        std::fs::write(&log, CUDA_LOG).unwrap();
+        let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/gguf/qwen3-0.6b-shape.gguf");
+        let child = std::process::Command::new(&exe)
+            .args(["-c", "read _", "llama-server", "-m"])
+            .arg(&model)
+            .args(["-c", "4096"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::fs::OpenOptions::new().append(true).open(&log).unwrap())
+            .spawn()
+            .unwrap();
+        LoggedServer { child, _dir: dir }
+    }
+}
+
+impl Drop for LoggedServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_cuda_servers_logged_device_buffers_are_its_parts_and_host_buffers_are_not() {
+    let server = LoggedServer::start();
+    let pid = server.child.id();
+    let measured = 1700 * MIB;
+    let mut scenario = rtx_4090(pid);
+    scenario["devices"][0]["compute_processes"][0]["used_memory"] = json!(measured);
+    let s = Scenario::new(&scenario).json(&["--json"]);
+    let p = common::process(&s, pid);
+    let rows = p["reconciliation"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{p:#}");
+    let r = &rows[0];
+    let mib = |x: f64| (x * MIB as f64).round() as u64;
+    let figures: Vec<(&str, u64, &str)> = r["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["kind"].as_str().unwrap(),
+                x["bytes"].as_u64().unwrap(),
+                x["provenance"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // CPU_Mapped weights, the pinned CUDA_Host output and compute buffers
+    // are system RAM: not in the device's equation.
+    assert_eq!(
+        figures,
+        [
+            ("weights", mib(604.15), "reported"),
+            ("kv", 448 * MIB, "reported"),
+            ("compute", mib(300.75), "reported"),
+            ("output", 0, "reported"),
+            ("context", 256 * MIB, "estimated"),
+        ]
+    );
+    let reported = mib(604.15) + 448 * MIB + mib(300.75);
+    assert_eq!(r["reported_bytes"], reported);
+    assert_eq!(r["estimated_bytes"], 256 * MIB);
+    assert_eq!(r["unexplained_bytes"], measured - reported - 256 * MIB);
+    assert_eq!(r["large"], false);
+    assert_eq!(r["likely_causes"], json!([]));
 }
