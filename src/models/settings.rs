@@ -84,7 +84,14 @@ pub(super) fn resolve_settings(
             per_seq = Some((all / streams, t_src.max(u_src).max(s_src)));
         }
     }
-    let total = total.or(launch.ctx.filter(|c| *c > 0).map(|c| (c, Argv)));
+    // `-c` is the total itself (llama.cpp's `n_ctx`, padded later by the
+    // estimate); a total derived from a layout that was only assumed is
+    // weaker than it: `-c 8192` stays `argv`, not `default`.
+    let given = launch.ctx.filter(|c| *c > 0).map(|c| (c, Argv));
+    let total = match (total, given) {
+        (Some((_, derived)), Some(given)) if derived > Argv => Some(given),
+        (total, given) => total.or(given),
+    };
     ModelSettings {
         context_total: total.map(|(v, _)| v),
         context_per_seq: per_seq.map(|(v, _)| v),
@@ -176,7 +183,8 @@ mod tests {
             ),
             (Some(8192), Some(4096), Some(2), Some(false))
         );
-        assert_eq!(split.sources.context_total, Some(SettingSource::Default));
+        // The total is what -c says, not the product of an assumed layout.
+        assert_eq!(split.sources.context_total, Some(SettingSource::Argv));
         assert_eq!(split.sources.context_per_seq, Some(SettingSource::Api));
         let auto = resolve_settings(
             &launch(&["llama-server", "-c", "4096"]),
@@ -194,6 +202,26 @@ mod tests {
             (Some(4096), Some(4096), Some(4), Some(true))
         );
         assert!(notes.iter().any(|n| n.contains("PR #16736")), "{notes:?}");
+        // As the trial saw it: `-c 8192`, no -np, a llama-server whose
+        // /props says 8192 a slot and 4 slots; the total was tagged
+        // `default` (derived through the assumed unified layout).
+        let trial = resolve_settings(
+            &launch(&["llama-server", "-c", "8192"]),
+            Some(&state(8192, 4)),
+            None,
+            &mut notes,
+        );
+        assert_eq!(
+            (trial.context_total, trial.sources.context_total),
+            (Some(8192), Some(SettingSource::Argv))
+        );
+        assert_eq!(trial.sources.context_per_seq, Some(SettingSource::Api));
+        // Without -c the derived total keeps the weakest source it came from.
+        let derived = resolve_settings(&launch(&["llama-server"]), Some(&state(8192, 4)), None, &mut notes);
+        assert_eq!(
+            (derived.context_total, derived.sources.context_total),
+            (Some(8192), Some(SettingSource::Default))
+        );
         // The log, where there is one, settles what the API cannot say.
         let log = logs::parse_log("llama_context: n_ctx = 8192\nllama_context: kv_unified = true\n");
         let said = resolve_settings(
