@@ -167,13 +167,11 @@ mod tests {
             total_slots: Some(slots),
             ..ServerState::default()
         };
+        let with_api = |argv: &[&str], (per_slot, slots), notes: &mut Vec<String>| {
+            resolve_settings(&launch(argv), Some(&state(per_slot, slots)), None, notes)
+        };
         let mut notes = Vec::new();
-        let split = resolve_settings(
-            &launch(&["llama-server", "-c", "8192", "-np", "2"]),
-            Some(&state(4096, 2)),
-            None,
-            &mut notes,
-        );
+        let split = with_api(&["llama-server", "-c", "8192", "-np", "2"], (4096, 2), &mut notes);
         assert_eq!(
             (
                 split.context_total,
@@ -186,12 +184,7 @@ mod tests {
         // The total is what -c says, not the product of an assumed layout.
         assert_eq!(split.sources.context_total, Some(SettingSource::Argv));
         assert_eq!(split.sources.context_per_seq, Some(SettingSource::Api));
-        let auto = resolve_settings(
-            &launch(&["llama-server", "-c", "4096"]),
-            Some(&state(4096, 4)),
-            None,
-            &mut notes,
-        );
+        let auto = with_api(&["llama-server", "-c", "4096"], (4096, 4), &mut notes);
         assert_eq!(
             (
                 auto.context_total,
@@ -205,19 +198,14 @@ mod tests {
         // As the trial saw it: `-c 8192`, no -np, a llama-server whose
         // /props says 8192 a slot and 4 slots; the total was tagged
         // `default` (derived through the assumed unified layout).
-        let trial = resolve_settings(
-            &launch(&["llama-server", "-c", "8192"]),
-            Some(&state(8192, 4)),
-            None,
-            &mut notes,
-        );
+        let trial = with_api(&["llama-server", "-c", "8192"], (8192, 4), &mut notes);
         assert_eq!(
             (trial.context_total, trial.sources.context_total),
             (Some(8192), Some(SettingSource::Argv))
         );
         assert_eq!(trial.sources.context_per_seq, Some(SettingSource::Api));
         // Without -c the derived total keeps the weakest source it came from.
-        let derived = resolve_settings(&launch(&["llama-server"]), Some(&state(8192, 4)), None, &mut notes);
+        let derived = with_api(&["llama-server"], (8192, 4), &mut notes);
         assert_eq!(
             (derived.context_total, derived.sources.context_total),
             (Some(8192), Some(SettingSource::Default))
