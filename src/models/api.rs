@@ -14,7 +14,7 @@ use super::round::{ProcessKey, Round};
 use super::runtimes::{self, llamacpp::ServerState};
 use super::sockets;
 use crate::procs::ProcInfo;
-use crate::snapshot::ModelReported;
+use crate::snapshot::{ModelReported, NameSource};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -48,6 +48,8 @@ pub(super) struct ApiModel {
     /// The file, when the API names one (Ollama: when its blob is here).
     pub(super) path: Option<PathBuf>,
     pub(super) name: Option<String>,
+    /// What `name` is: Ollama's tag, or another runtime's name for it.
+    pub(super) name_source: Option<NameSource>,
     /// What the API says of a model it names without a file (LM Studio).
     pub(super) architecture: Option<String>,
     pub(super) file_type: Option<String>,
@@ -76,7 +78,8 @@ pub(super) struct ApiAnswer {
     /// Token rates from the last two counter samples.
     rates: TokenRates,
     pub(super) models: Vec<ApiModel>,
-    /// Ollama: the models in its models folder.
+    /// Ollama: the models in its models folder (`ollama serve` lists
+    /// them; a runner's blob takes its tag from them).
     pub(super) installed: Vec<Installed>,
     pub(super) notes: Vec<String>,
 }
@@ -244,7 +247,16 @@ impl Apis {
     }
 
     fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, round: &Round, access: &Access) -> ApiAnswer {
-        let mut answer = ApiAnswer::default();
+        let api = Api::for_runtimes(&info.runtimes);
+        let mut answer = ApiAnswer {
+            // What Ollama has pulled, by tag: `ollama serve` lists it, and
+            // a runner's blob is named by it.
+            installed: match api {
+                Api::Ollama => ollama_folder::installed(),
+                _ => Vec::new(),
+            },
+            ..ApiAnswer::default()
+        };
         let table = round.listening.get_or_init(|| sockets::listening(&self.root));
         let mut addrs = match sockets::listening_of(&self.root, info.pid, table) {
             Ok(addrs) => addrs,
@@ -259,7 +271,6 @@ impl Apis {
         answer.listen_ports = Some(ports);
         addrs.sort_by_key(|a| (launch.port != Some(a.port()), a.port()));
         addrs.dedup_by_key(|a| a.port());
-        let api = Api::for_runtimes(&info.runtimes);
         if matches!(api, Api::Ollama) {
             // `ollama runner --model BLOB` serves Ollama alone (/completion),
             // never /api/ps: its model is paired with `ollama serve`'s list
@@ -267,7 +278,6 @@ impl Apis {
             if !launch.model_paths.is_empty() {
                 return answer;
             }
-            answer.installed = ollama_folder::installed();
         }
         let key = launch.api_key.as_deref();
         for listen in addrs.into_iter().take(MAX_PORTS) {
@@ -283,6 +293,7 @@ impl Apis {
                     answer.models = vec![ApiModel {
                         path: state.model_path.as_ref().map(PathBuf::from),
                         name: state.model_alias.clone(),
+                        name_source: Some(NameSource::Api),
                         ..ApiModel::default()
                     }];
                     answer.server = Some(state);
@@ -359,6 +370,7 @@ impl Apis {
                     .find(|i| m.name.as_deref().or(m.model.as_deref()) == Some(i.name.as_str()))
                     .and_then(|i| i.blob.clone()),
                 name: m.name.clone().or(m.model.clone()),
+                name_source: Some(NameSource::OllamaTag),
                 architecture: m.family.clone(),
                 file_type: m.quantization_level.clone(),
                 context: m.context_length,
@@ -398,6 +410,7 @@ impl Apis {
             .filter(|m| m.loaded)
             .map(|m| ApiModel {
                 name: m.id,
+                name_source: Some(NameSource::Api),
                 architecture: m.arch,
                 file_type: m.quantization,
                 context: m.loaded_context_length,
@@ -461,6 +474,7 @@ impl Apis {
                 ApiModel {
                     path: None,
                     name: m.id,
+                    name_source: Some(NameSource::Api),
                     architecture: None,
                     file_type: None,
                     context: m.max_model_len,

@@ -13,11 +13,11 @@ use super::estimate;
 use super::evidence::{add, add_api_paths, is_confirmed, Evidence, Found};
 use super::log_file;
 use super::logs;
-use super::ollama_folder::Installed;
+use super::ollama_folder::{self, Installed};
 use super::round::{Listening, ProcessKey, Round, RoundCache};
 use super::settings::resolve_settings;
 use crate::procs::ProcInfo;
-use crate::snapshot::{Model, ModelEstimate, SettingSource};
+use crate::snapshot::{Model, ModelEstimate, NameSource, SettingSource};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -349,46 +349,38 @@ impl Discovery {
                 model
             })
             .collect();
-        // Models the API names without a file here (Ollama names whose blob
-        // is elsewhere, vLLM repositories, LM Studio ids).
-        for api in answer.models.iter().filter(|m| m.path.is_none()) {
-            models.push(Model {
-                name: api.name.clone(),
-                architecture: api.architecture.clone(),
-                file_type: api.file_type.clone(),
-                evidence: vec![Evidence::Api.as_str().into()],
-                context: api.context,
-                server_url: answer.server_url.clone(),
-                estimate: (api.kv_bytes_per_token.is_some() || api.weights_bytes.is_some()).then(|| ModelEstimate {
-                    weights_bytes: api.weights_bytes,
-                    kv_bytes_per_token: api.kv_bytes_per_token,
-                    ..ModelEstimate::default()
-                }),
-                reported: api.reported.clone(),
-                activity: api.activity.clone(),
-                ..Model::default()
-            });
+        models.extend(models_without_file(&answer));
+        if launch.model_paths.is_empty() {
+            // What Ollama has pulled but not loaded: named, never confirmed.
+            let installed = self.not_loaded(&answer, &models, round);
+            models.extend(installed);
+        } else {
+            // An Ollama runner's blob, named by Ollama's tag for it.
+            ollama_folder::name_by_tag(&mut models, &answer.installed);
         }
-        // What Ollama has pulled but not loaded: named, never confirmed.
-        let loaded = |i: &Installed| {
-            answer.models.iter().any(|m| m.name.as_deref() == Some(i.name.as_str()))
-                || models
-                    .iter()
-                    .any(|m| i.blob.is_some() && m.path == i.blob.as_ref().map(|b| b.display().to_string()))
-        };
-        let installed: Vec<Model> = answer
-            .installed
-            .iter()
-            .filter(|i| !loaded(i))
-            .map(|i| self.installed_model(i, round))
-            .collect();
-        models.extend(installed);
         Discovered {
             models,
             notes,
             listen_ports: answer.listen_ports.clone(),
             pending: false,
         }
+    }
+
+    /// What Ollama has pulled (`answer.installed`) but not loaded: neither
+    /// its API nor any model found names it.
+    fn not_loaded(&self, answer: &ApiAnswer, models: &[Model], round: &Round) -> Vec<Model> {
+        let loaded = |i: &Installed| {
+            answer.models.iter().any(|m| m.name.as_deref() == Some(i.name.as_str()))
+                || models
+                    .iter()
+                    .any(|m| i.blob.is_some() && m.path == i.blob.as_ref().map(|b| b.display().to_string()))
+        };
+        answer
+            .installed
+            .iter()
+            .filter(|i| !loaded(i))
+            .map(|i| self.installed_model(i, round))
+            .collect()
     }
 
     /// Whether `path` is a GGUF file, by its magic bytes (Ollama's blobs have
@@ -450,6 +442,7 @@ impl Discovery {
             model.path = Some(blob.display().to_string());
         }
         model.name = Some(installed.name.clone());
+        model.name_source = Some(NameSource::OllamaTag);
         model.evidence = vec![Evidence::Installed.as_str().into()];
         model
     }
@@ -497,8 +490,8 @@ impl Discovery {
                 estimate::describe_header(&mut model, m);
                 // What the runtime calls it (Ollama's tag, llama.cpp's
                 // alias) is the name its users know.
-                if let Some(name) = api.and_then(|a| a.name.clone()) {
-                    model.name = Some(name);
+                if let Some(api) = api.filter(|a| a.name.is_some()) {
+                    (model.name, model.name_source) = (api.name.clone(), api.name_source);
                 }
                 match estimate::estimate(m, &mut settings) {
                     Ok((estimate, context)) => {
@@ -518,6 +511,31 @@ impl Discovery {
         model.settings = Some(settings);
         model
     }
+}
+
+/// The models an API names without a file here (Ollama names whose blob is
+/// elsewhere, vLLM repositories, LM Studio ids).
+fn models_without_file(answer: &ApiAnswer) -> Vec<Model> {
+    let api_only = answer.models.iter().filter(|m| m.path.is_none());
+    api_only
+        .map(|api| Model {
+            name: api.name.clone(),
+            name_source: api.name.as_ref().and(api.name_source),
+            architecture: api.architecture.clone(),
+            file_type: api.file_type.clone(),
+            evidence: vec![Evidence::Api.as_str().into()],
+            context: api.context,
+            server_url: answer.server_url.clone(),
+            estimate: (api.kv_bytes_per_token.is_some() || api.weights_bytes.is_some()).then(|| ModelEstimate {
+                weights_bytes: api.weights_bytes,
+                kv_bytes_per_token: api.kv_bytes_per_token,
+                ..ModelEstimate::default()
+            }),
+            reported: api.reported.clone(),
+            activity: api.activity.clone(),
+            ..Model::default()
+        })
+        .collect()
 }
 
 /// Ollama's runners (`ollama runner --model BLOB`) are asked nothing:
@@ -543,7 +561,9 @@ fn pair_ollama_runners(infos: &[&ProcInfo], launches: &HashMap<u32, bool>, out: 
                 m.evidence.insert(0, Evidence::Api.as_str().into());
             }
             m.confirmed = is_confirmed(&m.evidence);
-            m.name = s.name.clone().or(m.name.take());
+            if s.name.is_some() {
+                (m.name, m.name_source) = (s.name.clone(), s.name_source);
+            }
             m.server_url = s.server_url.clone();
             m.reported = m.reported.take().or(s.reported.clone());
             m.activity = m.activity.take().or(s.activity.clone());

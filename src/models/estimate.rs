@@ -4,12 +4,13 @@
 //! summed into measured totals (shared/DESIGN.md).
 
 use super::logs;
-use crate::snapshot::{Model, ModelEstimate, ModelReported, ModelSettings, ReportedBuffer};
+use crate::snapshot::{Model, ModelEstimate, ModelReported, ModelSettings, NameSource, ReportedBuffer};
 
 /// What a model file's header says of it.
 pub(super) fn describe_header(model: &mut Model, m: &gguf::Model) {
     let info = m.info();
     model.name = info.name.clone();
+    model.name_source = model.name.as_ref().map(|_| NameSource::Header);
     model.architecture = info.architecture.clone();
     model.kind = Some(info.kind.as_str().to_string());
     model.params = info.params;

@@ -2,6 +2,7 @@
 //! naming its model (`host/namespace/model:tag`) and its blob.
 
 use super::runtimes;
+use crate::snapshot::{Model, NameSource};
 use gguf::regular_file;
 use std::path::{Path, PathBuf};
 
@@ -81,4 +82,23 @@ pub(super) fn installed() -> Vec<Installed> {
     }
     found.sort_by(|a, b| a.name.cmp(&b.name));
     found
+}
+
+/// Names each model whose file is one of `installed`'s blobs by its tag
+/// (the first by name, when several tags share a blob), unless it has one.
+/// A blob is named by its content (`sha256-<hex>`), so the same file name
+/// is the same blob wherever the process sees the folder.
+pub(super) fn name_by_tag(models: &mut [Model], installed: &[Installed]) {
+    for model in models
+        .iter_mut()
+        .filter(|m| m.name_source != Some(NameSource::OllamaTag))
+    {
+        let Some(file) = model.path.as_deref().and_then(|p| Path::new(p).file_name()) else {
+            continue;
+        };
+        let blob_of = |i: &&Installed| i.blob.as_deref().and_then(Path::file_name) == Some(file);
+        if let Some(tagged) = installed.iter().find(blob_of) {
+            (model.name, model.name_source) = (Some(tagged.name.clone()), Some(NameSource::OllamaTag));
+        }
+    }
 }
