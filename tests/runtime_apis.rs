@@ -174,6 +174,7 @@ fn ollama_lists_installed_models_and_pairs_its_runner_by_blob() {
     assert_eq!(r[0]["evidence"], serde_json::json!(["api", "cmdline"]));
     assert_eq!(r[0]["confirmed"], true, "api and cmdline");
     assert_eq!(r[0]["name"], "llama3.1:8b");
+    assert_eq!(r[0]["name_source"], "ollama-tag");
     assert_eq!(r[0]["architecture"], "qwen3");
     assert_eq!(r[0]["reported"]["total_bytes"], 6_654_289_920u64);
     assert_eq!(r[0]["reported"]["device_bytes"], 6_654_289_920u64);
@@ -216,6 +217,44 @@ fn ollama_lists_installed_models_and_pairs_its_runner_by_blob() {
     assert_eq!(m[3]["architecture"], "gemma3", "read from the blob's header");
     assert!(m[3]["params"].as_u64().unwrap() > 0, "{:#}", m[3]);
     assert_eq!(m[4]["path"], Value::Null, "its blob is gone");
+}
+
+/// A runner whose `ollama serve` is not seen (another user's, or not
+/// answering): its blob is still named by the tag whose manifest names it
+/// (`llama3.1:8b`, not `sha256-aaaa…`); a blob no manifest names takes the
+/// header's `general.name`, and the JSON says which each is.
+#[test]
+fn an_ollama_runner_alone_is_named_by_its_tag_from_the_manifests() {
+    let _one = OLLAMA.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("ollama-models");
+    let (llama, _) = ollama_store(&store);
+    let untagged = store.join("blobs").join(format!("sha256-{}", "f".repeat(64)));
+    std::fs::copy(data("gguf/qwen3-0.6b-shape.gguf"), &untagged).unwrap();
+    let runner = |blob: &Path| {
+        let blob = blob.display().to_string();
+        common::Sleeper::spawn(
+            dir.path(),
+            "ollama",
+            &["runner", "--model", &blob, "--ctx-size", "2048", "--port", "40124"],
+        )
+    };
+    let (tagged, bare) = (runner(&llama), runner(&untagged));
+    let s = common::snapshot_without_gpu(&[("OLLAMA_MODELS", &store)]);
+    let m = models(&s, tagged.pid());
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert_eq!(m[0]["path"], llama.display().to_string());
+    assert_eq!(m[0]["name"], "llama3.1:8b", "{:#}", m[0]);
+    assert_eq!(m[0]["name_source"], "ollama-tag");
+    assert_eq!(
+        m[0]["evidence"],
+        serde_json::json!(["cmdline"]),
+        "a manifest is no evidence"
+    );
+    let m = models(&s, bare.pid());
+    assert_eq!(m[0]["name_source"], "header", "{:#}", m[0]);
+    let header_name = m[0]["name"].as_str().expect("the header's general.name");
+    assert!(!header_name.starts_with("sha256-"), "{header_name}");
 }
 
 #[test]

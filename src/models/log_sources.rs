@@ -8,6 +8,8 @@
 //! discovery (each process is discovered on a thread of its own).
 
 use crate::collect::ascend::run;
+use gguf::regular_file;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -121,7 +123,7 @@ pub fn elsewhere(proc_root: &Path, pid: u32, ppid: Option<u32>, notes: &mut Vec<
         return None;
     }
     let tool = journalctl()?;
-    match journal(&tool, &pids, JOURNAL_DEADLINE, super::LOG_TAIL) {
+    match journal(&tool, &pids, JOURNAL_DEADLINE, LOG_TAIL) {
         Ok(text) => Some((format!("journal:_PID={pid}"), text)),
         Err(why) => {
             notes.push(why);
@@ -137,9 +139,37 @@ pub fn elsewhere(proc_root: &Path, pid: u32, ppid: Option<u32>, notes: &mut Vec<
 pub fn docker_log(proc_root: &Path, fs_root: &Path, pid: u32) -> Option<Result<(String, String), String>> {
     let id = crate::collect::containers::docker_id(proc_root, pid)?;
     let path = docker_log_path(fs_root, &id).filter(|p| p.symlink_metadata().is_ok())?;
-    Some(match super::read_tail(&path, super::LOG_TAIL) {
+    Some(match read_tail(&path, LOG_TAIL) {
         Ok(lines) => Ok((format!("docker:{}", path.display()), docker_log_text(&lines))),
         Err(e) => Err(format!("docker log {} not readable: {e}", path.display())),
+    })
+}
+
+/// The most of a log that is read, from its end.
+pub(super) const LOG_TAIL: u64 = 8 << 20;
+
+/// The whole lines among the last `limit` bytes of a file.
+pub(super) fn read_tail(path: &Path, limit: u64) -> std::io::Result<String> {
+    let mut file = regular_file::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(limit);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity((len - start) as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let text = match (start > 0, text.find('\n')) {
+        (true, Some(nl)) => &text[nl + 1..],
+        // The window lies inside one line (or the file was cut and
+        // rewritten shorter while read): no line starts in it.
+        (true, None) => "",
+        (false, _) => &text[..],
+    };
+    // A last line without its newline may still be being written (the
+    // runtime's stdout is block-buffered): `n_ctx_train = 3` of 32768. It
+    // is read whole next time.
+    Ok(match text.rfind('\n') {
+        Some(nl) => text[..=nl].to_string(),
+        None => String::new(),
     })
 }
 

@@ -450,6 +450,9 @@ impl GpuUsage {
 pub struct Model {
     pub path: Option<String>,
     pub name: Option<String>,
+    /// Where `name` came from; null when there is no name.
+    #[serde(default)]
+    pub name_source: Option<NameSource>,
     pub architecture: Option<String>,
     pub kind: Option<String>,
     /// `api`, `mapped`, `cmdline`, `installed`, strongest first.
@@ -475,6 +478,52 @@ pub struct Model {
     /// Why something is missing or surprising.
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// Where a model's name came from.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum NameSource {
+    /// Ollama's tag (`llama3.1:8b`): its manifest names the model's blob,
+    /// or `/api/ps` lists it by that name.
+    OllamaTag,
+    /// What another runtime's API calls it (llama.cpp's alias, LM Studio's
+    /// or vLLM's model id).
+    Api,
+    /// `general.name` in the GGUF header.
+    Header,
+}
+
+impl Model {
+    /// How views name the model (the MODEL column): Ollama's tag where one
+    /// is known; else its file's name without `.gguf`, unless the file is
+    /// named by its content (an Ollama blob, `sha256-<hex>`, which says
+    /// nothing to a reader), where the header's or the API's name comes
+    /// first; else whatever name it has; None without any.
+    pub fn label(&self) -> Option<&str> {
+        let file = self
+            .path
+            .as_deref()
+            .map(|p| p.rsplit(['/', '\\']).next().unwrap_or(p))
+            .map(|f| f.strip_suffix(".gguf").unwrap_or(f));
+        let tag = self
+            .name
+            .as_deref()
+            .filter(|_| self.name_source == Some(NameSource::OllamaTag));
+        let named_by_content = file.is_some_and(is_content_address);
+        match (tag, named_by_content) {
+            (Some(tag), _) => Some(tag),
+            (None, true) => self.name.as_deref().or(file),
+            (None, false) => file.or(self.name.as_deref()),
+        }
+    }
+}
+
+/// An Ollama blob's file name: `sha256-` and 64 hex digits
+/// (server/images.go, GetBlobsPath).
+fn is_content_address(file: &str) -> bool {
+    file.strip_prefix("sha256-")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// What a runtime's API says a model is doing now: *reported* figures and
@@ -786,6 +835,42 @@ pub(crate) mod tests {
         let processes = [process(1, &[(0, Some(u64::MAX - 1))]), process(2, &[(1, Some(2))])];
         let devices = [device(0, None), device(1, None)];
         assert_eq!(Attribution::compute(&devices, &processes).measured_sum_bytes, None);
+    }
+
+    /// The MODEL column's name for a model: an Ollama blob's hash says
+    /// nothing, so Ollama's tag comes first, then the header's name, then
+    /// the file; a file someone named keeps its name.
+    #[test]
+    fn a_model_is_labelled_by_its_tag_else_a_blob_by_its_header_name() {
+        let blob = format!("/usr/share/ollama/.ollama/models/blobs/sha256-{}", "8e".repeat(32));
+        let model = |path: Option<&str>, name: Option<&str>, source| Model {
+            path: path.map(String::from),
+            name: name.map(String::from),
+            name_source: source,
+            ..Model::default()
+        };
+        let tagged = model(Some(&blob), Some("llama3.1:8b"), Some(NameSource::OllamaTag));
+        assert_eq!(tagged.label(), Some("llama3.1:8b"));
+        let header = model(
+            Some(&blob),
+            Some("Meta Llama 3.1 8B Instruct"),
+            Some(NameSource::Header),
+        );
+        assert_eq!(header.label(), Some("Meta Llama 3.1 8B Instruct"));
+        let bare = model(Some(&blob), None, None);
+        assert_eq!(bare.label(), Some(&blob[blob.len() - 71..]));
+        let named = model(
+            Some("/m/Qwen3-8B-Q4_K_M.gguf"),
+            Some("Qwen3 8B"),
+            Some(NameSource::Header),
+        );
+        assert_eq!(named.label(), Some("Qwen3-8B-Q4_K_M"));
+        // Not 64 hex digits: a name someone gave, kept.
+        let short = model(Some("/m/sha256-abc"), Some("x"), Some(NameSource::Header));
+        assert_eq!(short.label(), Some("sha256-abc"));
+        let api = model(None, Some("openai/gpt-oss-20b"), Some(NameSource::Api));
+        assert_eq!(api.label(), Some("openai/gpt-oss-20b"));
+        assert_eq!(model(None, None, None).label(), None);
     }
 
     #[test]

@@ -138,9 +138,8 @@ fn which(program: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{program} not on PATH"))
 }
 
-mod libm;
 #[allow(unused_imports)] // each test binary uses its own subset, as above
-pub use libm::library_named;
+pub use named_lib::library_named;
 
 /// The process entry with this PID.
 pub fn process(snapshot: &serde_json::Value, pid: u32) -> &serde_json::Value {

@@ -94,13 +94,10 @@ pub fn pairing_marker(usages: &[&GpuUsage]) -> &'static str {
     }
 }
 
-/// The model's short name: its file name without `.gguf`, else its name.
+/// The model's short name ([`Model::label`]: Ollama's tag, else its file
+/// name without `.gguf`, else its name).
 pub fn model_name(m: &Model) -> String {
-    if let Some(path) = &m.path {
-        let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
-        return file.strip_suffix(".gguf").unwrap_or(file).to_string();
-    }
-    m.name.clone().unwrap_or_else(|| "n/a".into())
+    m.label().unwrap_or("n/a").to_string()
 }
 
 /// `[api✓]`: the strongest evidence, ✓ when confirmed.

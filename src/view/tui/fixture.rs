@@ -55,6 +55,7 @@ pub fn qwen() -> Model {
     Model {
         path: Some("/models/Qwen3-0.6B-Q8_0.gguf".into()),
         name: Some("Qwen3 0.6B".into()),
+        name_source: Some(crate::snapshot::NameSource::Header),
         architecture: Some("qwen3".into()),
         kind: Some("llm".into()),
         evidence: vec!["api".into(), "mapped".into(), "cmdline".into()],

@@ -576,3 +576,20 @@ fn replay_keys_drive_the_feed_and_seeks_rebuild_the_history() {
     let mut live = App::new(false, false);
     assert_eq!(key(&mut live, '['), Action::None);
 }
+
+/// An Ollama runner's model in the MODEL column: its tag, not its blob's
+/// hash (issue 37, item 5).
+#[test]
+fn an_ollama_blob_shows_its_tag_in_the_model_column() {
+    let mut s = desktop();
+    let llama = s.processes.iter_mut().find(|p| p.pid == 4242).unwrap();
+    let model = &mut llama.models[0];
+    model.path = Some(format!(
+        "/usr/share/ollama/.ollama/models/blobs/sha256-{}",
+        "8e".repeat(32)
+    ));
+    (model.name, model.name_source) = (Some("llama3.1:8b".into()), Some(crate::snapshot::NameSource::OllamaTag));
+    let shown = screen(&mut app_with(s), 160, 30);
+    assert!(shown.contains("llama3.1:8b"), "{shown}");
+    assert!(!shown.contains("sha256-8e8e"), "{shown}");
+}

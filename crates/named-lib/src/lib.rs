@@ -1,6 +1,8 @@
 //! A copy of the system's libm under a runtime's name: a library any
-//! process can load (LD_PRELOAD). Shared by the integration tests (through
-//! tests/common) and the scanner's unit tests (by `#[path]`).
+//! process can load (LD_PRELOAD), so a test process maps a file the
+//! scanner classifies (`libcuda.so.1`, `libllama.so`). One copy for the
+//! library's unit tests (src/procs/linux.rs) and the integration tests
+//! (tests/common), as a dev-dependency of both.
 
 use std::path::{Path, PathBuf};
 
