@@ -30,8 +30,9 @@
 //! (full and sliding-window caches, MLA, per-layer head counts, shared-KV
 //! layers), the recurrent state of Mamba/RWKV and hybrid models, and the
 //! GPU/CPU split of `--n-gpu-layers`; [`fit`] checks it against free GPU
-//! memory. Compute buffers are not included (see [`memory`]).
+//! memory. [`compute`] estimates llama.cpp's compute and output buffers.
 
+pub mod compute;
 mod error;
 mod hparams;
 pub mod memory;
@@ -44,10 +45,13 @@ mod value;
 pub mod walk;
 
 #[cfg(test)]
+mod compute_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
 
+pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
 pub use memory::{
     estimate, fit, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvEstimate,
