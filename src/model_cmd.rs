@@ -66,6 +66,15 @@ pub struct ModelArgs {
           default_value = "auto", default_missing_value = "on")]
     pub flash_attn: FlashAttn,
 
+    /// Logical batch size (llama.cpp's -b)
+    #[arg(long, visible_aliases = ["b", "batch-size"], value_name = "N", default_value_t = 2048,
+          value_parser = crate::cli::count, allow_negative_numbers = true)]
+    pub batch: u32,
+
+    /// Backend whose compute buffer is estimated; default: cuda when an NVIDIA GPU is found, else cpu
+    #[arg(long, value_name = "cpu|cuda|vulkan|metal")]
+    pub backend: Option<gguf::Backend>,
+
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -84,6 +93,7 @@ pub enum FlashAttn {
 /// instances, which are candidates of their own.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GpuFree {
+    pub index: u32,
     pub name: String,
     pub free_bytes: u64,
     pub total_bytes: u64,
@@ -106,6 +116,7 @@ pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snap
         .filter(|d| only.is_none_or(|choice| choice.matches(d)) && !partitioned.contains(&d.index))
         .filter_map(|d| {
             Some(GpuFree {
+                index: d.index,
                 name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),
                 free_bytes: d.memory_free_bytes?,
                 total_bytes: d.memory_total_bytes?,
@@ -118,7 +129,8 @@ pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snap
 /// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
 /// parses. Other arguments pass unchanged.
 pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
-    const SPELLINGS: [(&str, &str); 7] = [
+    const SPELLINGS: [(&str, &str); 8] = [
+        ("-b", "--batch"),
         ("-np", "--parallel"),
         ("-kvu", "--kv-unified"),
         ("-ctk", "--cache-type-k"),
@@ -151,6 +163,23 @@ impl ModelArgs {
             n_gpu_layers: self.n_gpu_layers,
         }
     }
+
+    fn flash(&self) -> gguf::FlashAttn {
+        match self.flash_attn {
+            FlashAttn::On => gguf::FlashAttn::On,
+            FlashAttn::Off => gguf::FlashAttn::Off,
+            FlashAttn::Auto => gguf::FlashAttn::Auto,
+        }
+    }
+
+    /// `--backend`, else the kind of device found: NVML finds NVIDIA GPUs.
+    fn backend(&self, gpu: Option<&GpuFree>) -> gguf::Backend {
+        self.backend.unwrap_or(if gpu.is_some() {
+            gguf::Backend::Cuda
+        } else {
+            gguf::Backend::Cpu
+        })
+    }
 }
 
 /// Runs `gputaskman model`. `gpu` is the device with the most free memory
@@ -170,10 +199,25 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Resul
         (Some(g), Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
         _ => None,
     };
+    let batch = gguf::BatchSettings {
+        backend: args.backend(gpu.as_ref()),
+        n_batch: args.batch,
+        ..gguf::BatchSettings::default()
+    };
+    let compute = match estimate {
+        Some(_) => Some(gguf::compute(&model, &settings, args.flash(), &batch)?),
+        None => None,
+    };
+    let devices = match (&estimate, &compute) {
+        (Some(e), Some(c)) => crate::model_devices::devices(e, c, gpu.as_ref().map(|g| g.index)),
+        _ => Vec::new(),
+    };
     let report = Report {
         model: &model,
         args,
         estimate: estimate.as_ref(),
+        compute: compute.as_ref(),
+        devices: &devices,
         unavailable: unavailable.as_deref(),
         gpu: gpu.as_ref(),
         fit: fit.as_ref(),
@@ -191,6 +235,8 @@ struct Report<'a> {
     model: &'a Model,
     args: &'a ModelArgs,
     estimate: Option<&'a Estimate>,
+    compute: Option<&'a gguf::ComputeEstimate>,
+    devices: &'a [crate::model_devices::Device],
     unavailable: Option<&'a str>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
@@ -220,6 +266,13 @@ struct Json<'a> {
     offload: Option<&'a gguf::Offload>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
+    /// Compute buffers of every device, the host's included; null when unknown.
+    compute_bytes: Option<u64>,
+    output_bytes: Option<u64>,
+    /// What the devices need, summed; null when a part is unknown.
+    total_bytes: Option<u64>,
+    compute: Option<&'a gguf::ComputeEstimate>,
+    devices: &'a [crate::model_devices::Device],
 }
 
 #[derive(Serialize)]
@@ -276,6 +329,11 @@ impl Report<'_> {
             offload: self.estimate.map(|e| &e.offload),
             gpu: self.gpu,
             fit: self.fit,
+            compute_bytes: crate::model_devices::sum(self.devices, |d| d.compute_bytes),
+            output_bytes: crate::model_devices::sum(self.devices, |d| d.output_bytes),
+            total_bytes: crate::model_devices::sum(self.devices, |d| d.total_bytes),
+            compute: self.compute,
+            devices: self.devices,
         }
     }
 
@@ -336,6 +394,9 @@ impl Report<'_> {
         };
         self.text_kv(out, e)?;
         self.text_offload(out, e)?;
+        if let Some(c) = self.compute {
+            crate::model_devices::text(out, c, self.devices)?;
+        }
         if let (Some(gpu), Some(fit)) = (self.gpu, self.fit) {
             row(
                 out,
@@ -351,7 +412,7 @@ impl Report<'_> {
         }
         writeln!(
             out,
-            "(estimated from the file header; compute buffers, the output buffer and the driver context are not included)"
+            "(estimated from the file header and the settings; the driver's context on a GPU is not included)"
         )
     }
 

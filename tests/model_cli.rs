@@ -382,6 +382,68 @@ fn real_gemma_3_270m() {
     assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
 }
 
+/// The compute and output buffers and the device rows, on the real file:
+/// the real server logs `CPU compute buffer size = 24.78 MiB` and
+/// `CPU output buffer size = 4.00 MiB` for these settings
+/// (/work/shared/reference/llama-server/server.log).
+#[test]
+fn real_gemma_3_270m_compute_output_and_devices() {
+    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
+        eprintln!("!!! SKIPPED real_gemma_3_270m_compute_output_and_devices: set GPUTASKMAN_GEMMA_GGUF");
+        return;
+    };
+    let run = |extra: &[&str]| -> Value {
+        let out = gputaskman()
+            .arg("model")
+            .arg(&path)
+            .args(["-c", "4096", "-np", "4", "-kvu", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let j = run(&[]);
+    let compute = j["compute_bytes"].as_u64().unwrap() as f64 / MIB as f64;
+    assert!((compute - 24.78).abs() < 0.1, "{compute}");
+    assert_eq!(j["output_bytes"], 4 * MIB);
+    let devices = j["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{j:#}");
+    let host = &devices[0];
+    assert_eq!(host["device"], "host");
+    assert_eq!(host["kv_bytes"], 49 * MIB + MIB / 2);
+    let parts = ["weights_bytes", "kv_bytes", "compute_bytes", "output_bytes"];
+    let sum: u64 = parts.iter().map(|k| host[*k].as_u64().unwrap()).sum();
+    assert_eq!(host["total_bytes"], sum);
+    assert_eq!(j["total_bytes"], sum);
+
+    // On CUDA the GPU's row waits for its driver context: its total (and
+    // the sum) is unknown, never the buffers passed off as the total.
+    let j = run(&["--backend", "cuda", "-ngl", "99"]);
+    let devices = j["devices"].as_array().unwrap();
+    assert_eq!(devices[0]["device"], 0);
+    assert_eq!(devices[1]["device"], "host");
+    assert_eq!(devices[0]["total_bytes"], Value::Null);
+    assert_eq!(devices[0]["driver_context_bytes"], Value::Null);
+    assert!(devices[0]["buffers_bytes"].as_u64().unwrap() > 24 * MIB);
+    assert_eq!(devices[0]["kv_bytes"], 49 * MIB + MIB / 2);
+    assert_eq!(devices[1]["output_bytes"], 4 * MIB);
+    assert_eq!(j["total_bytes"], Value::Null);
+
+    let t = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "-np", "4", "-kvu"])
+        .output()
+        .unwrap();
+    let t = String::from_utf8(t.stdout).unwrap();
+    assert!(
+        t.contains("cpu backend, flash attention on, 512-token batch, 4 logit rows"),
+        "{t}"
+    );
+    assert!(t.contains("the feed-forward block dominates"), "{t}");
+}
+
 /// Runs `gputaskman model PATH` under a 2 GiB address-space limit (so the
 /// old, unbounded code fails fast instead of exhausting the machine) and
 /// returns its exit status, stderr and peak RSS in KiB.

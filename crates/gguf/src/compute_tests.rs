@@ -196,3 +196,66 @@ fn an_architecture_not_modelled_is_unknown_not_zero() {
     assert_eq!(e.peak, None);
     assert!(e.why.contains("not modelled"), "{}", e.why);
 }
+
+/// GPU captures from public threads (tests/data/compute-captures): each
+/// shape rebuilt from the keys its log printed, with that build's settings.
+/// Target: within 10% of the logged compute buffer.
+#[test]
+fn recorded_gpu_captures_are_within_10_percent() {
+    let text = include_str!("../../../tests/data/compute-captures/captures.json");
+    let captures: serde_json::Value = serde_json::from_str(text).unwrap();
+    let captures = captures.as_array().unwrap();
+    assert!(!captures.is_empty());
+    for c in captures {
+        let shape = &c["shape"];
+        let u = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {c}")) as u32;
+        let b = Builder::default()
+            .arch(
+                shape["arch"].as_str().unwrap(),
+                &[
+                    ("block_count", u(shape, "n_layer")),
+                    ("context_length", u(shape, "n_ctx_train")),
+                    ("embedding_length", u(shape, "n_embd")),
+                    ("feed_forward_length", u(shape, "n_ff")),
+                    ("attention.head_count", u(shape, "n_head")),
+                    ("attention.head_count_kv", u(shape, "n_head_kv")),
+                    ("attention.key_length", u(shape, "head_dim")),
+                    ("attention.value_length", u(shape, "head_dim")),
+                ],
+            )
+            .tensor(
+                "token_embd.weight",
+                &[shape["n_embd"].as_u64().unwrap(), shape["n_vocab"].as_u64().unwrap()],
+                F32,
+            );
+        let s = &c["settings"];
+        let fa = match s["flash_attn"].as_str().unwrap() {
+            "on" => FlashAttn::On,
+            "off" => FlashAttn::Off,
+            _ => FlashAttn::Auto,
+        };
+        let batch = BatchSettings {
+            backend: c["backend"].as_str().unwrap().parse().unwrap(),
+            n_batch: u(s, "n_batch"),
+            n_outputs_max: Some(u(s, "n_outputs_max")),
+            embeddings: false,
+        };
+        let e = compute(
+            &model(&b),
+            &kv(u(s, "ctx"), u(s, "n_ubatch"), u(s, "n_seq"), false),
+            fa,
+            &batch,
+        )
+        .unwrap();
+        let logged = c["compute_mib"].as_f64().unwrap();
+        let ours = mib(e.compute_bytes);
+        let error = (ours - logged) / logged;
+        assert!(
+            error.abs() <= 0.10,
+            "{}: {ours:.2} MiB vs {logged} MiB ({:+.1}%): {}",
+            c["model"],
+            100.0 * error,
+            e.why
+        );
+    }
+}
