@@ -75,9 +75,41 @@ pub struct ModelArgs {
     #[arg(long, value_name = "cpu|cuda|vulkan|metal")]
     pub backend: Option<gguf::Backend>,
 
+    /// Answer llama.cpp's --fit question for the GPU: the largest context, then the -ngl, that fit
+    /// its free memory now less the margin; exits 1 when the settings asked for do not fit
+    #[arg(long)]
+    pub fit: bool,
+
+    /// With --fit: this much free memory (e.g. 24GiB, 8000MiB) instead of the GPU's
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fit")]
+    pub vram: Option<u64>,
+
+    /// With --fit: MiB to leave free on the device (llama.cpp's --fit-target)
+    #[arg(long, value_name = "MIB", default_value_t = 1024, requires = "fit")]
+    pub fit_target: u64,
+
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// `24GiB`, `8000MiB`, `512M`, `1.5G`, a bare number of MiB.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 24GiB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "m" | "mb" | "mib" => MIB,
+        "g" | "gb" | "gib" => GIB,
+        "k" | "kb" | "kib" => KIB,
+        _ => return Err(format!("{s:?}: unknown unit (KiB, MiB or GiB)")),
+    };
+    let bytes = n * scale;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `--flash-attn` values, as llama.cpp spells them.
@@ -187,7 +219,10 @@ impl ModelArgs {
 /// names the file and the byte offset; settings llama.cpp would refuse are
 /// errors too; a model the math cannot size prints its info with the KV
 /// cache unknown.
-pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dyn Write) -> Result<()> {
+    if gpu_asked && gpu.is_none() {
+        anyhow::bail!("the GPU --gpu names is not on this machine (or NVML did not answer)");
+    }
     let model = gguf::open(&args.file)?;
     let settings = args.settings();
     let (estimate, unavailable) = match gguf::estimate(&model, &settings) {
@@ -212,11 +247,21 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Resul
         (Some(e), Some(c)) => crate::model_devices::devices(e, c, gpu.as_ref().map(|g| g.index)),
         _ => Vec::new(),
     };
+    let device_fit = match (&estimate, args.fit) {
+        (Some(_), true) => Some(device_fit(&model, args, &settings, &batch, gpu.as_ref())?),
+        (None, true) => anyhow::bail!(
+            "{}: --fit needs the KV estimate: {}",
+            args.file.display(),
+            unavailable.unwrap_or_default()
+        ),
+        _ => None,
+    };
     let report = Report {
         model: &model,
         args,
         estimate: estimate.as_ref(),
         compute: compute.as_ref(),
+        device_fit: device_fit.as_ref(),
         devices: &devices,
         unavailable: unavailable.as_deref(),
         gpu: gpu.as_ref(),
@@ -228,7 +273,36 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Resul
     } else {
         report.text(out)?;
     }
+    if let Some(f) = &device_fit {
+        match f.fits {
+            Some(true) => {}
+            Some(false) => anyhow::bail!("does not fit at these settings (see the fit line for what would)"),
+            None => anyhow::bail!("whether it fits is unknown: a part of the device's estimate is unknown"),
+        }
+    }
     Ok(())
+}
+
+/// `--fit`: the device's free memory (`--vram`, else the GPU found) less
+/// the margin, on a GPU backend.
+fn device_fit(
+    model: &Model,
+    args: &ModelArgs,
+    settings: &KvSettings,
+    batch: &gguf::BatchSettings,
+    gpu: Option<&GpuFree>,
+) -> Result<gguf::DeviceFit> {
+    if batch.backend == gguf::Backend::Cpu {
+        anyhow::bail!("--fit answers for a GPU: give --backend cuda, vulkan or metal");
+    }
+    let free = match (args.vram, gpu) {
+        (Some(v), _) => v,
+        (None, Some(g)) => g.free_bytes,
+        (None, None) => anyhow::bail!("--fit: no GPU found to read free memory from; give --vram SIZE"),
+    };
+    let margin = args.fit_target.saturating_mul(1 << 20);
+    gguf::fit_device(model, settings, args.flash(), batch, free, margin)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))
 }
 
 struct Report<'a> {
@@ -240,6 +314,7 @@ struct Report<'a> {
     unavailable: Option<&'a str>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
+    device_fit: Option<&'a gguf::DeviceFit>,
 }
 
 /// The `model --json` document. The fields DESIGN.md fixes come first;
@@ -265,7 +340,7 @@ struct Json<'a> {
     recurrent_state_bytes: Option<u64>,
     offload: Option<&'a gguf::Offload>,
     gpu: Option<&'a GpuFree>,
-    fit: Option<&'a Fit>,
+    fit: Option<FitJson<'a>>,
     /// Compute buffers of every device, the host's included; null when unknown.
     compute_bytes: Option<u64>,
     output_bytes: Option<u64>,
@@ -273,6 +348,15 @@ struct Json<'a> {
     total_bytes: Option<u64>,
     compute: Option<&'a gguf::ComputeEstimate>,
     devices: &'a [crate::model_devices::Device],
+}
+
+/// `fit`: the weights-and-KV check against the roomiest GPU, or with
+/// `--fit` the device answer (context, parallel, gpu_layers).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FitJson<'a> {
+    Kv(&'a Fit),
+    Device(&'a gguf::DeviceFit),
 }
 
 #[derive(Serialize)]
@@ -328,7 +412,10 @@ impl Report<'_> {
             recurrent_state_bytes: self.estimate.and_then(|e| e.recurrent_state_bytes),
             offload: self.estimate.map(|e| &e.offload),
             gpu: self.gpu,
-            fit: self.fit,
+            fit: match self.device_fit {
+                Some(f) => Some(FitJson::Device(f)),
+                None => self.fit.map(FitJson::Kv),
+            },
             compute_bytes: crate::model_devices::sum(self.devices, |d| d.compute_bytes),
             output_bytes: crate::model_devices::sum(self.devices, |d| d.output_bytes),
             total_bytes: crate::model_devices::sum(self.devices, |d| d.total_bytes),
@@ -396,6 +483,9 @@ impl Report<'_> {
         self.text_offload(out, e)?;
         if let Some(c) = self.compute {
             crate::model_devices::text(out, c, self.devices)?;
+        }
+        if let Some(f) = self.device_fit {
+            writeln!(out, "{}", device_fit_line(f))?;
         }
         if let (Some(gpu), Some(fit)) = (self.gpu, self.fit) {
             row(
@@ -523,6 +613,28 @@ fn fit_line(fit: &Fit) -> String {
     format!(
         "fits in free memory now: {verdict} (needs {needs} of {} free); largest context that fits: {largest}",
         size(fit.free_bytes)
+    )
+}
+
+/// `--fit`'s answer in one line.
+fn device_fit_line(f: &gguf::DeviceFit) -> String {
+    let verdict = match f.fits {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    let context = match f.context {
+        None => "n/a".to_string(),
+        Some(0) => "none with these layers".to_string(),
+        Some(c) => c.to_string(),
+    };
+    format!(
+        "fit             {verdict}: needs {} of {} free less a {} margin (weights, KV and compute on the GPU; its driver context not included); largest context that fits: {context}; slots {}; -ngl {}",
+        f.needed_bytes.map_or_else(|| "n/a".into(), size),
+        size(f.free_bytes),
+        size(f.margin_bytes),
+        f.parallel,
+        opt(f.gpu_layers),
     )
 }
 

@@ -444,6 +444,52 @@ fn real_gemma_3_270m_compute_output_and_devices() {
     assert!(t.contains("the feed-forward block dominates"), "{t}");
 }
 
+/// `--fit` on a fake-NVML GPU with the real gemma-3-270m file: the context
+/// it answers fits within the free memory less llama.cpp's 1024 MiB margin,
+/// one step more does not (exit 1), and a GPU that is not there is an error.
+#[test]
+fn fit_answers_the_largest_context_for_the_gpus_free_memory() {
+    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
+        eprintln!("!!! SKIPPED fit_answers_the_largest_context_for_the_gpus_free_memory: set GPUTASKMAN_GEMMA_GGUF");
+        return;
+    };
+    let model = path.to_str().unwrap();
+    let s = common::Scenario::new(&json!({
+        "driver_version": "580.159.03",
+        "devices": [
+            {"name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+             "memory": {"total": 25757220864u64, "used": 24289214464u64, "free": 1468006400u64}}
+        ]
+    }));
+    let j = s.json(&["model", model, "--fit", "-c", "4096", "--json"]);
+    let fit = &j["fit"];
+    assert_eq!(fit["free_bytes"], 1400 * MIB);
+    assert_eq!(fit["margin_bytes"], 1024 * MIB);
+    assert_eq!(fit["fits"], true, "{fit:#}");
+    assert_eq!(fit["parallel"], 1);
+    assert_eq!(fit["gpu_layers"], 19, "18 layers + output");
+    let context = fit["context"].as_u64().unwrap();
+    assert!(context > 4096 && context % 256 == 0, "{context}");
+    let budget = (1400 - 1024) * MIB;
+    let at = |ctx: u64| {
+        let out = s
+            .command()
+            .args(["model", model, "--fit", "--json", "-c", &ctx.to_string()])
+            .output()
+            .unwrap();
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.success(), j["fit"]["needed_bytes"].as_u64().unwrap())
+    };
+    let (ok, needed) = at(context);
+    assert!(ok && needed <= budget, "{needed} > {budget}");
+    let (ok, needed) = at(context + 256);
+    assert!(!ok && needed > budget, "{needed} <= {budget}");
+
+    let out = s.command().args(["model", model, "--gpu", "5"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gpu"), "{out:?}");
+}
+
 /// Runs `gputaskman model PATH` under a 2 GiB address-space limit (so the
 /// old, unbounded code fails fast instead of exhausting the machine) and
 /// returns its exit status, stderr and peak RSS in KiB.

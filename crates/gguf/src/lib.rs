@@ -34,6 +34,7 @@
 
 pub mod compute;
 mod error;
+pub mod fit;
 mod hparams;
 pub mod memory;
 mod model;
@@ -53,6 +54,7 @@ mod testutil;
 
 pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
+pub use fit::{fit_device, DeviceFit, DEFAULT_MARGIN_BYTES};
 pub use memory::{
     estimate, fit, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvEstimate,
     KvSettings, Offload, Placement,
