@@ -343,10 +343,18 @@ fn bad_files_fail_with_one_clear_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("flash attention"));
 }
 
+/// The real gemma-3-270m file, or None after saying the test is skipped.
+fn gemma_or_skip(test: &str) -> Option<std::ffi::OsString> {
+    let path = std::env::var_os("GPUTASKMAN_GEMMA_GGUF");
+    if path.is_none() {
+        eprintln!("!!! SKIPPED {test}: set GPUTASKMAN_GEMMA_GGUF to the assembled gemma-3-270m-q4_k_m.gguf");
+    }
+    path
+}
+
 #[test]
 fn real_gemma_3_270m() {
-    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
-        eprintln!("!!! SKIPPED real_gemma_3_270m: set GPUTASKMAN_GEMMA_GGUF to the assembled gemma-3-270m-q4_k_m.gguf");
+    let Some(path) = gemma_or_skip("real_gemma_3_270m") else {
         return;
     };
     let out = gputaskman()
@@ -380,6 +388,12 @@ fn real_gemma_3_270m() {
     assert!(t.contains("12.00 MiB (4096 cells, 3 layers, 1 stream)"), "{t}");
     assert!(t.contains("37.50 MiB (2560 cells, 15 layers, 1 stream)"), "{t}");
     assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
+    // The compute line (checked in numbers below).
+    assert!(
+        t.contains("cpu backend, flash attention on, 512-token batch, 4 logit rows"),
+        "{t}"
+    );
+    assert!(t.contains("the feed-forward block dominates"), "{t}");
 }
 
 /// The compute and output buffers and the device rows, on the real file:
@@ -388,8 +402,7 @@ fn real_gemma_3_270m() {
 /// (/work/shared/reference/llama-server/server.log).
 #[test]
 fn real_gemma_3_270m_compute_output_and_devices() {
-    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
-        eprintln!("!!! SKIPPED real_gemma_3_270m_compute_output_and_devices: set GPUTASKMAN_GEMMA_GGUF");
+    let Some(path) = gemma_or_skip("real_gemma_3_270m_compute_output_and_devices") else {
         return;
     };
     let run = |extra: &[&str]| -> Value {
@@ -429,19 +442,6 @@ fn real_gemma_3_270m_compute_output_and_devices() {
     assert_eq!(devices[0]["kv_bytes"], 49 * MIB + MIB / 2);
     assert_eq!(devices[1]["output_bytes"], 4 * MIB);
     assert_eq!(j["total_bytes"], Value::Null);
-
-    let t = gputaskman()
-        .arg("model")
-        .arg(&path)
-        .args(["-c", "4096", "-np", "4", "-kvu"])
-        .output()
-        .unwrap();
-    let t = String::from_utf8(t.stdout).unwrap();
-    assert!(
-        t.contains("cpu backend, flash attention on, 512-token batch, 4 logit rows"),
-        "{t}"
-    );
-    assert!(t.contains("the feed-forward block dominates"), "{t}");
 }
 
 /// `--fit` on a fake-NVML GPU with the real gemma-3-270m file: the context
@@ -449,8 +449,7 @@ fn real_gemma_3_270m_compute_output_and_devices() {
 /// one step more does not (exit 1), and a GPU that is not there is an error.
 #[test]
 fn fit_answers_the_largest_context_for_the_gpus_free_memory() {
-    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
-        eprintln!("!!! SKIPPED fit_answers_the_largest_context_for_the_gpus_free_memory: set GPUTASKMAN_GEMMA_GGUF");
+    let Some(path) = gemma_or_skip("fit_answers_the_largest_context_for_the_gpus_free_memory") else {
         return;
     };
     let model = path.to_str().unwrap();
