@@ -75,6 +75,15 @@ pub struct ModelArgs {
     #[arg(long, value_name = "cpu|cuda|vulkan|metal")]
     pub backend: Option<gguf::Backend>,
 
+    /// Keep the KV cache (and the attention) in host memory (llama.cpp's -nkvo)
+    #[arg(long, visible_alias = "nkvo")]
+    pub no_kv_offload: bool,
+
+    /// Keep offloaded tensors whose name contains PATTERN in host memory: PATTERN=CPU (llama.cpp's -ot;
+    /// plain substrings such as exps, not regular expressions)
+    #[arg(long, visible_alias = "ot", value_name = "PATTERN=CPU", value_parser = parse_override)]
+    pub override_tensor: Option<String>,
+
     /// Answer llama.cpp's --fit question for the GPU: the largest context, then the -ngl, that fit
     /// its free memory now less the margin; exits 1 when the settings asked for do not fit
     #[arg(long)]
@@ -91,6 +100,23 @@ pub struct ModelArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// `exps=CPU`: the pattern. Only host placement of plain substrings is
+/// modelled; a regular expression or another device would be a guess.
+fn parse_override(s: &str) -> Result<String, String> {
+    let (pattern, device) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{s:?}: expected PATTERN=CPU"))?;
+    if !device.eq_ignore_ascii_case("cpu") {
+        return Err(format!("{s:?}: only =CPU is modelled"));
+    }
+    if pattern.is_empty() || pattern.contains(|c: char| "\\^$.|?*+()[]{}".contains(c)) {
+        return Err(format!(
+            "{s:?}: only plain name parts (like exps) are modelled, not regular expressions"
+        ));
+    }
+    Ok(pattern.to_string())
 }
 
 /// `24GiB`, `8000MiB`, `512M`, `1.5G`, a bare number of MiB.
@@ -161,7 +187,9 @@ pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snap
 /// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
 /// parses. Other arguments pass unchanged.
 pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
-    const SPELLINGS: [(&str, &str); 8] = [
+    const SPELLINGS: [(&str, &str); 10] = [
+        ("-nkvo", "--no-kv-offload"),
+        ("-ot", "--override-tensor"),
         ("-b", "--batch"),
         ("-np", "--parallel"),
         ("-kvu", "--kv-unified"),
@@ -244,7 +272,17 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dy
         None => None,
     };
     let devices = match (&estimate, &compute) {
-        (Some(e), Some(c)) => crate::model_devices::devices(e, c, gpu.as_ref().map(|g| g.index)),
+        (Some(e), Some(c)) => {
+            let host_override_bytes = match &args.override_tensor {
+                Some(p) => gguf::gpu_bytes_matching(&model, settings.n_gpu_layers, p)?,
+                None => Some(0),
+            };
+            let place = crate::model_devices::HostPlacement {
+                no_kv_offload: args.no_kv_offload,
+                host_override_bytes,
+            };
+            crate::model_devices::devices(e, c, gpu.as_ref().map(|g| g.index), place)
+        }
         _ => Vec::new(),
     };
     let device_fit = match (&estimate, args.fit) {

@@ -68,14 +68,24 @@ fn device(
     }
 }
 
+/// Placement flags beyond `-ngl`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostPlacement {
+    /// `-nkvo`: the KV cache (and so the attention) stays in host memory.
+    pub no_kv_offload: bool,
+    /// `-ot PATTERN=CPU`: bytes of offloaded tensors kept on the host
+    /// instead (`gguf::gpu_bytes_matching`); `None` when unknown.
+    pub host_override_bytes: Option<u64>,
+}
+
 /// The rows for the backend of `compute`: one host row for the CPU
 /// backend (a CPU build keeps every layer in system memory whatever -ngl
-/// says); otherwise the GPU `gpu_index` (0 when none was found) with the
+/// says); otherwise, with `-nkvo` and `-ot` applied, the GPU `gpu_index` (0 when none was found) with the
 /// offloaded layers and the compute buffer, and the host with the rest,
 /// its compute buffer (graph inputs) and the output buffer, which
 /// llama.cpp keeps in (pinned) host memory (llama-context.cpp
 /// `output_reserve` picks the CPU or the device's host buffer type).
-pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>) -> Vec<Device> {
+pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>, place: HostPlacement) -> Vec<Device> {
     if c.backend == Backend::Cpu {
         let all = Placement {
             weights_bytes: e.weights_bytes,
@@ -87,26 +97,40 @@ pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>) -> Vec
     // With no layer offloaded llama.cpp still reserves a device compute
     // buffer (large batches are offloaded op by op), whose size is not
     // modelled: unknown.
-    let gpu_compute = if e.offload.n_gpu_layers == 0 {
+    let mut gpu_compute = if e.offload.n_gpu_layers == 0 {
         None
     } else {
         c.compute_bytes
     };
+    let mut host_compute = c.host_compute_bytes;
+    let (mut gpu, mut host) = (e.offload.gpu.clone(), e.offload.cpu.clone());
+    if place.no_kv_offload {
+        // src/llama-kv-cache.cpp puts every layer's cache on the CPU when
+        // offload_kqv is off, and the attention ops run beside it: the
+        // scores and masks move to the host buffer; the device keeps the
+        // larger of the feed-forward block and the logits, without masks.
+        host.kv_bytes = host.kv_bytes.saturating_add(gpu.kv_bytes);
+        gpu.kv_bytes = 0;
+        let without_masks = |b: Option<u64>| b.map(|b| b.saturating_sub(c.masks_bytes));
+        let device_side = without_masks(c.feed_forward_bytes)
+            .zip(without_masks(c.logits_bytes))
+            .map(|(f, l)| f.max(l));
+        gpu_compute = gpu_compute.and(device_side);
+        host_compute = host_compute.zip(c.attention_bytes).map(|(h, a)| h.saturating_add(a));
+    }
+    match place.host_override_bytes {
+        Some(moved) => {
+            gpu.weights_bytes = gpu.weights_bytes.map(|w| w.saturating_sub(moved));
+            host.weights_bytes = host.weights_bytes.and_then(|w| w.checked_add(moved));
+        }
+        None => {
+            gpu.weights_bytes = None;
+            host.weights_bytes = None;
+        }
+    }
     vec![
-        device(
-            DeviceId::Gpu(gpu_index.unwrap_or(0)),
-            &e.offload.gpu,
-            gpu_compute,
-            Some(0),
-            None,
-        ),
-        device(
-            DeviceId::Host,
-            &e.offload.cpu,
-            c.host_compute_bytes,
-            c.output_bytes,
-            Some(0),
-        ),
+        device(DeviceId::Gpu(gpu_index.unwrap_or(0)), &gpu, gpu_compute, Some(0), None),
+        device(DeviceId::Host, &host, host_compute, c.output_bytes, Some(0)),
     ]
 }
 

@@ -442,6 +442,24 @@ fn real_gemma_3_270m_compute_output_and_devices() {
     assert_eq!(devices[0]["kv_bytes"], 49 * MIB + MIB / 2);
     assert_eq!(devices[1]["output_bytes"], 4 * MIB);
     assert_eq!(j["total_bytes"], Value::Null);
+
+    // -nkvo: the KV cache and the attention move to the host; the GPU keeps
+    // the feed-forward block without the masks.
+    let k = run(&["--backend", "cuda", "-ngl", "99", "--no-kv-offload"]);
+    let kd = k["devices"].as_array().unwrap();
+    assert_eq!(kd[0]["kv_bytes"], 0);
+    assert_eq!(kd[1]["kv_bytes"], 49 * MIB + MIB / 2);
+    let c = &k["compute"];
+    let ff = c["feed_forward_bytes"].as_u64().unwrap() - c["masks_bytes"].as_u64().unwrap();
+    assert_eq!(kd[0]["compute_bytes"], ff);
+    let host_before = devices[1]["compute_bytes"].as_u64().unwrap();
+    assert_eq!(
+        kd[1]["compute_bytes"].as_u64().unwrap(),
+        host_before + c["attention_bytes"].as_u64().unwrap()
+    );
+    // -ot with a pattern no tensor has moves nothing.
+    let o = run(&["--backend", "cuda", "-ngl", "99", "-ot", "exps=CPU"]);
+    assert_eq!(o["devices"][0]["weights_bytes"], devices[0]["weights_bytes"]);
 }
 
 /// `--fit` on a fake-NVML GPU with the real gemma-3-270m file: the context

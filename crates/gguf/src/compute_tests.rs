@@ -259,3 +259,26 @@ fn recorded_gpu_captures_are_within_10_percent() {
         );
     }
 }
+
+#[test]
+fn tensors_kept_on_the_host_count_only_offloaded_layers() {
+    // Two layers of experts, F32 [4, 8, 2] = 256 bytes each; -ngl 2 puts
+    // layer 1 and the output layer on the GPU.
+    let b = Builder::default()
+        .arch(
+            "qwen3moe",
+            &[
+                ("block_count", 2),
+                ("context_length", 4096),
+                ("embedding_length", 4),
+                ("attention.head_count", 1),
+            ],
+        )
+        .tensor("blk.0.ffn_up_exps.weight", &[4, 8, 2], F32)
+        .tensor("blk.1.ffn_up_exps.weight", &[4, 8, 2], F32)
+        .tensor("blk.1.attn_q.weight", &[4, 4], F32);
+    let m = model(&b);
+    assert_eq!(gpu_bytes_matching(&m, Some(2), "exps").unwrap(), Some(256));
+    assert_eq!(gpu_bytes_matching(&m, None, "exps").unwrap(), Some(512));
+    assert_eq!(gpu_bytes_matching(&m, Some(0), "exps").unwrap(), Some(0));
+}

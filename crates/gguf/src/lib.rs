@@ -56,8 +56,8 @@ pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, P
 pub use error::{Error, ErrorKind};
 pub use fit::{fit_device, DeviceFit, DEFAULT_MARGIN_BYTES};
 pub use memory::{
-    estimate, fit, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvEstimate,
-    KvSettings, Offload, Placement,
+    estimate, fit, gpu_bytes_matching, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit,
+    KvEstimate, KvSettings, Offload, Placement,
 };
 pub use model::{is_gguf, open, open_until, Kind, Model, ModelInfo, Part, PerLayer};
 pub use reader::{read_header, read_header_within, Header, TensorInfo};
