@@ -22,7 +22,8 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// [`llama_cpp_spellings`] rewrote them, or as `--np`, `--ctk`, ...
 #[derive(clap::Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// The GGUF file: any part of a split model, or an extension-less blob (Ollama)
+    /// The GGUF file: any part of a split model, or an extension-less blob (Ollama); a directory: a table of
+    /// every GGUF in it
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 
@@ -210,7 +211,8 @@ pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsS
 }
 
 impl ModelArgs {
-    fn settings(&self) -> KvSettings {
+    /// The KV settings the flags say.
+    pub fn kv_settings(&self) -> KvSettings {
         KvSettings {
             ctx: self.ctx,
             n_seq: self.parallel,
@@ -224,7 +226,8 @@ impl ModelArgs {
         }
     }
 
-    fn flash(&self) -> gguf::FlashAttn {
+    /// `-fa` as the estimate takes it.
+    pub fn flash(&self) -> gguf::FlashAttn {
         match self.flash_attn {
             FlashAttn::On => gguf::FlashAttn::On,
             FlashAttn::Off => gguf::FlashAttn::Off,
@@ -251,8 +254,16 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dy
     if gpu_asked && gpu.is_none() {
         anyhow::bail!("the GPU --gpu names is not on this machine (or NVML did not answer)");
     }
+    let batch = gguf::BatchSettings {
+        backend: args.backend(gpu.as_ref()),
+        n_batch: args.batch,
+        ..gguf::BatchSettings::default()
+    };
+    if args.file.is_dir() {
+        return crate::model_dir::run(args, &batch, gpu.as_ref(), out);
+    }
     let model = gguf::open(&args.file)?;
-    let settings = args.settings();
+    let settings = args.kv_settings();
     let (estimate, unavailable) = match gguf::estimate(&model, &settings) {
         Ok(e) => (Some(e), None),
         Err(EstimateError::Settings(msg)) => anyhow::bail!("{}: {msg}", args.file.display()),
@@ -261,11 +272,6 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dy
     let fit = match (&gpu, &estimate) {
         (Some(g), Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
         _ => None,
-    };
-    let batch = gguf::BatchSettings {
-        backend: args.backend(gpu.as_ref()),
-        n_batch: args.batch,
-        ..gguf::BatchSettings::default()
     };
     let compute = match estimate {
         Some(_) => Some(gguf::compute(&model, &settings, args.flash(), &batch)?),
@@ -416,7 +422,7 @@ struct JsonKv<'a> {
 impl Report<'_> {
     fn json(&self) -> Json<'_> {
         let info = self.model.info();
-        let settings = self.args.settings();
+        let settings = self.args.kv_settings();
         Json {
             path: self.args.file.display().to_string(),
             architecture: info.architecture.as_deref(),
@@ -546,7 +552,7 @@ impl Report<'_> {
 
     fn text_kv(&self, out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
         let kv = &e.kv;
-        let settings = self.args.settings();
+        let settings = self.args.kv_settings();
         let seqs = match (kv.n_seq, kv.unified) {
             (1, _) => "1 seq".to_string(),
             (n, true) => format!("{n} seqs, unified"),

@@ -588,3 +588,50 @@ fn a_bad_hyperparameter_hides_only_itself() {
     assert!(t.contains("head size K/V   n/a / 32\n"), "{t}");
     assert!(t.contains(&format!("KV cache        n/a ({why})")), "{t}");
 }
+
+/// `model DIR`: every GGUF once (the split set by its first part, the
+/// extension-less Ollama blob included), and with a GPU whether each fits.
+#[test]
+fn a_directory_is_a_table_of_its_models() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/gguf");
+    let out = gputaskman().arg("model").arg(&dir).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<String> = j["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 9, "{names:?}");
+    assert!(names.contains(&"tiny-split-00001-of-00002.gguf".to_string()));
+    assert!(!names.contains(&"tiny-split-00002-of-00002.gguf".to_string()));
+    assert!(names.iter().any(|n| n.starts_with("sha256-")));
+    // No vocabulary in these fixtures: the compute buffer, so the need, is unknown.
+    assert_eq!(j["models"][0]["at_training_context"]["buffers_bytes"], Value::Null);
+
+    let Some(gemma) = gemma_or_skip("a_directory_is_a_table_of_its_models (gemma part)") else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&gemma, d.path().join("gemma.gguf")).unwrap();
+    let s = common::Scenario::new(&json!({
+        "driver_version": "580.159.03",
+        "devices": [
+            {"name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+             "memory": {"total": 25757220864u64, "used": 24289214464u64, "free": 1468006400u64}}
+        ]
+    }));
+    let j = s.json(&["model", d.path().to_str().unwrap(), "-c", "4096", "--json"]);
+    let m = &j["models"][0];
+    assert_eq!(m["at_requested_context"]["context"], 4096);
+    assert_eq!(m["at_requested_context"]["fits"], true, "{m:#}");
+    // Its training context (32768) does not fit in 1400 MiB less 1024.
+    assert_eq!(m["at_training_context"]["fits"], false, "{m:#}");
+    let t = s
+        .command()
+        .args(["model", d.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&t.stdout).contains("gemma.gguf"));
+}
