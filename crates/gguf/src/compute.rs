@@ -95,10 +95,11 @@ impl FlashAttn {
     /// What `auto` becomes. src/llama-context.cpp `resolve_fused_ops`
     /// reserves a one-token graph and keeps flash attention when every
     /// layer's FLASH_ATTN_EXT node lands on the layer's own device, i.e.
-    /// when the backend has the kernel. The CPU, CUDA, Metal and Vulkan
-    /// backends all have it for the head sizes of the architectures
-    /// modelled here (ggml-cpu ops.cpp, ggml-cuda fattn.cu, ggml-metal,
-    /// ggml-vulkan `supports_op`), so `auto` is on for each of them.
+    /// when the backend has the kernel. On the CPU it does (the server logs
+    /// "Flash Attention enabled", checked by tests/compute_matrix.rs); for
+    /// CUDA, Metal and Vulkan current builds have kernels for the head
+    /// sizes of the architectures modelled here, so `auto` is taken as on
+    /// there too (unchecked: no GPU here; older Vulkan builds had none).
     pub fn resolve(self, _backend: Backend) -> bool {
         !matches!(self, FlashAttn::Off)
     }
