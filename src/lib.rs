@@ -9,6 +9,8 @@ pub mod config;
 pub mod diff_cmd;
 pub mod install_files;
 pub mod model_cmd;
+pub mod model_devices;
+pub mod model_dir;
 pub mod models;
 pub mod oneshot;
 pub mod procs;

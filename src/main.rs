@@ -68,6 +68,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         Some(Command::Model(args)) => model_cmd::run(
             args,
             model_cmd::roomiest_gpu(cli.nvml_lib.as_deref(), cli.gpu),
+            cli.gpu.is_some(),
             &mut stdout,
         ),
         Some(Command::Explain) => oneshot::explain(&mut stdout),

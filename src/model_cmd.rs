@@ -22,7 +22,8 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 /// [`llama_cpp_spellings`] rewrote them, or as `--np`, `--ctk`, ...
 #[derive(clap::Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// The GGUF file: any part of a split model, or an extension-less blob (Ollama)
+    /// The GGUF file: any part of a split model, or an extension-less blob (Ollama); a directory: a table of
+    /// every GGUF in it
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
 
@@ -66,9 +67,76 @@ pub struct ModelArgs {
           default_value = "auto", default_missing_value = "on")]
     pub flash_attn: FlashAttn,
 
+    /// Logical batch size (llama.cpp's -b)
+    #[arg(long, visible_aliases = ["b", "batch-size"], value_name = "N", default_value_t = 2048,
+          value_parser = crate::cli::count, allow_negative_numbers = true)]
+    pub batch: u32,
+
+    /// Backend whose compute buffer is estimated; default: cuda when an NVIDIA GPU is found, else cpu
+    #[arg(long, value_name = "cpu|cuda|vulkan|metal")]
+    pub backend: Option<gguf::Backend>,
+
+    /// Keep the KV cache (and the attention) in host memory (llama.cpp's -nkvo)
+    #[arg(long, visible_alias = "nkvo")]
+    pub no_kv_offload: bool,
+
+    /// Keep offloaded tensors whose name contains PATTERN in host memory: PATTERN=CPU (llama.cpp's -ot;
+    /// plain substrings such as exps, not regular expressions)
+    #[arg(long, visible_alias = "ot", value_name = "PATTERN=CPU", value_parser = parse_override)]
+    pub override_tensor: Option<String>,
+
+    /// Answer llama.cpp's --fit question for the GPU: the largest context, then the -ngl, that fit
+    /// its free memory now less the margin; exits 1 when the settings asked for do not fit
+    #[arg(long)]
+    pub fit: bool,
+
+    /// With --fit: this much free memory (e.g. 24GiB, 8000MiB) instead of the GPU's
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fit")]
+    pub vram: Option<u64>,
+
+    /// With --fit: MiB to leave free on the device (llama.cpp's --fit-target)
+    #[arg(long, value_name = "MIB", default_value_t = 1024, requires = "fit")]
+    pub fit_target: u64,
+
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// `exps=CPU`: the pattern. Only host placement of plain substrings is
+/// modelled; a regular expression or another device would be a guess.
+fn parse_override(s: &str) -> Result<String, String> {
+    let (pattern, device) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{s:?}: expected PATTERN=CPU"))?;
+    if !device.eq_ignore_ascii_case("cpu") {
+        return Err(format!("{s:?}: only =CPU is modelled"));
+    }
+    if pattern.is_empty() || pattern.contains(|c: char| "\\^$.|?*+()[]{}".contains(c)) {
+        return Err(format!(
+            "{s:?}: only plain name parts (like exps) are modelled, not regular expressions"
+        ));
+    }
+    Ok(pattern.to_string())
+}
+
+/// `24GiB`, `8000MiB`, `512M`, `1.5G`, a bare number of MiB.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 24GiB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "m" | "mb" | "mib" => MIB,
+        "g" | "gb" | "gib" => GIB,
+        "k" | "kb" | "kib" => KIB,
+        _ => return Err(format!("{s:?}: unknown unit (KiB, MiB or GiB)")),
+    };
+    let bytes = n * scale;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `--flash-attn` values, as llama.cpp spells them.
@@ -84,6 +152,7 @@ pub enum FlashAttn {
 /// instances, which are candidates of their own.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct GpuFree {
+    pub index: u32,
     pub name: String,
     pub free_bytes: u64,
     pub total_bytes: u64,
@@ -106,6 +175,7 @@ pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snap
         .filter(|d| only.is_none_or(|choice| choice.matches(d)) && !partitioned.contains(&d.index))
         .filter_map(|d| {
             Some(GpuFree {
+                index: d.index,
                 name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),
                 free_bytes: d.memory_free_bytes?,
                 total_bytes: d.memory_total_bytes?,
@@ -118,7 +188,10 @@ pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snap
 /// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
 /// parses. Other arguments pass unchanged.
 pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
-    const SPELLINGS: [(&str, &str); 7] = [
+    const SPELLINGS: [(&str, &str); 10] = [
+        ("-nkvo", "--no-kv-offload"),
+        ("-ot", "--override-tensor"),
+        ("-b", "--batch"),
         ("-np", "--parallel"),
         ("-kvu", "--kv-unified"),
         ("-ctk", "--cache-type-k"),
@@ -138,7 +211,8 @@ pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsS
 }
 
 impl ModelArgs {
-    fn settings(&self) -> KvSettings {
+    /// The KV settings the flags say.
+    pub fn kv_settings(&self) -> KvSettings {
         KvSettings {
             ctx: self.ctx,
             n_seq: self.parallel,
@@ -151,6 +225,24 @@ impl ModelArgs {
             n_gpu_layers: self.n_gpu_layers,
         }
     }
+
+    /// `-fa` as the estimate takes it.
+    pub fn flash(&self) -> gguf::FlashAttn {
+        match self.flash_attn {
+            FlashAttn::On => gguf::FlashAttn::On,
+            FlashAttn::Off => gguf::FlashAttn::Off,
+            FlashAttn::Auto => gguf::FlashAttn::Auto,
+        }
+    }
+
+    /// `--backend`, else the kind of device found: NVML finds NVIDIA GPUs.
+    fn backend(&self, gpu: Option<&GpuFree>) -> gguf::Backend {
+        self.backend.unwrap_or(if gpu.is_some() {
+            gguf::Backend::Cuda
+        } else {
+            gguf::Backend::Cpu
+        })
+    }
 }
 
 /// Runs `gputaskman model`. `gpu` is the device with the most free memory
@@ -158,9 +250,20 @@ impl ModelArgs {
 /// names the file and the byte offset; settings llama.cpp would refuse are
 /// errors too; a model the math cannot size prints its info with the KV
 /// cache unknown.
-pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dyn Write) -> Result<()> {
+    if gpu_asked && gpu.is_none() {
+        anyhow::bail!("the GPU --gpu names is not on this machine (or NVML did not answer)");
+    }
+    let batch = gguf::BatchSettings {
+        backend: args.backend(gpu.as_ref()),
+        n_batch: args.batch,
+        ..gguf::BatchSettings::default()
+    };
+    if args.file.is_dir() {
+        return crate::model_dir::run(args, &batch, gpu.as_ref(), out);
+    }
     let model = gguf::open(&args.file)?;
-    let settings = args.settings();
+    let settings = args.kv_settings();
     let (estimate, unavailable) = match gguf::estimate(&model, &settings) {
         Ok(e) => (Some(e), None),
         Err(EstimateError::Settings(msg)) => anyhow::bail!("{}: {msg}", args.file.display()),
@@ -170,10 +273,40 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Resul
         (Some(g), Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
         _ => None,
     };
+    let compute = match estimate {
+        Some(_) => Some(gguf::compute(&model, &settings, args.flash(), &batch)?),
+        None => None,
+    };
+    let devices = match (&estimate, &compute) {
+        (Some(e), Some(c)) => {
+            let host_override_bytes = match &args.override_tensor {
+                Some(p) => gguf::gpu_bytes_matching(&model, settings.n_gpu_layers, p)?,
+                None => Some(0),
+            };
+            let place = crate::model_devices::HostPlacement {
+                no_kv_offload: args.no_kv_offload,
+                host_override_bytes,
+            };
+            crate::model_devices::devices(e, c, gpu.as_ref().map(|g| g.index), place)
+        }
+        _ => Vec::new(),
+    };
+    let device_fit = match (&estimate, args.fit) {
+        (Some(_), true) => Some(device_fit(&model, args, &settings, &batch, gpu.as_ref())?),
+        (None, true) => anyhow::bail!(
+            "{}: --fit needs the KV estimate: {}",
+            args.file.display(),
+            unavailable.unwrap_or_default()
+        ),
+        _ => None,
+    };
     let report = Report {
         model: &model,
         args,
         estimate: estimate.as_ref(),
+        compute: compute.as_ref(),
+        device_fit: device_fit.as_ref(),
+        devices: &devices,
         unavailable: unavailable.as_deref(),
         gpu: gpu.as_ref(),
         fit: fit.as_ref(),
@@ -184,16 +317,48 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, out: &mut dyn Write) -> Resul
     } else {
         report.text(out)?;
     }
+    if let Some(f) = &device_fit {
+        match f.fits {
+            Some(true) => {}
+            Some(false) => anyhow::bail!("does not fit at these settings (see the fit line for what would)"),
+            None => anyhow::bail!("whether it fits is unknown: a part of the device's estimate is unknown"),
+        }
+    }
     Ok(())
+}
+
+/// `--fit`: the device's free memory (`--vram`, else the GPU found) less
+/// the margin, on a GPU backend.
+fn device_fit(
+    model: &Model,
+    args: &ModelArgs,
+    settings: &KvSettings,
+    batch: &gguf::BatchSettings,
+    gpu: Option<&GpuFree>,
+) -> Result<gguf::DeviceFit> {
+    if batch.backend == gguf::Backend::Cpu {
+        anyhow::bail!("--fit answers for a GPU: give --backend cuda, vulkan or metal");
+    }
+    let free = match (args.vram, gpu) {
+        (Some(v), _) => v,
+        (None, Some(g)) => g.free_bytes,
+        (None, None) => anyhow::bail!("--fit: no GPU found to read free memory from; give --vram SIZE"),
+    };
+    let margin = args.fit_target.saturating_mul(1 << 20);
+    gguf::fit_device(model, settings, args.flash(), batch, free, margin)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))
 }
 
 struct Report<'a> {
     model: &'a Model,
     args: &'a ModelArgs,
     estimate: Option<&'a Estimate>,
+    compute: Option<&'a gguf::ComputeEstimate>,
+    devices: &'a [crate::model_devices::Device],
     unavailable: Option<&'a str>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
+    device_fit: Option<&'a gguf::DeviceFit>,
 }
 
 /// The `model --json` document. The fields DESIGN.md fixes come first;
@@ -219,7 +384,23 @@ struct Json<'a> {
     recurrent_state_bytes: Option<u64>,
     offload: Option<&'a gguf::Offload>,
     gpu: Option<&'a GpuFree>,
-    fit: Option<&'a Fit>,
+    fit: Option<FitJson<'a>>,
+    /// Compute buffers of every device, the host's included; null when unknown.
+    compute_bytes: Option<u64>,
+    output_bytes: Option<u64>,
+    /// What the devices need, summed; null when a part is unknown.
+    total_bytes: Option<u64>,
+    compute: Option<&'a gguf::ComputeEstimate>,
+    devices: &'a [crate::model_devices::Device],
+}
+
+/// `fit`: the weights-and-KV check against the roomiest GPU, or with
+/// `--fit` the device answer (context, parallel, gpu_layers).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FitJson<'a> {
+    Kv(&'a Fit),
+    Device(&'a gguf::DeviceFit),
 }
 
 #[derive(Serialize)]
@@ -241,7 +422,7 @@ struct JsonKv<'a> {
 impl Report<'_> {
     fn json(&self) -> Json<'_> {
         let info = self.model.info();
-        let settings = self.args.settings();
+        let settings = self.args.kv_settings();
         Json {
             path: self.args.file.display().to_string(),
             architecture: info.architecture.as_deref(),
@@ -275,7 +456,15 @@ impl Report<'_> {
             recurrent_state_bytes: self.estimate.and_then(|e| e.recurrent_state_bytes),
             offload: self.estimate.map(|e| &e.offload),
             gpu: self.gpu,
-            fit: self.fit,
+            fit: match self.device_fit {
+                Some(f) => Some(FitJson::Device(f)),
+                None => self.fit.map(FitJson::Kv),
+            },
+            compute_bytes: crate::model_devices::sum(self.devices, |d| d.compute_bytes),
+            output_bytes: crate::model_devices::sum(self.devices, |d| d.output_bytes),
+            total_bytes: crate::model_devices::sum(self.devices, |d| d.total_bytes),
+            compute: self.compute,
+            devices: self.devices,
         }
     }
 
@@ -336,6 +525,12 @@ impl Report<'_> {
         };
         self.text_kv(out, e)?;
         self.text_offload(out, e)?;
+        if let Some(c) = self.compute {
+            crate::model_devices::text(out, c, self.devices)?;
+        }
+        if let Some(f) = self.device_fit {
+            writeln!(out, "{}", device_fit_line(f))?;
+        }
         if let (Some(gpu), Some(fit)) = (self.gpu, self.fit) {
             row(
                 out,
@@ -351,13 +546,13 @@ impl Report<'_> {
         }
         writeln!(
             out,
-            "(estimated from the file header; compute buffers, the output buffer and the driver context are not included)"
+            "(estimated from the file header and the settings; the driver's context on a GPU is not included)"
         )
     }
 
     fn text_kv(&self, out: &mut dyn Write, e: &Estimate) -> std::io::Result<()> {
         let kv = &e.kv;
-        let settings = self.args.settings();
+        let settings = self.args.kv_settings();
         let seqs = match (kv.n_seq, kv.unified) {
             (1, _) => "1 seq".to_string(),
             (n, true) => format!("{n} seqs, unified"),
@@ -462,6 +657,28 @@ fn fit_line(fit: &Fit) -> String {
     format!(
         "fits in free memory now: {verdict} (needs {needs} of {} free); largest context that fits: {largest}",
         size(fit.free_bytes)
+    )
+}
+
+/// `--fit`'s answer in one line.
+fn device_fit_line(f: &gguf::DeviceFit) -> String {
+    let verdict = match f.fits {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    let context = match f.context {
+        None => "n/a".to_string(),
+        Some(0) => "none with these layers".to_string(),
+        Some(c) => c.to_string(),
+    };
+    format!(
+        "fit             {verdict}: needs {} of {} free less a {} margin (weights, KV and compute on the GPU; its driver context not included); largest context that fits: {context}; slots {}; -ngl {}",
+        f.needed_bytes.map_or_else(|| "n/a".into(), size),
+        size(f.free_bytes),
+        size(f.margin_bytes),
+        f.parallel,
+        opt(f.gpu_layers),
     )
 }
 

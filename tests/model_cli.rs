@@ -343,10 +343,18 @@ fn bad_files_fail_with_one_clear_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("flash attention"));
 }
 
+/// The real gemma-3-270m file, or None after saying the test is skipped.
+fn gemma_or_skip(test: &str) -> Option<std::ffi::OsString> {
+    let path = std::env::var_os("GPUTASKMAN_GEMMA_GGUF");
+    if path.is_none() {
+        eprintln!("!!! SKIPPED {test}: set GPUTASKMAN_GEMMA_GGUF to the assembled gemma-3-270m-q4_k_m.gguf");
+    }
+    path
+}
+
 #[test]
 fn real_gemma_3_270m() {
-    let Some(path) = std::env::var_os("GPUTASKMAN_GEMMA_GGUF") else {
-        eprintln!("!!! SKIPPED real_gemma_3_270m: set GPUTASKMAN_GEMMA_GGUF to the assembled gemma-3-270m-q4_k_m.gguf");
+    let Some(path) = gemma_or_skip("real_gemma_3_270m") else {
         return;
     };
     let out = gputaskman()
@@ -380,6 +388,123 @@ fn real_gemma_3_270m() {
     assert!(t.contains("12.00 MiB (4096 cells, 3 layers, 1 stream)"), "{t}");
     assert!(t.contains("37.50 MiB (2560 cells, 15 layers, 1 stream)"), "{t}");
     assert!(t.contains("235.16 MiB (7.36 BPW)"), "{t}");
+    // The compute line (checked in numbers below).
+    assert!(
+        t.contains("cpu backend, flash attention on, 512-token batch, 4 logit rows"),
+        "{t}"
+    );
+    assert!(t.contains("the feed-forward block dominates"), "{t}");
+}
+
+/// The compute and output buffers and the device rows, on the real file:
+/// the real server logs `CPU compute buffer size = 24.78 MiB` and
+/// `CPU output buffer size = 4.00 MiB` for these settings
+/// (/work/shared/reference/llama-server/server.log).
+#[test]
+fn real_gemma_3_270m_compute_output_and_devices() {
+    let Some(path) = gemma_or_skip("real_gemma_3_270m_compute_output_and_devices") else {
+        return;
+    };
+    let run = |extra: &[&str]| -> Value {
+        let out = gputaskman()
+            .arg("model")
+            .arg(&path)
+            .args(["-c", "4096", "-np", "4", "-kvu", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let j = run(&[]);
+    let compute = j["compute_bytes"].as_u64().unwrap() as f64 / MIB as f64;
+    assert!((compute - 24.78).abs() < 0.1, "{compute}");
+    assert_eq!(j["output_bytes"], 4 * MIB);
+    let devices = j["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 1, "{j:#}");
+    let host = &devices[0];
+    assert_eq!(host["device"], "host");
+    assert_eq!(host["kv_bytes"], 49 * MIB + MIB / 2);
+    let parts = ["weights_bytes", "kv_bytes", "compute_bytes", "output_bytes"];
+    let sum: u64 = parts.iter().map(|k| host[*k].as_u64().unwrap()).sum();
+    assert_eq!(host["total_bytes"], sum);
+    assert_eq!(j["total_bytes"], sum);
+
+    // On CUDA the GPU's row waits for its driver context: its total (and
+    // the sum) is unknown, never the buffers passed off as the total.
+    let j = run(&["--backend", "cuda", "-ngl", "99"]);
+    let devices = j["devices"].as_array().unwrap();
+    assert_eq!(devices[0]["device"], 0);
+    assert_eq!(devices[1]["device"], "host");
+    assert_eq!(devices[0]["total_bytes"], Value::Null);
+    assert_eq!(devices[0]["driver_context_bytes"], Value::Null);
+    assert!(devices[0]["buffers_bytes"].as_u64().unwrap() > 24 * MIB);
+    assert_eq!(devices[0]["kv_bytes"], 49 * MIB + MIB / 2);
+    assert_eq!(devices[1]["output_bytes"], 4 * MIB);
+    assert_eq!(j["total_bytes"], Value::Null);
+
+    // -nkvo: the KV cache and the attention move to the host; the GPU keeps
+    // the feed-forward block without the masks.
+    let k = run(&["--backend", "cuda", "-ngl", "99", "--no-kv-offload"]);
+    let kd = k["devices"].as_array().unwrap();
+    assert_eq!(kd[0]["kv_bytes"], 0);
+    assert_eq!(kd[1]["kv_bytes"], 49 * MIB + MIB / 2);
+    let c = &k["compute"];
+    let ff = c["feed_forward_bytes"].as_u64().unwrap() - c["masks_bytes"].as_u64().unwrap();
+    assert_eq!(kd[0]["compute_bytes"], ff);
+    let host_before = devices[1]["compute_bytes"].as_u64().unwrap();
+    assert_eq!(
+        kd[1]["compute_bytes"].as_u64().unwrap(),
+        host_before + c["attention_bytes"].as_u64().unwrap()
+    );
+    // -ot with a pattern no tensor has moves nothing.
+    let o = run(&["--backend", "cuda", "-ngl", "99", "-ot", "exps=CPU"]);
+    assert_eq!(o["devices"][0]["weights_bytes"], devices[0]["weights_bytes"]);
+}
+
+/// `--fit` on a fake-NVML GPU with the real gemma-3-270m file: the context
+/// it answers fits within the free memory less llama.cpp's 1024 MiB margin,
+/// one step more does not (exit 1), and a GPU that is not there is an error.
+#[test]
+fn fit_answers_the_largest_context_for_the_gpus_free_memory() {
+    let Some(path) = gemma_or_skip("fit_answers_the_largest_context_for_the_gpus_free_memory") else {
+        return;
+    };
+    let model = path.to_str().unwrap();
+    let s = common::Scenario::new(&json!({
+        "driver_version": "580.159.03",
+        "devices": [
+            {"name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+             "memory": {"total": 25757220864u64, "used": 24289214464u64, "free": 1468006400u64}}
+        ]
+    }));
+    let j = s.json(&["model", model, "--fit", "-c", "4096", "--json"]);
+    let fit = &j["fit"];
+    assert_eq!(fit["free_bytes"], 1400 * MIB);
+    assert_eq!(fit["margin_bytes"], 1024 * MIB);
+    assert_eq!(fit["fits"], true, "{fit:#}");
+    assert_eq!(fit["parallel"], 1);
+    assert_eq!(fit["gpu_layers"], 19, "18 layers + output");
+    let context = fit["context"].as_u64().unwrap();
+    assert!(context > 4096 && context % 256 == 0, "{context}");
+    let budget = (1400 - 1024) * MIB;
+    let at = |ctx: u64| {
+        let out = s
+            .command()
+            .args(["model", model, "--fit", "--json", "-c", &ctx.to_string()])
+            .output()
+            .unwrap();
+        let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.success(), j["fit"]["needed_bytes"].as_u64().unwrap())
+    };
+    let (ok, needed) = at(context);
+    assert!(ok && needed <= budget, "{needed} > {budget}");
+    let (ok, needed) = at(context + 256);
+    assert!(!ok && needed > budget, "{needed} <= {budget}");
+
+    let out = s.command().args(["model", model, "--gpu", "5"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--gpu"), "{out:?}");
 }
 
 /// Runs `gputaskman model PATH` under a 2 GiB address-space limit (so the
@@ -462,4 +587,51 @@ fn a_bad_hyperparameter_hides_only_itself() {
     assert!(t.contains("heads / KV      8 / 2\n"), "{t}");
     assert!(t.contains("head size K/V   n/a / 32\n"), "{t}");
     assert!(t.contains(&format!("KV cache        n/a ({why})")), "{t}");
+}
+
+/// `model DIR`: every GGUF once (the split set by its first part, the
+/// extension-less Ollama blob included), and with a GPU whether each fits.
+#[test]
+fn a_directory_is_a_table_of_its_models() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/gguf");
+    let out = gputaskman().arg("model").arg(&dir).arg("--json").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<String> = j["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["path"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 9, "{names:?}");
+    assert!(names.contains(&"tiny-split-00001-of-00002.gguf".to_string()));
+    assert!(!names.contains(&"tiny-split-00002-of-00002.gguf".to_string()));
+    assert!(names.iter().any(|n| n.starts_with("sha256-")));
+    // No vocabulary in these fixtures: the compute buffer, so the need, is unknown.
+    assert_eq!(j["models"][0]["at_training_context"]["buffers_bytes"], Value::Null);
+
+    let Some(gemma) = gemma_or_skip("a_directory_is_a_table_of_its_models (gemma part)") else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(&gemma, d.path().join("gemma.gguf")).unwrap();
+    let s = common::Scenario::new(&json!({
+        "driver_version": "580.159.03",
+        "devices": [
+            {"name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-00000000-0000-0000-0000-000000000001",
+             "memory": {"total": 25757220864u64, "used": 24289214464u64, "free": 1468006400u64}}
+        ]
+    }));
+    let j = s.json(&["model", d.path().to_str().unwrap(), "-c", "4096", "--json"]);
+    let m = &j["models"][0];
+    assert_eq!(m["at_requested_context"]["context"], 4096);
+    assert_eq!(m["at_requested_context"]["fits"], true, "{m:#}");
+    // Its training context (32768) does not fit in 1400 MiB less 1024.
+    assert_eq!(m["at_training_context"]["fits"], false, "{m:#}");
+    let t = s
+        .command()
+        .args(["model", d.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&t.stdout).contains("gemma.gguf"));
 }

@@ -11,9 +11,13 @@ sharing one unified KV cache, tools/server/server.cpp).
 """
 
 import argparse
+import os
 import sys
 
 import xllamacpp as x
+
+
+FLASH = {"on": "ENABLED", "off": "DISABLED", "auto": "AUTO"}
 
 
 def main() -> None:
@@ -29,6 +33,14 @@ def main() -> None:
     ap.add_argument("--no-mmap", action="store_true")
     ap.add_argument("--api-key")
     ap.add_argument("-lv", "--verbosity", type=int, default=4)
+    ap.add_argument("-fa", "--flash-attn", choices=["on", "off", "auto"], default="auto")
+    ap.add_argument("-b", "--batch-size", type=int)
+    ap.add_argument("-ub", "--ubatch-size", type=int)
+    ap.add_argument("--n-outputs-max", type=int, help="0: n_batch (llama-cli's default)")
+    ap.add_argument("--no-repack", action="store_true")
+    ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--fit", choices=["on", "off"], default="on")
+    ap.add_argument("--exit-after-load", action="store_true", help="load, log the buffers, exit")
     args = ap.parse_args()
 
     p = x.CommonParams()
@@ -50,9 +62,22 @@ def main() -> None:
     p.verbosity = args.verbosity
     if args.api_key:
         p.api_keys = [args.api_key]
+    p.flash_attn_type = x.llama_flash_attn_type["LLAMA_FLASH_ATTN_TYPE_" + FLASH[args.flash_attn]]
+    if args.batch_size:
+        p.n_batch = args.batch_size
+    if args.ubatch_size:
+        p.n_ubatch = args.ubatch_size
+    if args.n_outputs_max is not None:
+        p.n_outputs_max = args.n_outputs_max
+    p.no_extra_bufts = args.no_repack
+    p.warmup = not args.no_warmup
+    p.fit_params = args.fit == "on"
     if args.no_mmap:
         p.load_mode = x.llama_load_mode.LLAMA_LOAD_MODE_NONE
     server = x.Server(p)
+    if args.exit_after_load:
+        sys.stderr.flush()
+        os._exit(0)  # the server's threads would keep a normal exit waiting
     print("ready", server.listening_address, flush=True)
     sys.stdin.read()
 

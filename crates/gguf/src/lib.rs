@@ -30,9 +30,11 @@
 //! (full and sliding-window caches, MLA, per-layer head counts, shared-KV
 //! layers), the recurrent state of Mamba/RWKV and hybrid models, and the
 //! GPU/CPU split of `--n-gpu-layers`; [`fit`] checks it against free GPU
-//! memory. Compute buffers are not included (see [`memory`]).
+//! memory. [`compute`] estimates llama.cpp's compute and output buffers.
 
+pub mod compute;
 mod error;
+pub mod fit;
 mod hparams;
 pub mod memory;
 mod model;
@@ -44,14 +46,18 @@ mod value;
 pub mod walk;
 
 #[cfg(test)]
+mod compute_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
 
+pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
+pub use fit::{fit_device, DeviceFit, DEFAULT_MARGIN_BYTES};
 pub use memory::{
-    estimate, fit, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit, KvEstimate,
-    KvSettings, Offload, Placement,
+    estimate, fit, gpu_bytes_matching, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit,
+    KvEstimate, KvSettings, Offload, Placement,
 };
 pub use model::{is_gguf, open, open_until, Kind, Model, ModelInfo, Part, PerLayer};
 pub use reader::{read_header, read_header_within, Header, TensorInfo};

@@ -625,6 +625,32 @@ fn layer_on_gpu(il: u32, n_layer: u32, ngl: u32) -> bool {
     il >= n_layer.saturating_add(1).saturating_sub(ngl)
 }
 
+/// Bytes of the tensors `-ngl` puts on the GPU whose name contains
+/// `pattern`: what `-ot PATTERN=CPU` (common/arg.cpp `--override-tensor`,
+/// matched against tensor names in src/llama-model.cpp) keeps in host
+/// memory instead, e.g. `exps` for a mixture of experts' expert weights.
+/// `None` when such a tensor has an unknown type.
+pub fn gpu_bytes_matching(
+    model: &Model,
+    n_gpu_layers: Option<i32>,
+    pattern: &str,
+) -> Result<Option<u64>, EstimateError> {
+    let hp = model.hparams().map_err(|e| EstimateError::Model(e.to_string()))?;
+    let ngl = gpu_layers(hp.n_layer, n_gpu_layers);
+    let mut sum = Some(0u64);
+    for t in model.tensors().iter().filter(|t| t.name.contains(pattern)) {
+        let on_gpu = match tensor_layer(&t.name, hp.n_layer) {
+            TensorLayer::Input => false,
+            TensorLayer::Layer(il) => layer_on_gpu(il, hp.n_layer, ngl),
+            TensorLayer::Output => layer_on_gpu(hp.n_layer, hp.n_layer, ngl),
+        };
+        if on_gpu {
+            sum = sum.and_then(|s| t.n_bytes.and_then(|b| s.checked_add(b)));
+        }
+    }
+    Ok(sum)
+}
+
 /// Where a tensor lives: the input layer, repeating layer N (`blk.N.`), or
 /// the output layer (`output.*`, `output_norm.*`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

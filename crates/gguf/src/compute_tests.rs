@@ -1,0 +1,284 @@
+//! Tests of the compute and output buffer estimate. The expected figures are
+//! the real llama.cpp server's own lines for these shapes (xllamacpp, CPU
+//! backend, -lv 4: `sched_reserve: CPU compute buffer size`,
+//! `llama_context: CPU output buffer size`), which tests/compute_matrix.rs
+//! reproduces live; here they are recorded, so these run without Python.
+
+use crate::testutil::Builder;
+use crate::*;
+
+const MIB: u64 = 1 << 20;
+const F32: u32 = 0;
+
+/// The tensor data is a hole (Builder::write makes the file sparse).
+fn model(b: &Builder) -> Model {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shape.gguf");
+    b.write(&path);
+    open(&path).expect("valid test model")
+}
+
+/// Qwen3-0.6B's shape: 28 layers, 1024 wide, 16 heads (8 KV) of 128,
+/// FFN 3072, 151936 tokens.
+fn qwen3() -> Builder {
+    Builder::default()
+        .arch(
+            "qwen3",
+            &[
+                ("block_count", 28),
+                ("context_length", 40960),
+                ("embedding_length", 1024),
+                ("feed_forward_length", 3072),
+                ("attention.head_count", 16),
+                ("attention.head_count_kv", 8),
+                ("attention.key_length", 128),
+                ("attention.value_length", 128),
+            ],
+        )
+        .tensor("token_embd.weight", &[1024, 151936], F32)
+}
+
+fn kv(ctx: u32, n_ubatch: u32, n_seq: u32, kv_unified: bool) -> KvSettings {
+    KvSettings {
+        ctx: Some(ctx),
+        n_seq,
+        kv_unified,
+        n_ubatch,
+        ..KvSettings::default()
+    }
+}
+
+fn cpu(b: &Builder, kv: KvSettings, fa: FlashAttn) -> ComputeEstimate {
+    compute(&model(b), &kv, fa, &BatchSettings::default()).expect("estimate")
+}
+
+fn mib(bytes: Option<u64>) -> f64 {
+    bytes.expect("known") as f64 / MIB as f64
+}
+
+#[test]
+fn qwen3_with_flash_attention_is_the_feed_forward_block_and_the_mask() {
+    // Server: 32.02 MiB compute, 0.58 MiB output.
+    let e = cpu(&qwen3(), kv(4096, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.peak, Some(Peak::FeedForward), "{}", e.why);
+    // 512 x (3 x 3072 + 5 x 1024) f32 + a 4096 x 512 f16 mask.
+    assert_eq!(e.compute_bytes, Some(28 * MIB + 4 * MIB));
+    assert_eq!(e.output_bytes, Some(151936 * 4));
+    assert_eq!(e.host_compute_bytes, Some(0));
+}
+
+#[test]
+fn qwen3_without_flash_attention_is_the_attention_scores() {
+    // Server: 158.01 MiB.
+    let e = cpu(&qwen3(), kv(4096, 512, 1, false), FlashAttn::Off);
+    assert_eq!(e.peak, Some(Peak::AttentionScores), "{}", e.why);
+    assert_eq!(e.compute_bytes, Some(158 * MIB));
+    assert!(e.why.contains("4096 cells x 512 tokens x 16 heads"), "{}", e.why);
+}
+
+#[test]
+fn auto_is_flash_attention_on_cpu() {
+    let e = cpu(&qwen3(), kv(4096, 512, 1, false), FlashAttn::Auto);
+    assert!(e.flash_attn);
+    assert_eq!(e.compute_bytes, Some(32 * MIB));
+}
+
+#[test]
+fn the_scores_grow_with_the_context_and_the_ubatch() {
+    // Server: 1176.05 MiB at -ub 2048 -c 8192, 73.50 at -ub 128 -c 8192.
+    assert_eq!(
+        cpu(&qwen3(), kv(8192, 2048, 1, false), FlashAttn::Off).compute_bytes,
+        Some(1176 * MIB)
+    );
+    let small = cpu(&qwen3(), kv(8192, 128, 1, false), FlashAttn::Off);
+    assert!((mib(small.compute_bytes) - 73.50).abs() < 0.01);
+}
+
+#[test]
+fn separate_streams_see_only_their_own_cells() {
+    // -np 4 -c 8192: 2048 cells per stream, 90.01 MiB; unified: 294.01.
+    assert_eq!(
+        cpu(&qwen3(), kv(8192, 512, 4, false), FlashAttn::Off).compute_bytes,
+        Some(90 * MIB)
+    );
+    let unified = cpu(&qwen3(), kv(8192, 512, 4, true), FlashAttn::Off);
+    assert_eq!(unified.compute_bytes, Some(294 * MIB));
+    // One logit row per slot: 2.32 MiB.
+    assert_eq!(unified.output_bytes, Some(4 * 151936 * 4));
+}
+
+#[test]
+fn a_logit_row_per_token_makes_the_logits_the_peak() {
+    // The CUDA capture the product is modelled on (issue 29): Qwen3-0.6B,
+    // -c 4096, an older llama.cpp that reserved a logit row per token:
+    // `CUDA0 compute buffer size = 300.75 MiB`.
+    let batch = BatchSettings {
+        backend: Backend::Cuda,
+        n_outputs_max: Some(0),
+        ..BatchSettings::default()
+    };
+    let e = compute(&model(&qwen3()), &kv(4096, 512, 1, false), FlashAttn::Auto, &batch).unwrap();
+    assert_eq!(e.peak, Some(Peak::Logits), "{}", e.why);
+    assert!((mib(e.compute_bytes) - 300.75).abs() < 0.01, "{}", mib(e.compute_bytes));
+    // The host side: the f16 mask and the 1024 x 512 embedding lookup.
+    assert_eq!(e.host_compute_bytes, Some(4 * MIB + 2 * MIB));
+}
+
+#[test]
+fn gemma3_masks_both_caches() {
+    // gemma-3-1b: 26 layers, 1152 wide, 4 heads (1 KV) of 256, FFN 6912,
+    // window 512; server: 13.63 MiB at -ub 128 -c 2048 with flash attention.
+    let b = Builder::default()
+        .arch(
+            "gemma3",
+            &[
+                ("block_count", 26),
+                ("context_length", 32768),
+                ("embedding_length", 1152),
+                ("feed_forward_length", 6912),
+                ("attention.head_count", 4),
+                ("attention.head_count_kv", 1),
+                ("attention.key_length", 256),
+                ("attention.value_length", 256),
+                ("attention.sliding_window", 512),
+            ],
+        )
+        .tensor("token_embd.weight", &[1152, 262144], F32);
+    let e = cpu(&b, kv(2048, 128, 1, false), FlashAttn::On);
+    // Masks: 2048 full cells and PAD(512 + 128, 256) = 768 sliding ones.
+    assert_eq!(e.masks_bytes, (2048 + 768) * 128 * 2);
+    assert!((mib(e.compute_bytes) - 13.63).abs() < 0.01, "{}", mib(e.compute_bytes));
+    assert_eq!(e.output_bytes, Some(MIB));
+}
+
+#[test]
+fn experts_count_the_ones_used_per_token() {
+    // granite-3.1-1b-a400m: 32 experts of 512, 8 used; server 36.02 MiB at
+    // -ub 512 -c 2048 with flash attention.
+    let b = Builder::default()
+        .arch(
+            "granitemoe",
+            &[
+                ("block_count", 24),
+                ("context_length", 131072),
+                ("embedding_length", 1024),
+                ("feed_forward_length", 512),
+                ("expert_count", 32),
+                ("expert_used_count", 8),
+                ("expert_feed_forward_length", 512),
+                ("attention.head_count", 16),
+                ("attention.head_count_kv", 8),
+            ],
+        )
+        .tensor("token_embd.weight", &[1024, 49155], F32);
+    let e = cpu(&b, kv(2048, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.compute_bytes, Some(36 * MIB), "{}", e.why);
+}
+
+#[test]
+fn an_architecture_not_modelled_is_unknown_not_zero() {
+    let b = Builder::default()
+        .arch(
+            "mamba",
+            &[
+                ("block_count", 24),
+                ("context_length", 4096),
+                ("embedding_length", 768),
+                ("ssm.conv_kernel", 4),
+                ("ssm.inner_size", 1536),
+                ("ssm.state_size", 16),
+                ("ssm.time_step_rank", 48),
+            ],
+        )
+        .tensor("token_embd.weight", &[768, 50280], F32);
+    let e = cpu(&b, kv(4096, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.compute_bytes, None);
+    assert_eq!(e.peak, None);
+    assert!(e.why.contains("not modelled"), "{}", e.why);
+}
+
+/// GPU captures from public threads (tests/data/compute-captures): each
+/// shape rebuilt from the keys its log printed, with that build's settings.
+/// Target: within 10% of the logged compute buffer.
+#[test]
+fn recorded_gpu_captures_are_within_10_percent() {
+    let text = include_str!("../../../tests/data/compute-captures/captures.json");
+    let captures: serde_json::Value = serde_json::from_str(text).unwrap();
+    let captures = captures.as_array().unwrap();
+    assert!(!captures.is_empty());
+    for c in captures {
+        let shape = &c["shape"];
+        let u = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {c}")) as u32;
+        let b = Builder::default()
+            .arch(
+                shape["arch"].as_str().unwrap(),
+                &[
+                    ("block_count", u(shape, "n_layer")),
+                    ("context_length", u(shape, "n_ctx_train")),
+                    ("embedding_length", u(shape, "n_embd")),
+                    ("feed_forward_length", u(shape, "n_ff")),
+                    ("attention.head_count", u(shape, "n_head")),
+                    ("attention.head_count_kv", u(shape, "n_head_kv")),
+                    ("attention.key_length", u(shape, "head_dim")),
+                    ("attention.value_length", u(shape, "head_dim")),
+                ],
+            )
+            .tensor(
+                "token_embd.weight",
+                &[shape["n_embd"].as_u64().unwrap(), shape["n_vocab"].as_u64().unwrap()],
+                F32,
+            );
+        let s = &c["settings"];
+        let fa = match s["flash_attn"].as_str().unwrap() {
+            "on" => FlashAttn::On,
+            "off" => FlashAttn::Off,
+            _ => FlashAttn::Auto,
+        };
+        let batch = BatchSettings {
+            backend: c["backend"].as_str().unwrap().parse().unwrap(),
+            n_batch: u(s, "n_batch"),
+            n_outputs_max: Some(u(s, "n_outputs_max")),
+            embeddings: false,
+        };
+        let e = compute(
+            &model(&b),
+            &kv(u(s, "ctx"), u(s, "n_ubatch"), u(s, "n_seq"), false),
+            fa,
+            &batch,
+        )
+        .unwrap();
+        let logged = c["compute_mib"].as_f64().unwrap();
+        let ours = mib(e.compute_bytes);
+        let error = (ours - logged) / logged;
+        assert!(
+            error.abs() <= 0.10,
+            "{}: {ours:.2} MiB vs {logged} MiB ({:+.1}%): {}",
+            c["model"],
+            100.0 * error,
+            e.why
+        );
+    }
+}
+
+#[test]
+fn tensors_kept_on_the_host_count_only_offloaded_layers() {
+    // Two layers of experts, F32 [4, 8, 2] = 256 bytes each; -ngl 2 puts
+    // layer 1 and the output layer on the GPU.
+    let b = Builder::default()
+        .arch(
+            "qwen3moe",
+            &[
+                ("block_count", 2),
+                ("context_length", 4096),
+                ("embedding_length", 4),
+                ("attention.head_count", 1),
+            ],
+        )
+        .tensor("blk.0.ffn_up_exps.weight", &[4, 8, 2], F32)
+        .tensor("blk.1.ffn_up_exps.weight", &[4, 8, 2], F32)
+        .tensor("blk.1.attn_q.weight", &[4, 4], F32);
+    let m = model(&b);
+    assert_eq!(gpu_bytes_matching(&m, Some(2), "exps").unwrap(), Some(256));
+    assert_eq!(gpu_bytes_matching(&m, None, "exps").unwrap(), Some(512));
+    assert_eq!(gpu_bytes_matching(&m, Some(0), "exps").unwrap(), Some(0));
+}
