@@ -107,7 +107,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             None if cli.once || cli.json || cli.list_gpus => oneshot::run(cli, &mut stdout),
             None => {
                 drop(stdout);
-                // Bounded (more than 0, at most a day) by `cli::seconds`.
+                // Bounded (more than 0, at most a day) by `cli::values::seconds`.
                 view::tui::run_live(
                     cli.collector_options(false),
                     Duration::from_secs_f64(cli.interval),

@@ -20,6 +20,7 @@
 //! utilization per instance (nor per process in MIG mode): those are null.
 
 use super::source::{Owner, Report, Round, Source};
+pub use super::sample::{GpuProcess, Sample};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
 use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, MigInstance, PciIds, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};
@@ -40,20 +41,6 @@ const NVML_ERROR_INSUFFICIENT_SIZE: nvmlReturn_t = 7;
 /// the one some drivers write instead.
 const RECORD_BYTES: usize = std::mem::size_of::<nvmlProcessInfo_t>();
 const QUIRK_RECORD_BYTES: usize = 32;
-
-/// A process NVML lists on a device.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuProcess {
-    pub pid: u32,
-    pub usage: GpuUsage,
-}
-
-/// One pass over every device.
-#[derive(Debug, Default, Clone)]
-pub struct Sample {
-    pub devices: Vec<Device>,
-    pub processes: Vec<GpuProcess>,
-}
 
 pub struct NvmlSource {
     nvml: Nvml,

@@ -371,7 +371,7 @@ pub fn run_live(
 ) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;
     let token = token_file.map(read_token).transpose()?;
-    // Bounded (more than 0, at most a day) by `cli::seconds`.
+    // Bounded (more than 0, at most a day) by `cli::values::seconds`.
     let interval = Duration::from_secs_f64(interval);
     crate::view::tui::term::require_terminal()?;
     // Other machines' PIDs: no signal from here ever reaches them.

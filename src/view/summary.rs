@@ -49,7 +49,7 @@ pub fn render(s: &Summary) -> String {
         out,
         "{}: {}{span}",
         safe(&s.file),
-        crate::record::snapshots(s.snapshots as u64)
+        crate::record::index::snapshots(s.snapshots as u64)
     );
     if !s.skipped.is_empty() {
         let _ = writeln!(out, "skipped:");
@@ -77,7 +77,7 @@ pub fn render(s: &Summary) -> String {
             safe(d.name.as_deref().unwrap_or("(unnamed)")),
             safe(ident),
             bytes(d.memory_total_bytes),
-            crate::record::snapshots(d.samples as u64)
+            crate::record::index::snapshots(d.samples as u64)
         );
         stats_row(&mut out, "used", &d.memory_used_bytes);
         if d.shared_memory_used_bytes.known > 0 {
@@ -99,7 +99,7 @@ pub fn render(s: &Summary) -> String {
             safe(p.name.as_deref().unwrap_or("(not in /proc)")),
             safe(clock(&p.first_seen)),
             safe(clock(&p.last_seen)),
-            crate::record::snapshots(p.samples as u64)
+            crate::record::index::snapshots(p.samples as u64)
         );
         for g in &p.gpu {
             stats_row(&mut out, &format!("vram {}", g.device), &g.vram_bytes);
