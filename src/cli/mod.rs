@@ -4,10 +4,10 @@
 pub mod values;
 
 use crate::collect::Options;
-use values::seconds;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
+use values::seconds;
 
 #[derive(Debug, Parser)]
 #[command(

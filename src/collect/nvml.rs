@@ -19,8 +19,8 @@
 //! MIG handle, and its processes are that instance's. NVML has no
 //! utilization per instance (nor per process in MIG mode): those are null.
 
-use super::source::{Owner, Report, Round, Source};
 pub use super::sample::{GpuProcess, Sample};
+use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
 use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, MigInstance, PciIds, Pcie, QueryError};
 use nvml_wrapper::enum_wrappers::device::{Clock, PcieUtilCounter, TemperatureSensor};

@@ -11,8 +11,8 @@
 //! PEB's command line through ReadProcessMemory), and the token's user
 //! (OpenProcessToken, GetTokenInformation TokenUser, LookupAccountSidW).
 
-use super::wincmd::split_command_line;
 use super::process::{ProcInfo, MAPS_REFRESH};
+use super::wincmd::split_command_line;
 use super::{classify, redact};
 use crate::units::format_unix_nanos;
 use std::collections::HashMap;

@@ -774,4 +774,3 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
 pub fn snapshots(n: u64) -> String {
     format!("{n} snapshot{}", if n == 1 { "" } else { "s" })
 }
-
