@@ -30,6 +30,7 @@ fn main() -> ExitCode {
     // The config file fills in what the command line left unset.
     match config::apply(&mut cli, &matches)
         .and_then(|()| cli::check_nvml_lib(&cli))
+        .and_then(|()| cli::check_user(&cli))
         .and_then(|()| run(&cli))
     {
         Ok(()) => ExitCode::SUCCESS,

@@ -142,6 +142,19 @@ pub fn check_nvml_lib(cli: &Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `--user` must name a user of this system: a name it does not know is an
+/// error (status 2), not an empty list. Not asked of a recorded procfs tree
+/// (`--proc-root`), whose users are another machine's.
+pub fn check_user(cli: &Cli) -> anyhow::Result<()> {
+    match &cli.user {
+        Some(name) if cli.proc_root == std::path::Path::new("/proc") => match crate::procs::user_exists(name) {
+            Some(false) => anyhow::bail!("--user {name}: there is no such user"),
+            _ => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
 /// The flags of the top level that some subcommands take too, and which;
 /// to the others they are unknown (`schema --gpu 99` is a usage error), and
 /// given before such a subcommand (`--gpu 99 schema`) they are refused.
@@ -176,8 +189,17 @@ pub fn take_shared_flags(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap
     let Some((name, sub)) = matches.subcommand() else {
         return Ok(());
     };
+    refuse_one_shot_flags(matches, name)?;
     for (id, flag, takers) in SHARED_FLAGS {
         if !takers.contains(&name) {
+            if id == "nvml_lib" {
+                // Harmless where no device is read: a shell alias
+                // (`gputaskman --nvml-lib X`) works for every command, and
+                // the library it names is neither loaded nor checked.
+                cli.nvml_lib = None;
+                cli.nvml_lib_on_command_line = false;
+                continue;
+            }
             if matches.value_source(id) == Some(ValueSource::CommandLine) {
                 return Err(command().error(
                     clap::error::ErrorKind::ArgumentConflict,
@@ -196,6 +218,36 @@ pub fn take_shared_flags(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap
                 cli.nvml_lib_on_command_line = true;
             }
         }
+    }
+    Ok(())
+}
+
+/// The top level's one-shot flags mean nothing to a subcommand: given
+/// before one (`--json model F`, `--once summary F`) they would be
+/// ignored, so they are refused, with the subcommand's own spelling where
+/// it has one.
+fn refuse_one_shot_flags(matches: &ArgMatches, name: &str) -> Result<(), clap::Error> {
+    for (id, flag) in [
+        ("once", "--once"),
+        ("json", "--json"),
+        ("wide", "--wide"),
+        ("list_gpus", "--list-gpus"),
+    ] {
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let own = command()
+            .find_subcommand(name)
+            .is_some_and(|sub| sub.get_arguments().any(|a| a.get_id() == id));
+        let hint = if own {
+            format!("; give it after: `gputaskman {name} ... {flag}`")
+        } else {
+            String::new()
+        };
+        return Err(command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag} before a subcommand means nothing to `gputaskman {name}`{hint}"),
+        ));
     }
     Ok(())
 }

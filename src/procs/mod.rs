@@ -37,4 +37,4 @@ mod unsupported;
 #[cfg(not(any(target_os = "linux", windows, target_os = "macos")))]
 pub use unsupported::ProcScanner;
 
-pub use process::{ProcInfo, MAPS_REFRESH};
+pub use process::{user_exists, ProcInfo, MAPS_REFRESH};

@@ -45,6 +45,40 @@ pub(super) fn lookup_user(uid: u32) -> Option<String> {
     }
 }
 
+/// Whether the system's name service knows a user by this name (passwd,
+/// LDAP, ...); None where this platform is not asked (Windows names carry
+/// a domain and are matched as the scan spells them).
+pub fn user_exists(name: &str) -> Option<bool> {
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    {
+        // A name with a NUL byte names no user.
+        let Ok(c_name) = std::ffi::CString::new(name) else {
+            return Some(false);
+        };
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: getpwnam_r writes into `pwd` and `buf`, both owned here
+        // and alive for the call; `result` is set to null or to `&pwd`.
+        unsafe {
+            let mut pwd: libc::passwd = std::mem::zeroed();
+            let mut result: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwnam_r(
+                c_name.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut result,
+            );
+            // An error of the name service (not "no entry") is no answer.
+            (rc == 0).then_some(!result.is_null())
+        }
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "macos")))]
+    {
+        let _ = name;
+        None
+    }
+}
+
 /// The second reading of a one-shot's CPU window where it is a whole rescan
 /// (macOS, Windows: a process's CPU time is one call there, no file): at
 /// least `min` after the first reading (`latest`, the last process's),
