@@ -182,6 +182,21 @@ fn a_user_the_system_does_not_know_is_an_error() {
 }
 
 #[test]
+fn a_one_shot_with_no_remote_host_answering_is_an_error() {
+    // Nothing listens there: the connection is refused.
+    let url = format!("http://127.0.0.1:{}", common::free_port());
+    for mode in ["--once", "--json"] {
+        let out = gputaskman().args(["--remote", &url, mode]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{mode}: {err}");
+        assert!(
+            err.contains("gputaskman: no --remote host answered (127.0.0.1:"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_library_named_by_the_flag_must_load() {
     for args in [
         &["--nvml-lib", "/nonexistent.so", "--once"][..],

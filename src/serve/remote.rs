@@ -403,6 +403,16 @@ pub fn run_once(
             crate::view::ascii::fold_when(ascii, fleet.to_text(now, width))
         )?;
     }
+    // One round and no host answered: there is nothing to show, which a
+    // script must not take for an empty fleet (status 0).
+    if fleet.hosts.iter().all(|h| h.snapshot.is_none()) {
+        let why: Vec<String> = fleet
+            .hosts
+            .iter()
+            .map(|h| format!("{}: {}", h.target.label, h.error.as_deref().unwrap_or("no answer")))
+            .collect();
+        anyhow::bail!("no --remote host answered ({})", why.join("; "));
+    }
     Ok(())
 }
 
