@@ -47,6 +47,10 @@ pub struct SummaryArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// List the processes never on a GPU too (their RSS only); by default
+    /// they are counted, not listed.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -105,7 +109,7 @@ pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<(
         serde_json::to_writer_pretty(&mut *out, &s)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", crate::view::summary::render(&s))?;
+        write!(out, "{}", crate::view::summary::render(&s, args.all))?;
     }
     Ok(())
 }

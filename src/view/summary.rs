@@ -32,7 +32,9 @@ fn stats_row(out: &mut String, label: &str, s: &Stats) {
     );
 }
 
-pub fn render(s: &Summary) -> String {
+/// `all`: list the processes never on a GPU too (by default they are
+/// counted, not listed: what moved on the GPU leads).
+pub fn render(s: &Summary, all: bool) -> String {
     let mut out = String::new();
     let span = match (&s.first, &s.last) {
         (Some(a), Some(b)) => {
@@ -91,7 +93,8 @@ pub fn render(s: &Summary) -> String {
     } else {
         let _ = writeln!(out, "{header}");
     }
-    for p in &s.processes {
+    let (listed, never_on_gpu): (Vec<_>, Vec<_>) = s.processes.iter().partition(|p| all || !p.gpu.is_empty());
+    for p in listed {
         let _ = writeln!(
             out,
             "  {} {}  seen {} - {} ({})",
@@ -111,6 +114,14 @@ pub fn render(s: &Summary) -> String {
             stats_row(&mut out, "vram, all devices", &p.vram_bytes);
         }
         stats_row(&mut out, "rss", &p.rss_bytes);
+    }
+    if !never_on_gpu.is_empty() {
+        let n = never_on_gpu.len();
+        let _ = writeln!(
+            out,
+            "  {n} process{} never on a GPU left out (--all lists them; --json has them all)",
+            if n == 1 { "" } else { "es" }
+        );
     }
 
     if !s.models.is_empty() {
