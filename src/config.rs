@@ -81,10 +81,10 @@ struct File {
     columns: Option<Vec<Column>>,
 }
 
-/// Bounded as the flag is (`cli::seconds`), so the error has the line.
+/// Bounded as the flag is (`cli::values::seconds`), so the error has the line.
 fn seconds<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     let value = f64::deserialize(d)?;
-    crate::cli::seconds(&value.to_string())
+    crate::cli::values::seconds(&value.to_string())
         .map(Some)
         .map_err(serde::de::Error::custom)
 }

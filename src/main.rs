@@ -30,6 +30,7 @@ fn main() -> ExitCode {
     // The config file fills in what the command line left unset.
     match config::apply(&mut cli, &matches)
         .and_then(|()| cli::check_nvml_lib(&cli))
+        .and_then(|()| cli::check_user(&cli))
         .and_then(|()| run(&cli))
     {
         Ok(()) => ExitCode::SUCCESS,
@@ -108,7 +109,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             None if cli.once || cli.json || cli.list_gpus => oneshot::run(cli, &mut stdout),
             None => {
                 drop(stdout);
-                // Bounded (more than 0, at most a day) by `cli::seconds`.
+                // Bounded (more than 0, at most a day) by `cli::values::seconds`.
                 view::tui::run_live(
                     cli.collector_options(false),
                     Duration::from_secs_f64(cli.interval),

@@ -29,12 +29,12 @@ pub struct ModelArgs {
 
     /// Context size in tokens; 0 or absent: the model's training context
     #[arg(short = 'c', long = "ctx", visible_alias = "ctx-size", value_name = "N",
-          value_parser = crate::cli::count, allow_negative_numbers = true)]
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
     pub ctx: Option<u32>,
 
     /// Parallel sequences (llama-server slots)
     #[arg(long, visible_alias = "np", value_name = "N", default_value_t = 1,
-          value_parser = crate::cli::count, allow_negative_numbers = true)]
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
     pub parallel: u32,
 
     /// One KV cache shared by all sequences (llama-server's default with -np auto)
@@ -51,7 +51,7 @@ pub struct ModelArgs {
 
     /// Physical batch size, which sizes the sliding-window caches
     #[arg(long, visible_aliases = ["ub", "ubatch-size"], value_name = "N", default_value_t = 512,
-          value_parser = crate::cli::count, allow_negative_numbers = true)]
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
     pub ubatch: u32,
 
     /// Full-size caches for sliding-window layers
@@ -69,7 +69,7 @@ pub struct ModelArgs {
 
     /// Logical batch size (llama.cpp's -b)
     #[arg(long, visible_aliases = ["b", "batch-size"], value_name = "N", default_value_t = 2048,
-          value_parser = crate::cli::count, allow_negative_numbers = true)]
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
     pub batch: u32,
 
     /// Backend whose compute buffer is estimated; default: cuda when an NVIDIA GPU is found, else cpu

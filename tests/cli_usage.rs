@@ -68,6 +68,15 @@ fn usage_error(args: &[&str], what: &str) {
     assert!(!err.contains("unexpected argument '-"), "{args:?}: {err}");
 }
 
+/// Refused when run (not by clap): status 2, and stderr says `what`.
+fn fails_with(args: &[&str], what: &str) {
+    let out = gputaskman().args(args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(what), "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+}
+
 #[test]
 fn a_negative_number_is_named_as_such_not_taken_for_a_flag() {
     let seconds = "give a number of seconds, more than 0 and at most 86400";
@@ -104,10 +113,6 @@ fn a_flag_that_means_nothing_to_a_command_is_refused() {
             &["--gpu", "99", command],
             &format!("--gpu means nothing to `gputaskman {command}`"),
         );
-        usage_error(
-            &["--nvml-lib", "/x.so", command],
-            &format!("--nvml-lib means nothing to `gputaskman {command}`"),
-        );
     }
     // Where they mean something they stay, after the subcommand or before.
     for command in ["record", "serve", "model"] {
@@ -116,6 +121,77 @@ fn a_flag_that_means_nothing_to_a_command_is_refused() {
         assert!(
             help.contains("--gpu") && help.contains("--nvml-lib"),
             "{command}:\n{help}"
+        );
+    }
+}
+
+#[test]
+fn nvml_lib_before_a_command_that_reads_no_device_is_accepted() {
+    // A shell alias (`gputaskman --nvml-lib X`) works for every command:
+    // the library is not loaded, so not checked either.
+    for args in [
+        &["--nvml-lib", "/nonexistent.so", "schema"][..],
+        &["--nvml-lib", "/nonexistent.so", "explain"],
+        &["--nvml-lib", "/nonexistent.so", "completions", "bash"],
+        &["--nvml-lib", "/nonexistent.so", "config", "--help"],
+    ] {
+        let out = gputaskman().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+    // Where a device is read, the library still must load.
+    fails_with(
+        &["--nvml-lib", "/nonexistent.so", "--once"],
+        "cannot load /nonexistent.so",
+    );
+}
+
+#[test]
+fn a_one_shot_flag_before_a_subcommand_is_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("m.gguf");
+    let model = model.to_str().unwrap();
+    usage_error(
+        &["--json", "model", model],
+        "--json before a subcommand means nothing to `gputaskman model`; give it after: `gputaskman model ... --json`",
+    );
+    usage_error(
+        &["--once", "summary", model],
+        "--once before a subcommand means nothing to `gputaskman summary`",
+    );
+    usage_error(
+        &["--once", "schema"],
+        "--once before a subcommand means nothing to `gputaskman schema`",
+    );
+    usage_error(
+        &["--list-gpus", "explain"],
+        "--list-gpus before a subcommand means nothing to `gputaskman explain`",
+    );
+}
+
+#[test]
+fn a_user_the_system_does_not_know_is_an_error() {
+    let name = "no-such-user-7c1e";
+    for args in [&["--user", name, "--once"][..], &["--user", name, "--json"]] {
+        fails_with(args, &format!("gputaskman: --user {name}: there is no such user"));
+    }
+    // A user it knows is a filter, as before (root is in every passwd).
+    let out = gputaskman().args(["--user", "root", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_one_shot_with_no_remote_host_answering_is_an_error() {
+    // Nothing listens there: the connection is refused.
+    let url = format!("http://127.0.0.1:{}", common::free_port());
+    for mode in ["--once", "--json"] {
+        let out = gputaskman().args(["--remote", &url, mode]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{mode}: {err}");
+        assert!(
+            err.contains("gputaskman: no --remote host answered (127.0.0.1:"),
+            "{mode}: {err}"
         );
     }
 }

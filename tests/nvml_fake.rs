@@ -570,16 +570,25 @@ fn ppid_is_the_parent_and_user_keeps_only_that_users_processes() {
     assert!(all["processes"].as_array().unwrap().len() > pids.len());
     // The devices are the whole devices' still.
     assert_eq!(mine["devices"], all["devices"]);
-    let nobody = d.scenario.json(&["--json", "--user", "no-such-user-here"]);
+    // A user the system knows who runs none of them (a name it does not
+    // know is an error: tests/cli_usage.rs).
+    let nobody = d.scenario.json(&["--json", "--user", "nobody"]);
     assert_eq!(nobody["processes"], json!([]));
     let text = d
+        .scenario
+        .command()
+        .args(["--once", "--user", "nobody"])
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("llama-server"));
+    let unknown = d
         .scenario
         .command()
         .args(["--once", "--user", "no-such-user-here"])
         .output()
         .unwrap();
-    assert!(text.status.success());
-    assert!(!String::from_utf8_lossy(&text.stdout).contains("llama-server"));
+    assert_eq!(unknown.status.code(), Some(2));
 }
 
 #[test]

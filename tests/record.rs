@@ -548,6 +548,21 @@ fn summary_gives_min_median_max_last_and_peak_per_device_and_process() {
         ),
         "{text}"
     );
+    // What never held GPU memory is counted, not listed (issue 37 item 8):
+    // the two runs of PID 200 and the server with no GPU entry.
+    let never: Vec<&Value> = procs
+        .iter()
+        .filter(|p| p["gpu"].as_array().is_some_and(|g| g.is_empty()))
+        .collect();
+    assert_eq!(never.len(), 3, "{procs:#?}");
+    assert!(
+        text.contains("  3 processes never on a GPU left out (--all lists them; --json has them all)\n"),
+        "{text}"
+    );
+    assert!(!text.contains("  200 a  seen"), "{text}");
+    let all = snapshot_builder::run_ok(&["summary".as_ref(), path.as_os_str(), "--all".as_ref()]);
+    assert!(all.contains("  200 a  seen") && all.contains("  200 b  seen"), "{all}");
+    assert!(!all.contains("never on a GPU left out"), "{all}");
 }
 
 /// One snapshot is one, not "1 snapshots" (as summary said).

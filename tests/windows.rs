@@ -14,10 +14,9 @@
 //! adapters are devices of their own beside NVML's.
 
 mod common;
-#[path = "windows/wine.rs"]
-mod wine;
 
 use common::tmux::{tmux_path, Tmux};
+use common::wine;
 use common::{device, free_port, process, Daemon, Scenario};
 use serde_json::{json, Value};
 use std::io::{Read, Write};

@@ -14,6 +14,7 @@ pub mod host;
 pub mod jetson;
 pub mod nvml;
 pub mod plausible;
+pub mod sample;
 pub mod source;
 pub mod watchdog;
 pub mod wddm;

@@ -19,6 +19,7 @@
 //! MIG handle, and its processes are that instance's. NVML has no
 //! utilization per instance (nor per process in MIG mode): those are null.
 
+pub use super::sample::{GpuProcess, Sample};
 use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
 use crate::snapshot::{Backend, BackendStatus, Clocks, Device, GpuUsage, MigInstance, PciIds, Pcie, QueryError};
@@ -40,20 +41,6 @@ const NVML_ERROR_INSUFFICIENT_SIZE: nvmlReturn_t = 7;
 /// the one some drivers write instead.
 const RECORD_BYTES: usize = std::mem::size_of::<nvmlProcessInfo_t>();
 const QUIRK_RECORD_BYTES: usize = 32;
-
-/// A process NVML lists on a device.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuProcess {
-    pub pid: u32,
-    pub usage: GpuUsage,
-}
-
-/// One pass over every device.
-#[derive(Debug, Default, Clone)]
-pub struct Sample {
-    pub devices: Vec<Device>,
-    pub processes: Vec<GpuProcess>,
-}
 
 pub struct NvmlSource {
     nvml: Nvml,

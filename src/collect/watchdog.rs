@@ -7,7 +7,7 @@
 //! returns, a sample waits at most the deadline and says the source is
 //! starting.
 
-use super::nvml::Sample;
+use super::sample::Sample;
 use crate::snapshot::Backend;
 use std::collections::HashSet;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};

@@ -1,7 +1,8 @@
 //! The /proc scan on Linux, through the procfs crate. The root is a
 //! parameter so tests can point it at a recorded tree.
 
-use super::{classify, lookup_user, redact, ProcInfo, MAPS_REFRESH};
+use super::process::{lookup_user, ProcInfo, MAPS_REFRESH};
+use super::{classify, redact};
 use crate::units::format_unix_nanos;
 use anyhow::Context;
 use procfs::process::Process;
@@ -41,7 +42,7 @@ const PID_MARGIN: u64 = 64;
 
 /// The lifelong part of a process; classified: (comm, runtimes, kind) as
 /// last classified.
-type Static = super::Lifelong<u64, Option<(String, Vec<String>, crate::snapshot::ProcessKind)>>;
+type Static = super::process::Lifelong<u64, Option<(String, Vec<String>, crate::snapshot::ProcessKind)>>;
 
 pub struct ProcScanner {
     root: PathBuf,

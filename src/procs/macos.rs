@@ -134,7 +134,8 @@ pub fn walk_regions(max: usize, mut region_at: impl FnMut(u64) -> Option<(String
 
 #[cfg(target_os = "macos")]
 mod sys {
-    use super::super::{classify, lookup_user, redact, ProcInfo, MAPS_REFRESH};
+    use super::super::process::{lookup_user, ProcInfo, MAPS_REFRESH};
+    use super::super::{classify, redact};
     use crate::units::format_unix_nanos;
     use std::collections::HashMap;
     use std::ffi::{c_int, c_void, CStr};
@@ -187,7 +188,7 @@ mod sys {
     const MAX_REGIONS: usize = 65536;
 
     /// The lifelong part of a process; classified: its kind.
-    type Static = super::super::Lifelong<Option<u64>, crate::snapshot::ProcessKind>;
+    type Static = super::super::process::Lifelong<Option<u64>, crate::snapshot::ProcessKind>;
 
     pub struct ProcScanner {
         /// CPU time (ns) at the previous sample.
@@ -224,7 +225,7 @@ mod sys {
         /// here), CPU% for the listed processes.
         pub fn close_cpu_window(&mut self, min: Duration, processes: &mut [crate::snapshot::Process]) {
             let latest = self.cpu.values().map(|&(_, at)| at).max();
-            super::super::close_by_rescan(latest, min, processes, || self.scan());
+            super::super::process::close_by_rescan(latest, min, processes, || self.scan());
         }
 
         /// The shortest window a CPU% of the last scan was measured over.

@@ -1,7 +1,7 @@
 //! Platforms without a process scan yet: the scan fails with a clear reason
 //! instead of pretending no process runs.
 
-use super::ProcInfo;
+use super::process::ProcInfo;
 use std::path::PathBuf;
 
 pub struct ProcScanner;

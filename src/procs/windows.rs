@@ -11,8 +11,9 @@
 //! PEB's command line through ReadProcessMemory), and the token's user
 //! (OpenProcessToken, GetTokenInformation TokenUser, LookupAccountSidW).
 
+use super::process::{ProcInfo, MAPS_REFRESH};
 use super::wincmd::split_command_line;
-use super::{classify, redact, ProcInfo, MAPS_REFRESH};
+use super::{classify, redact};
 use crate::units::format_unix_nanos;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -113,7 +114,7 @@ impl ProcScanner {
     /// here), CPU% for the listed processes.
     pub fn close_cpu_window(&mut self, min: Duration, processes: &mut [crate::snapshot::Process]) {
         let latest = self.cpu.values().map(|&(_, at)| at).max();
-        super::close_by_rescan(latest, min, processes, || self.scan());
+        super::process::close_by_rescan(latest, min, processes, || self.scan());
     }
 
     /// The shortest window a CPU% of the last scan was measured over.

@@ -768,3 +768,9 @@ fn index_zstd(data: &[u8], ix: &mut Indexer, chunks: &mut Vec<Chunk>) {
         }
     }
 }
+
+/// `1 snapshot`, `3 snapshots`: how many a recording holds (here,
+/// below `record`, `plot` and `view::summary`, which all say it).
+pub fn snapshots(n: u64) -> String {
+    format!("{n} snapshot{}", if n == 1 { "" } else { "s" })
+}

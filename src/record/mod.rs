@@ -14,7 +14,7 @@ pub mod plot;
 pub mod summary;
 pub mod write;
 
-pub use index::{open_recording, RecordingIndex};
+pub use index::{open_recording, snapshots, RecordingIndex};
 
 use crate::collect::{Collector, Options};
 use crate::view::safe_text::safe;
@@ -32,10 +32,10 @@ pub struct RecordArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE.jsonl")]
     pub output: PathBuf,
     /// Seconds between snapshots (default: the global --interval, 1).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds, allow_negative_numbers = true)]
     pub interval: Option<f64>,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds, allow_negative_numbers = true)]
     pub duration: Option<f64>,
 }
 
@@ -47,6 +47,10 @@ pub struct SummaryArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// List the processes never on a GPU too (their RSS only); by default
+    /// they are counted, not listed.
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -105,7 +109,7 @@ pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<(
         serde_json::to_writer_pretty(&mut *out, &s)?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", crate::view::summary::render(&s))?;
+        write!(out, "{}", crate::view::summary::render(&s, args.all))?;
     }
     Ok(())
 }
@@ -203,7 +207,7 @@ pub fn run_replay(file: &Path, look: crate::view::tui::Look) -> anyhow::Result<(
 /// per interval, each appended as one line and flushed.
 pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
     let interval = args.interval.unwrap_or(default_interval);
-    // Bounded by `cli::seconds`; this floor is record's own.
+    // Bounded by `cli::values::seconds`; this floor is record's own.
     if interval < 0.01 {
         bail!("--interval {interval}: give a number of seconds, at least 0.01");
     }
@@ -256,9 +260,4 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
         .with_context(|| format!("{}: cannot write", path.display()))?;
     eprintln!("{}: {} written", path.display(), snapshots(lines));
     Ok(())
-}
-
-/// `1 snapshot`, `3 snapshots`: how many a recording holds.
-pub fn snapshots(n: u64) -> String {
-    format!("{n} snapshot{}", if n == 1 { "" } else { "s" })
 }

@@ -122,7 +122,7 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
     if series.is_empty() {
         anyhow::bail!(
             "nothing measured to plot: no device memory and no per-process VRAM in {}{}",
-            super::snapshots(n as u64),
+            super::index::snapshots(n as u64),
             if options.rss {
                 ""
             } else {
@@ -150,7 +150,7 @@ pub fn plot(rec: &RecordingIndex, title: &str, options: &Options) -> anyhow::Res
     let account = format!(
         "{} series over {}{}",
         series.len(),
-        super::snapshots(n as u64),
+        super::index::snapshots(n as u64),
         if left_out > 0 {
             format!(" ({left_out} smaller processes not drawn; --top to change)")
         } else {
@@ -296,7 +296,7 @@ fn header(legend: &[String], title: &str, n: usize, t0: f64, t_max: f64, left_ou
         r##"<text x="{LEFT}" y="40" fill="#555">{}</text>"##,
         xml(&format!(
             "{} from {start} UTC over {}; gaps: not listed or n/a{more}",
-            super::snapshots(n as u64),
+            super::index::snapshots(n as u64),
             crate::units::duration(t_max)
         ))
     );

@@ -47,7 +47,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_cmdline: bool,
     /// Seconds between samples (default: the global --interval, 1).
-    #[arg(long, value_name = "S", value_parser = crate::cli::seconds, allow_negative_numbers = true)]
+    #[arg(long, value_name = "S", value_parser = crate::cli::values::seconds, allow_negative_numbers = true)]
     pub interval: Option<f64>,
 }
 
@@ -231,7 +231,7 @@ fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, publish
 /// `gputaskman serve`: never returns but with an error.
 pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
     let interval = args.interval.unwrap_or(default_interval);
-    // Bounded by `cli::seconds`; this floor is serve's own.
+    // Bounded by `cli::values::seconds`; this floor is serve's own.
     if interval < MIN_INTERVAL {
         bail!("--interval {interval}: give a number of seconds, at least {MIN_INTERVAL}");
     }

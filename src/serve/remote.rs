@@ -371,7 +371,7 @@ pub fn run_live(
 ) -> anyhow::Result<()> {
     let targets = parse_targets(list)?;
     let token = token_file.map(read_token).transpose()?;
-    // Bounded (more than 0, at most a day) by `cli::seconds`.
+    // Bounded (more than 0, at most a day) by `cli::values::seconds`.
     let interval = Duration::from_secs_f64(interval);
     crate::view::tui::term::require_terminal()?;
     // Other machines' PIDs: no signal from here ever reaches them.
@@ -402,6 +402,16 @@ pub fn run_once(
             "{}",
             crate::view::ascii::fold_when(ascii, fleet.to_text(now, width))
         )?;
+    }
+    // One round and no host answered: there is nothing to show, which a
+    // script must not take for an empty fleet (status 0).
+    if fleet.hosts.iter().all(|h| h.snapshot.is_none()) {
+        let why: Vec<String> = fleet
+            .hosts
+            .iter()
+            .map(|h| format!("{}: {}", h.target.label, h.error.as_deref().unwrap_or("no answer")))
+            .collect();
+        anyhow::bail!("no --remote host answered ({})", why.join("; "));
     }
     Ok(())
 }

@@ -32,7 +32,9 @@ fn stats_row(out: &mut String, label: &str, s: &Stats) {
     );
 }
 
-pub fn render(s: &Summary) -> String {
+/// `all`: list the processes never on a GPU too (by default they are
+/// counted, not listed: what moved on the GPU leads).
+pub fn render(s: &Summary, all: bool) -> String {
     let mut out = String::new();
     let span = match (&s.first, &s.last) {
         (Some(a), Some(b)) => {
@@ -49,7 +51,7 @@ pub fn render(s: &Summary) -> String {
         out,
         "{}: {}{span}",
         safe(&s.file),
-        crate::record::snapshots(s.snapshots as u64)
+        crate::record::index::snapshots(s.snapshots as u64)
     );
     if !s.skipped.is_empty() {
         let _ = writeln!(out, "skipped:");
@@ -77,7 +79,7 @@ pub fn render(s: &Summary) -> String {
             safe(d.name.as_deref().unwrap_or("(unnamed)")),
             safe(ident),
             bytes(d.memory_total_bytes),
-            crate::record::snapshots(d.samples as u64)
+            crate::record::index::snapshots(d.samples as u64)
         );
         stats_row(&mut out, "used", &d.memory_used_bytes);
         if d.shared_memory_used_bytes.known > 0 {
@@ -91,7 +93,8 @@ pub fn render(s: &Summary) -> String {
     } else {
         let _ = writeln!(out, "{header}");
     }
-    for p in &s.processes {
+    let (listed, never_on_gpu): (Vec<_>, Vec<_>) = s.processes.iter().partition(|p| all || !p.gpu.is_empty());
+    for p in listed {
         let _ = writeln!(
             out,
             "  {} {}  seen {} - {} ({})",
@@ -99,7 +102,7 @@ pub fn render(s: &Summary) -> String {
             safe(p.name.as_deref().unwrap_or("(not in /proc)")),
             safe(clock(&p.first_seen)),
             safe(clock(&p.last_seen)),
-            crate::record::snapshots(p.samples as u64)
+            crate::record::index::snapshots(p.samples as u64)
         );
         for g in &p.gpu {
             stats_row(&mut out, &format!("vram {}", g.device), &g.vram_bytes);
@@ -111,6 +114,14 @@ pub fn render(s: &Summary) -> String {
             stats_row(&mut out, "vram, all devices", &p.vram_bytes);
         }
         stats_row(&mut out, "rss", &p.rss_bytes);
+    }
+    if !never_on_gpu.is_empty() {
+        let n = never_on_gpu.len();
+        let _ = writeln!(
+            out,
+            "  {n} process{} never on a GPU left out (--all lists them; --json has them all)",
+            if n == 1 { "" } else { "es" }
+        );
     }
 
     if !s.models.is_empty() {

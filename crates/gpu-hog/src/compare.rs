@@ -150,6 +150,14 @@ fn within_rounding(bytes: u64, smi_mib: u64) -> bool {
 /// `smi_gpus` and `smi_apps` nvidia-smi's two answers.
 pub fn compare(snapshot: &Value, smi_gpus: &str, smi_apps: &str, holders: &[Holder]) -> Report {
     let mut report = Report::default();
+    compare_gpus(&mut report, snapshot, smi_gpus);
+    compare_holders(&mut report, snapshot, smi_apps, holders);
+    report
+}
+
+/// Each whole GPU's count, total and used memory against nvidia-smi's
+/// `--query-gpu` lines.
+fn compare_gpus(report: &mut Report, snapshot: &Value, smi_gpus: &str) {
     let devices: Vec<&Value> = snapshot["devices"]
         .as_array()
         .map(|d| d.iter().collect())
@@ -215,7 +223,11 @@ pub fn compare(snapshot: &Value, smi_gpus: &str, smi_apps: &str, holders: &[Hold
             report.check(pass, what, format!("gputaskman {}, nvidia-smi {theirs} MiB", mib(ours)));
         }
     }
+}
 
+/// Each holder's VRAM against nvidia-smi's `--query-compute-apps` line for
+/// its PID, and the context overhead above what it allocated.
+fn compare_holders(report: &mut Report, snapshot: &Value, smi_apps: &str, holders: &[Holder]) {
     let apps: Vec<(u64, Option<u64>)> = smi_rows(smi_apps, 2)
         .into_iter()
         .filter_map(|row| match row.as_deref() {
@@ -275,7 +287,6 @@ pub fn compare(snapshot: &Value, smi_gpus: &str, smi_apps: &str, holders: &[Hold
             ),
         );
     }
-    report
 }
 
 #[cfg(test)]

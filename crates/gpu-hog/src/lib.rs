@@ -10,6 +10,8 @@
 //!   pure function tested here with canned `nvidia-smi` output.
 
 pub mod compare;
+/// Linux only: `libcuda.so.1` and POSIX signals.
+#[cfg(target_os = "linux")]
 pub mod cuda;
 
 /// Bytes from `2GiB`, `512MiB`, `64KiB` or a plain number of bytes (binary

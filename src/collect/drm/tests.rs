@@ -2,8 +2,8 @@ use super::clients::{class, Class};
 use super::*;
 use crate::collect::nvml::GpuProcess;
 use crate::snapshot::GpuUsage;
-use std::path::Path;
 use crate::snapshot::{Clocks, Pcie};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 const MIB: u64 = 1 << 20;

@@ -1,10 +1,13 @@
 //! Command-line arguments. The spellings are an interface scripts depend on
 //! (shared/DESIGN.md): add, never rename.
 
+pub mod values;
+
 use crate::collect::Options;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
+use values::seconds;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -123,31 +126,6 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// The longest period any flag takes: a day.
-pub const MAX_SECONDS: f64 = 86_400.0;
-
-/// The parser of every flag that takes seconds. Bounded at parse time so
-/// that no later `Duration::from_secs_f64` or `Instant + Duration` can
-/// overflow and panic (1e19 s did), and a mistyped value is a usage error
-/// (status 2) rather than a wait that never ends.
-pub fn seconds(text: &str) -> Result<f64, String> {
-    const WANT: &str = "give a number of seconds, more than 0 and at most 86400 (a day)";
-    match text.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= MAX_SECONDS => Ok(s),
-        _ => Err(WANT.to_string()),
-    }
-}
-
-/// The parser of the counts `model` takes (`--ctx`, `--parallel`,
-/// `--ubatch`): a negative one is named as such, not taken for a flag.
-pub fn count(text: &str) -> Result<u32, String> {
-    match (text.trim().parse::<u32>(), text.trim().parse::<i64>()) {
-        (Ok(n), _) => Ok(n),
-        (_, Ok(n)) if n < 0 => Err("a count cannot be negative: give 0 or more".into()),
-        _ => Err(format!("give a whole number from 0 to {}", u32::MAX)),
-    }
-}
-
 /// The environment variables that stand in for flags (clap's `env`).
 pub const ENV_SETTINGS: [&str; 2] = ["GPUTASKMAN_NVML_LIB", "GPUTASKMAN_PROC_ROOT"];
 
@@ -160,6 +138,19 @@ pub fn check_nvml_lib(cli: &Cli) -> anyhow::Result<()> {
         Some(path) if cli.nvml_lib_on_command_line => {
             crate::collect::nvml::NvmlSource::check_loads(path).map_err(|e| anyhow::anyhow!("--nvml-lib: {e}"))
         }
+        _ => Ok(()),
+    }
+}
+
+/// `--user` must name a user of this system: a name it does not know is an
+/// error (status 2), not an empty list. Not asked of a recorded procfs tree
+/// (`--proc-root`), whose users are another machine's.
+pub fn check_user(cli: &Cli) -> anyhow::Result<()> {
+    match &cli.user {
+        Some(name) if cli.proc_root == std::path::Path::new("/proc") => match crate::procs::user_exists(name) {
+            Some(false) => anyhow::bail!("--user {name}: there is no such user"),
+            _ => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -198,8 +189,17 @@ pub fn take_shared_flags(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap
     let Some((name, sub)) = matches.subcommand() else {
         return Ok(());
     };
+    refuse_one_shot_flags(matches, name)?;
     for (id, flag, takers) in SHARED_FLAGS {
         if !takers.contains(&name) {
+            if id == "nvml_lib" {
+                // Harmless where no device is read: a shell alias
+                // (`gputaskman --nvml-lib X`) works for every command, and
+                // the library it names is neither loaded nor checked.
+                cli.nvml_lib = None;
+                cli.nvml_lib_on_command_line = false;
+                continue;
+            }
             if matches.value_source(id) == Some(ValueSource::CommandLine) {
                 return Err(command().error(
                     clap::error::ErrorKind::ArgumentConflict,
@@ -218,6 +218,36 @@ pub fn take_shared_flags(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap
                 cli.nvml_lib_on_command_line = true;
             }
         }
+    }
+    Ok(())
+}
+
+/// The top level's one-shot flags mean nothing to a subcommand: given
+/// before one (`--json model F`, `--once summary F`) they would be
+/// ignored, so they are refused, with the subcommand's own spelling where
+/// it has one.
+fn refuse_one_shot_flags(matches: &ArgMatches, name: &str) -> Result<(), clap::Error> {
+    for (id, flag) in [
+        ("once", "--once"),
+        ("json", "--json"),
+        ("wide", "--wide"),
+        ("list_gpus", "--list-gpus"),
+    ] {
+        if matches.value_source(id) != Some(ValueSource::CommandLine) {
+            continue;
+        }
+        let own = command()
+            .find_subcommand(name)
+            .is_some_and(|sub| sub.get_arguments().any(|a| a.get_id() == id));
+        let hint = if own {
+            format!("; give it after: `gputaskman {name} ... {flag}`")
+        } else {
+            String::new()
+        };
+        return Err(command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag} before a subcommand means nothing to `gputaskman {name}`{hint}"),
+        ));
     }
     Ok(())
 }

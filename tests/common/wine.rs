@@ -1,7 +1,7 @@
 //! gputaskman.exe under Wine, for tests/windows.rs: the Windows build
 //! (x86_64-pc-windows-gnu, linked by Debian's mingw-w64), the fake NVML as
 //! nvml.dll, the fake PDH as pdh.dll and the fake DXGI as dxgi.dll beside
-//! it, the C helpers of this folder built with mingw, and a Wine prefix of
+//! it, the C helpers of tests/windows built with mingw, and a Wine prefix of
 //! the tests' own.
 
 use std::io::{BufRead, BufReader};
