@@ -6,7 +6,7 @@
 
 use crate::cli::Cli;
 use crate::view::tui::app::SortKey;
-use crate::view::tui::render::Column;
+use crate::view::tui::columns::Column;
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::ArgMatches;

@@ -32,15 +32,22 @@ struct Server {
     scenario: Scenario,
 }
 
-/// 8 GPUs with 8 processes each, and `extra` (PID, VRAM) on GPU 0, and
+/// The 8-H100 box the unit tests draw too (`view::tui::fixture::server`):
+/// its devices, with what the driver holds and no processes.
+fn h100x8() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/screens/h100x8.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The 8 GPUs with 8 processes each, and `extra` (PID, VRAM) on GPU 0, and
 /// `ghosts` PIDs no process has (another namespace's: no user).
 fn server(extra: &[(u32, u64)], ghosts: &[u32]) -> Server {
     let guard = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut procs = Vec::new();
     let mut vram = HashMap::new();
-    let mut devices = Vec::new();
-    for index in 0..8u32 {
+    let mut scenario = h100x8();
+    for (index, device) in (0..8u32).zip(scenario["devices"].as_array_mut().unwrap()) {
         let mut list = Vec::new();
         for n in 0..8u32 {
             let name = if n == 0 { "trainer" } else { "worker" };
@@ -60,24 +67,14 @@ fn server(extra: &[(u32, u64)], ghosts: &[u32]) -> Server {
                 list.push(json!({"pid": pid, "used_memory": 64 * MIB}));
             }
         }
-        let used: u64 = list.iter().map(|p| p["used_memory"].as_u64().unwrap()).sum::<u64>() + 600 * MIB;
-        devices.push(json!({
-            "name": "NVIDIA H100 80GB HBM3",
-            "uuid": format!("GPU-0000000{index}-1111-2222-3333-444444444444"),
-            "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
-            "memory": {"total": H100, "used": used, "free": H100 - used},
-            "utilization": {"gpu": 20 + index * 9, "memory": 10 + index},
-            "temperature_c": 40 + index,
-            "power_mw": 300_000 + index * 11_000,
-            "power_limit_mw": 700_000,
-            "compute_processes": list,
-        }));
+        let listed: u64 = list.iter().map(|p| p["used_memory"].as_u64().unwrap()).sum();
+        let memory = &mut device["memory"];
+        let used = memory["used"].as_u64().unwrap() + listed;
+        memory["used"] = json!(used);
+        memory["free"] = json!(memory["total"].as_u64().unwrap() - used);
+        device["compute_processes"] = json!(list);
     }
-    let scenario = Scenario::new(&json!({
-        "driver_version": "580.159.03",
-        "cuda_driver_version": 13000,
-        "devices": devices,
-    }));
+    let scenario = Scenario::new(&scenario);
     Server {
         _guard: guard,
         _dir: dir,

@@ -1,9 +1,9 @@
 //! The live view's state and what each key does. Pure: no terminal here, so
 //! tests drive it with key events and render it to a test backend.
 
+use super::columns::Column;
 use super::feed::{FeedCommand, Update};
 use super::history::{self, History};
-use super::render::Column;
 use crate::procs::signal::{Signal, Target};
 use crate::snapshot::{GpuUsage, Process, Snapshot};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
@@ -49,8 +49,21 @@ impl SortKey {
         SortKey::ALL[(i + 1) % SortKey::ALL.len()]
     }
 
+    /// The key a column's title sorts by, if it is one.
+    pub fn of_column(c: Column) -> Option<SortKey> {
+        Some(match c {
+            Column::Pid => SortKey::Pid,
+            Column::Name => SortKey::Name,
+            Column::Vram => SortKey::Vram,
+            Column::Spill => SortKey::Spill,
+            Column::Gpu => SortKey::Gpu,
+            Column::Cpu => SortKey::Cpu,
+            _ => return None,
+        })
+    }
+
     /// Figures sort largest first, names and PIDs from the start.
-    fn descending(self) -> bool {
+    pub fn descending(self) -> bool {
         !matches!(self, SortKey::Name | SortKey::Pid)
     }
 }
