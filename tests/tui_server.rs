@@ -346,3 +346,67 @@ fn u_and_slash_filter_by_user() {
     });
     assert_eq!(honest_rows(&screen, &s).len(), 8, "{screen}");
 }
+
+/// Issue 37 on the 8-H100 box: at 80x24 the eight GPU lines fit (no line
+/// for a source that found nothing), at 120x35 a COMMAND column shows the
+/// command lines (redacted), `m` adds no column that is n/a on every NVML
+/// row, the driver's reserve is said, and `--ascii` writes `40 C`.
+#[test]
+fn the_first_hour_on_eight_gpus_at_80x24_and_120x35() {
+    let Some(tmux) = tmux_path() else { return };
+    let s = server(&[], &[]);
+    // 512 MiB the driver keeps: used + free + reserved = total.
+    let mut scenario: serde_json::Value = serde_json::from_slice(&std::fs::read(s.scenario.path()).unwrap()).unwrap();
+    for d in scenario["devices"].as_array_mut().unwrap() {
+        let free = d["memory"]["free"].as_u64().unwrap();
+        d["memory"]["free"] = json!(free - 512 * MIB);
+        d["memory"]["reserved"] = json!(512 * MIB);
+    }
+    std::fs::write(s.scenario.path(), serde_json::to_vec(&scenario).unwrap()).unwrap();
+    let gpu_lines = |screen: &str| {
+        (0..8)
+            .filter(|i| screen.lines().any(|l| l.starts_with(&format!("GPU {i} "))))
+            .count()
+    };
+    let t = Tmux::new(tmux.clone(), "first-hour");
+    t.start_sized(&view_command(s.scenario.path(), ""), 80, 24);
+    let screen = t.wait_for("eight GPU lines at 80x24", Duration::from_secs(15), |screen| {
+        gpu_lines(screen) == 8 && honest_rows(screen, &s).len() >= 4
+    });
+    for source in ["drm:", "jetson:", "ascend:"] {
+        assert!(!screen.contains(source), "{screen}");
+    }
+
+    t.run(&["resize-window", "-t", "view", "-x", "120", "-y", "35"]);
+    let screen = t.wait_for("the command column at 120x35", Duration::from_secs(10), |screen| {
+        screen.contains(" COMMAND") && gpu_lines(screen) == 8 && honest_rows(screen, &s).len() >= 8
+    });
+    let rank = s.procs[9].pid();
+    let line = screen.lines().find(|l| first_pid(l) == Some(rank)).unwrap();
+    // The command line (the sleeper's: a shell under the name `worker`).
+    assert!(line.contains("/worker -c 'read _' worker"), "{screen}");
+    t.keys(&["m"]);
+    let screen = t.wait_for("full columns", Duration::from_secs(5), |screen| screen.contains(" RSS"));
+    assert!(!screen.contains("SPILL") && !screen.contains("PAGED"), "{screen}");
+    // ?: the keys, and every source's line (the screen shows those that
+    // matter); the footer says what keys do.
+    assert!(screen.contains("s sort") && screen.contains("? keys"), "{screen}");
+    t.keys(&["?"]);
+    let screen = t.wait_for("the keys", Duration::from_secs(5), |screen| {
+        screen.contains(" Keys ") && screen.contains("e explains")
+    });
+    assert!(screen.contains("reverse the sort"), "{screen}");
+    assert!(screen.contains("drm: unavailable"), "{screen}");
+    t.keys(&["q"]);
+    t.wait_for("exit", Duration::from_secs(5), |s| s.contains("EXITED 0"));
+
+    // One GPU, its full header: the reserve, and the ASCII temperature.
+    let t = Tmux::new(tmux, "first-hour-ascii");
+    t.start_sized(&view_command(s.scenario.path(), "--ascii --gpu 0"), 120, 35);
+    let screen = t.wait_for("GPU 0's header", Duration::from_secs(15), |screen| {
+        screen.contains("reserved by the driver")
+    });
+    assert!(screen.contains(", 512.0 MiB reserved by the driver"), "{screen}");
+    assert!(screen.contains("  40 C  "), "{screen}");
+    assert!(!screen.contains("40  C"), "{screen}");
+}

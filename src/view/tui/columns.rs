@@ -26,9 +26,11 @@ pub enum Column {
     Rss,
     Model,
     Inside,
+    /// The command line (redacted), cut on the right.
+    Command,
 }
 
-pub const FULL: [Column; 15] = [
+pub const FULL: [Column; 16] = [
     Column::Pid,
     Column::Device,
     Column::Name,
@@ -44,8 +46,9 @@ pub const FULL: [Column; 15] = [
     Column::Rss,
     Column::Model,
     Column::Inside,
+    Column::Command,
 ];
-pub const SLIM: [Column; 11] = [
+pub const SLIM: [Column; 12] = [
     Column::Pid,
     Column::Device,
     Column::Name,
@@ -57,6 +60,7 @@ pub const SLIM: [Column; 11] = [
     Column::Cpu,
     Column::Model,
     Column::Inside,
+    Column::Command,
 ];
 
 /// When the columns are wider than the terminal, they are left out in this
@@ -84,9 +88,12 @@ pub const DROP_ORDER: [Column; 15] = [
 
 /// Text columns narrower than this are left out rather than shown.
 const MIN_TEXT: usize = 6;
+/// COMMAND narrower than this says too little to be worth a column
+/// (`python3 trai…`).
+pub const MIN_COMMAND: usize = 12;
 
 impl Column {
-    pub const ALL: [Column; 15] = FULL;
+    pub const ALL: [Column; 16] = FULL;
 
     /// The config file's name of the column.
     pub fn name(self) -> &'static str {
@@ -106,6 +113,7 @@ impl Column {
             Column::Rss => "rss",
             Column::Model => "model",
             Column::Inside => "inside",
+            Column::Command => "command",
         }
     }
 
@@ -130,6 +138,7 @@ impl Column {
             Column::Rss => "RSS",
             Column::Model => "MODEL",
             Column::Inside => "WHAT IS INSIDE",
+            Column::Command => "COMMAND",
         }
     }
 
@@ -149,6 +158,8 @@ impl Column {
             Column::Cpu => 6,
             Column::Model => 26,
             Column::Inside => 14,
+            // It takes what the others leave (`fit_columns`).
+            Column::Command => MIN_COMMAND,
         }
     }
 
@@ -172,8 +183,42 @@ impl Column {
 /// (one space between two): the wanted ones, in their order, less those
 /// [`DROP_ORDER`] leaves out first until the rest fit. A figure column is as
 /// wide as its widest cell (`cells`: a column's cells, title included),
-/// never narrower; the last text column left takes what is spare.
+/// never narrower; the last text column left takes what is spare. COMMAND
+/// takes only what the others leave: what the last text column has beyond
+/// its widest cell, when that is at least [`MIN_COMMAND`].
 pub fn fit_columns(wanted: &[Column], cells: impl Fn(Column) -> usize, width: usize) -> Vec<(Column, usize)> {
+    let others: Vec<Column> = wanted.iter().copied().filter(|c| *c != Column::Command).collect();
+    let mut cols = fit_dropping(&others, &cells, width);
+    let Some(at) = wanted.iter().position(|c| *c == Column::Command) else {
+        return cols;
+    };
+    if cols.is_empty() {
+        return cols;
+    }
+    let used = cols.iter().map(|(_, w)| w).sum::<usize>() + cols.len() - 1;
+    let room = match cols.iter().rposition(|(c, _)| !c.figure()) {
+        Some(i) => {
+            let room = cols[i].1.saturating_sub(cells(cols[i].0).max(MIN_TEXT) + 1);
+            if room >= MIN_COMMAND {
+                cols[i].1 -= room + 1;
+            }
+            room
+        }
+        None => width.saturating_sub(used + 1),
+    };
+    if room >= MIN_COMMAND {
+        // In its place among the kept columns.
+        let before = wanted[..at]
+            .iter()
+            .filter(|c| cols.iter().any(|(k, _)| k == *c))
+            .count();
+        cols.insert(before, (Column::Command, room));
+    }
+    cols
+}
+
+/// [`fit_columns`] for every column but COMMAND.
+fn fit_dropping(wanted: &[Column], cells: &impl Fn(Column) -> usize, width: usize) -> Vec<(Column, usize)> {
     let mut cols: Vec<(Column, usize)> = wanted
         .iter()
         .map(|&c| (c, if c.figure() { c.width().max(cells(c)) } else { c.width() }))

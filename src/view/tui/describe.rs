@@ -68,16 +68,6 @@ pub fn runtime_label(p: &Process) -> String {
     }
 }
 
-pub fn kind_label(k: ProcessKind) -> &'static str {
-    match k {
-        ProcessKind::Ai => "ai",
-        ProcessKind::Compositor => "compositor",
-        ProcessKind::Browser => "browser",
-        ProcessKind::Game => "game",
-        ProcessKind::Other => "other",
-    }
-}
-
 /// The PID, or `H:<pid>` for a process outside this container that only
 /// the driver knows (its host PID).
 pub fn pid_label(p: &Process) -> String {
@@ -364,6 +354,16 @@ pub fn container_label(c: &crate::snapshot::Container) -> String {
     }
 }
 
+/// A process's command line as shown, redacted again word by word: a
+/// recording or a remote host's answer may carry one that was not.
+pub fn command(p: &Process) -> String {
+    let Some(line) = p.cmdline.as_deref() else {
+        return "n/a".into();
+    };
+    let words: Vec<String> = line.split(' ').map(String::from).collect();
+    crate::procs::redact::redact_args(&words).join(" ")
+}
+
 /// What a row says in column `c`: text as written by others (escaped and
 /// cut when drawn), figures in the units of `units`, `-` where the row is on
 /// no GPU, `n/a` where it is but the figure is unknown.
@@ -387,7 +387,7 @@ pub fn cell(c: Column, app: &App, p: &Process) -> String {
         Column::Name => opt(p.name.as_deref()).to_string(),
         Column::User => opt(p.user.as_deref()).to_string(),
         Column::Container => p.container.as_ref().map_or_else(|| "-".into(), container_label),
-        Column::Kind => kind_label(p.kind).to_string(),
+        Column::Kind => p.kind.label().to_string(),
         Column::Runtime => runtime_label(p),
         Column::Vram => figure(|g| g.vram_bytes),
         Column::Spill => figure(|g| g.spill_bytes),
@@ -401,5 +401,6 @@ pub fn cell(c: Column, app: &App, p: &Process) -> String {
         Column::Rss => bytes(p.rss_bytes),
         Column::Model => model_cell(p, app.replay),
         Column::Inside => inside(p, app.replay),
+        Column::Command => command(p),
     }
 }

@@ -6,7 +6,7 @@ use super::history::{self, sparkline};
 use super::model_rows;
 use super::theme::Theme;
 use crate::snapshot::{device_label, Process, Snapshot};
-use crate::units::bytes;
+use crate::units::{bytes, time_on_screen};
 use crate::view::opt;
 use crate::view::safe_text::escape;
 use ratatui::style::Color;
@@ -17,7 +17,7 @@ use ratatui::text::{Line, Span};
 /// surprises, and its command line.
 pub(super) fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme, width: u16) -> Vec<Line<'static>> {
     let mut out = Vec::new();
-    let mut head = vec![describe::kind_label(p.kind).to_string()];
+    let mut head = vec![p.kind.label().to_string()];
     if !p.runtimes.is_empty() {
         head.push(p.runtimes.join(", "));
     }
@@ -38,7 +38,10 @@ pub(super) fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme
     ));
     head.push(format!("RSS {}", bytes(p.rss_bytes)));
     if let Some(t) = &p.start_time {
-        head.push(format!("started {t}"));
+        head.push(format!(
+            "started {}",
+            time_on_screen(t, app.zone).unwrap_or_else(|| t.clone())
+        ));
     }
     out.push(Line::raw(escape(head.join(" · "))));
 
@@ -102,7 +105,7 @@ pub(super) fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme
     }
     out.push(Line::from(vec![
         Span::styled("cmd ", theme.dim()),
-        Span::raw(escape(opt(p.cmdline.as_deref())).into_owned()),
+        Span::raw(escape(describe::command(p)).into_owned()),
     ]));
     out
 }

@@ -56,7 +56,11 @@ pub(super) fn header_lines(app: &App, snap: &Snapshot, theme: Theme, area: Rect,
     out
 }
 
-/// Sources that are not ok, one line each.
+/// Sources that are not ok and matter, one line each: one that failed
+/// (an error, not "not on this machine"), one whose devices are shown, or
+/// every source when none found a device. A Jetson or Ascend source
+/// unavailable on an NVIDIA server says nothing a glance needs; `?`,
+/// `--once --wide` and the JSON keep the whole list.
 fn problem_lines(snap: &Snapshot, theme: Theme) -> Vec<Line<'static>> {
     let mut out = Vec::new();
     if snap.devices.is_empty() {
@@ -66,22 +70,33 @@ fn problem_lines(snap: &Snapshot, theme: Theme) -> Vec<Line<'static>> {
         )));
     }
     for b in &snap.backends {
-        let status = match b.status {
-            crate::snapshot::BackendStatus::Ok => continue,
-            crate::snapshot::BackendStatus::Unavailable => "unavailable",
-            crate::snapshot::BackendStatus::Error => "ERROR",
-        };
+        if b.status == crate::snapshot::BackendStatus::Ok {
+            continue;
+        }
+        let matters = snap.devices.is_empty()
+            || b.status == crate::snapshot::BackendStatus::Error
+            || snap.devices.iter().any(|d| d.backend == b.name);
+        if !matters {
+            continue;
+        }
         let style = if snap.devices.is_empty() {
             theme.dim()
         } else {
             theme.warn()
         };
-        out.push(Line::from(Span::styled(
-            escape(format!("  {}: {status}: {}", b.name, b.detail)),
-            style,
-        )));
+        out.push(Line::from(Span::styled(format!("  {}", backend_line(b)), style)));
     }
     out
+}
+
+/// A source's status line, escaped: `drm: unavailable: no DRM GPU`.
+pub(super) fn backend_line(b: &crate::snapshot::Backend) -> String {
+    let status = match b.status {
+        crate::snapshot::BackendStatus::Ok => "ok",
+        crate::snapshot::BackendStatus::Unavailable => "unavailable",
+        crate::snapshot::BackendStatus::Error => "ERROR",
+    };
+    escape(format!("{}: {status}: {}", b.name, b.detail)).into_owned()
 }
 
 /// `GPU 0`, or a MIG instance indented under its GPU: `  MIG 0/1 3g.40gb`.
@@ -144,7 +159,7 @@ fn dense_line(snap: &Snapshot, d: &Device, theme: Theme, width: u16) -> Line<'st
         Span::raw(format!("  gpu {}", percent(d.gpu_util_percent))),
         Span::raw(
             d.temperature_c
-                .map(|t| format!("  {t} °C"))
+                .map(|t| format!("  {}", theme.celsius(t)))
                 .unwrap_or_else(|| "  temp n/a".into()),
         ),
         Span::raw(power),
@@ -186,7 +201,7 @@ fn summary_line(devices: &[&Device], theme: Theme, width: u16) -> Line<'static> 
         spans.push(Span::raw(format!("  gpu {lo}-{hi}%")));
     }
     if let Some(t) = hottest {
-        spans.push(Span::raw(format!("  hottest {t} °C")));
+        spans.push(Span::raw(format!("  hottest {}", theme.celsius(t))));
     }
     let troubled = devices
         .iter()
@@ -239,7 +254,7 @@ fn readings_line(d: &Device, theme: Theme, width: u16, narrow: bool) -> Line<'st
         Span::raw(format!("  mem act {}", percent(d.memory_activity_percent))),
         Span::raw(
             d.temperature_c
-                .map(|t| format!("  {t} °C"))
+                .map(|t| format!("  {}", theme.celsius(t)))
                 .unwrap_or_else(|| "  temp n/a".into()),
         ),
         Span::raw(format!("  {power}")),
@@ -262,6 +277,13 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
         )),
         Span::raw(format!(", {} free", bytes(d.memory_free_bytes))),
     ];
+    // The driver's own share, so the parts add up to the total as `--once`
+    // shows them (NVML's v2 memory info: used + free + reserved = total).
+    figures.extend(
+        d.memory_reserved_bytes
+            .filter(|r| *r > 0)
+            .map(|r| Span::raw(format!(", {} reserved by the driver", bytes(Some(r))))),
+    );
     let shared = format!("shared {}", bytes(d.shared_memory_used_bytes));
     if !narrow {
         figures.push(Span::raw(format!("  {shared}")));

@@ -37,6 +37,8 @@ mod audit_tests;
 #[cfg(test)]
 mod container_tests;
 #[cfg(test)]
+mod first_hour_tests;
+#[cfg(test)]
 pub mod fixture;
 #[cfg(test)]
 mod label_tests;

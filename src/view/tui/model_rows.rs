@@ -64,11 +64,7 @@ pub(super) fn model_lines(m: &Model, measured: Option<u64>, theme: Theme) -> Vec
         crate::view::per_slot(m),
         m.context_train.map(|c| format!(" (trained {c})")).unwrap_or_default()
     ));
-    settings.push(match (m.slots_busy, m.slots_total) {
-        (Some(b), Some(t)) => format!("slots {b}/{t} busy"),
-        (None, Some(t)) => format!("slots n/a/{t} busy"),
-        _ => "slots n/a".into(),
-    });
+    settings.push(crate::view::slots(m.slots_busy, m.slots_total).unwrap_or_else(|| "slots n/a".into()));
     if let Some(s) = &m.settings {
         settings.push(format!("cache K {} V {}", s.cache_type_k, s.cache_type_v));
         if s.kv_unified == Some(true) {

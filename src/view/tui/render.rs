@@ -10,14 +10,15 @@
 //! footer) and draws the overlays over it; each part is drawn by its own
 //! module: `header`, `table`, `detail`, `overlay`, in the `theme`'s look.
 
-use super::app::{App, Layout as Placed};
+use super::app::{App, Layout as Placed, KEYS};
 use super::columns::FULL_WIDTH;
 use super::detail::detail_lines;
 use super::header::header_lines;
 use super::overlay::{draw_overlay, draw_picker};
-use super::table::{arrow, draw_table, table_title};
+use super::table::{draw_table, table_title};
 use super::theme::{fold_to_ascii, Theme};
 use crate::snapshot::Process;
+use crate::units::time_on_screen;
 use crate::view::opt;
 use crate::view::safe_text::escape;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -34,7 +35,7 @@ pub fn draw(f: &mut Frame, app: &mut App) {
     let placed = draw_main(f, app, theme, area);
     app.layout = placed;
     if let Some(scroll) = app.overlay {
-        draw_overlay(f, theme, area, scroll);
+        draw_overlay(f, app, theme, area, scroll);
     }
     if let Some(picker) = &app.picker {
         draw_picker(f, theme, area, picker);
@@ -82,10 +83,21 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
     let table_need = rows.len().max(1) as u16 + 1;
     // Half the screen, or less when the rows need less.
     let table_floor = table_min.min(table_need).max(3).min(spare);
+    // Each detail line's rows once wrapped: the pane is sized by them, and
+    // a line that does not fit whole is left out, never cut mid-sentence.
+    let wrapped: Vec<usize> = detail
+        .iter()
+        .map(|l| {
+            Paragraph::new(l.clone())
+                .wrap(Wrap { trim: false })
+                .line_count(area.width)
+        })
+        .collect();
+    let detail_rows = wrapped.iter().sum::<usize>().min(u16::MAX as usize) as u16;
     let detail_min = if detail.is_empty() {
         0
     } else {
-        (detail.len() as u16 + 1).min(9).min(spare.saturating_sub(table_floor))
+        (detail_rows + 1).min(9).min(spare.saturating_sub(table_floor))
     };
     // A detail pane of a line or two says nothing: the table has them.
     let detail_min = if detail_min < 3 { 0 } else { detail_min };
@@ -114,7 +126,18 @@ fn draw_main(f: &mut Frame, app: &App, theme: Theme, area: Rect) -> Placed {
             .border_set(theme.border())
             .border_style(theme.dim())
             .title(Span::styled(format!(" PID {pid} {name} "), theme.bold()));
-        f.render_widget(Paragraph::new(detail).block(block).wrap(Wrap { trim: false }), d);
+        let mut room = d.height.saturating_sub(1) as usize;
+        let whole: Vec<Line> = detail
+            .into_iter()
+            .zip(wrapped)
+            .take_while(|(_, rows)| {
+                let fits = *rows <= room;
+                room = room.saturating_sub(*rows);
+                fits
+            })
+            .map(|(line, _)| line)
+            .collect();
+        f.render_widget(Paragraph::new(whole).block(block).wrap(Wrap { trim: false }), d);
     }
     f.render_widget(Paragraph::new(status), s);
     placed
@@ -133,7 +156,9 @@ fn title_line(app: &App, theme: Theme) -> Line<'static> {
         spans.push(Span::raw(escape(format!("  {}", app.feed_status))));
     }
     if let Some(s) = &app.snapshot {
-        spans.push(Span::styled(escape(format!("  {}", s.taken_at)), theme.dim()));
+        // Local time on screen; the snapshot (and its JSON) stays UTC.
+        let at = time_on_screen(&s.taken_at, app.zone).unwrap_or_else(|| s.taken_at.clone());
+        spans.push(Span::styled(escape(format!("  {at}")), theme.dim()));
     }
     if app.paused {
         spans.push(Span::styled("  PAUSED (p resumes)", theme.warn()));
@@ -166,70 +191,24 @@ fn status_line(app: &App, theme: Theme, width: u16) -> Line<'static> {
             ))),
         ]);
     }
-    let sort = format!("sort {}{}", app.sort.label(), arrow(app));
-    let mut keys: Vec<(&str, String)> = Vec::new();
-    if app.replay {
-        keys.extend([
-            ("[ ]", "step".to_string()),
-            ("{ }", "start/end".into()),
-            ("< >", "speed".into()),
-            ("space", "play".into()),
-        ]);
-    }
-    // The most wanted first: a narrow status line keeps those.
-    keys.extend([
-        ("s", sort),
-        (
-            "/",
-            if app.filter.is_empty() {
-                "filter".into()
-            } else {
-                escape(format!("filter:{}", app.filter)).into_owned()
-            },
-        ),
-        ("g", format!("GPU {}", app.gpu_label().unwrap_or_else(|| "all".into()))),
-    ]);
-    if !app.readonly {
-        keys.push(("k", "signal".into()));
-        if !app.tagged.is_empty() {
-            keys.push(("space", format!("{} tagged", app.tagged.len())));
-        }
-    }
-    keys.extend([
-        ("t", if app.tree { "list".into() } else { "tree".into() }),
-        (
-            "u",
-            escape(format!("user {}", app.user.as_deref().unwrap_or("all"))).into_owned(),
-        ),
-        ("S", "reverse".into()),
-        ("a", if app.show_all { "all".into() } else { "top".into() }),
-        (
-            "m",
-            if app.full_columns == Some(true) {
-                "full".into()
-            } else {
-                "slim".into()
-            },
-        ),
-    ]);
-    if !app.replay {
-        keys.push(("p", if app.paused { "resume".into() } else { "pause".into() }));
-    }
+    // What each key does (the states are on screen already: the sorted
+    // column's arrow, the table's title), from the one table of keys.
+    let keys = KEYS
+        .iter()
+        .filter(|k| !k.word.is_empty() && !matches!(k.keys, "?" | "q"))
+        .filter(|k| k.applies(app.replay, app.readonly));
     // Every key that fits, and help and the way out always.
     let quit = [
         Span::styled("?", theme.key()),
-        Span::raw(" explain "),
+        Span::raw(" keys "),
         Span::styled("q", theme.key()),
         Span::raw(" quit "),
     ];
     let room = (width as usize).saturating_sub(quit.iter().map(Span::width).sum());
     let mut spans = Vec::new();
     let mut used = 0;
-    for (k, label) in keys {
-        let pair = [
-            Span::styled(k.to_string(), theme.key()),
-            Span::raw(format!(" {label} ")),
-        ];
+    for k in keys {
+        let pair = [Span::styled(k.keys, theme.key()), Span::raw(format!(" {} ", k.word))];
         let w: usize = pair.iter().map(Span::width).sum();
         if used + w > room {
             break;

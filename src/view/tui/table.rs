@@ -15,7 +15,7 @@ use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 
 /// The sorted column's arrow: its natural order, flipped by S.
-pub(super) fn arrow(app: &App) -> &'static str {
+fn arrow(app: &App) -> &'static str {
     if app.sort.descending() != app.reversed {
         "↓"
     } else {
@@ -46,6 +46,9 @@ pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'s
     if !app.show_all && hidden > 0 {
         text.push_str(&format!(", {hidden} more not on a GPU (a shows all)"));
     }
+    if !app.tagged.is_empty() {
+        text.push_str(&format!(", {} tagged (k signals them)", app.tagged.len()));
+    }
     if let Some(u) = &app.user {
         text.push_str(&format!(", user {}", escape(u.as_str())));
     }
@@ -59,25 +62,33 @@ pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'s
 }
 
 /// The columns wanted before fitting: the full set (`m`), the config
-/// file's, or the slim set. Slim columns leave SPILL out where no source
-/// can say it (NVML on Linux): a column of n/a says nothing a glance needs.
-/// CONTAINER, a column of "-" on most machines, only when a process is in
-/// one.
+/// file's or the slim set, less the columns no row has a value for (SPILL and PAGED under NVML, CONTAINER where no process is in one,
+/// MODEL where none is known): a column of n/a says nothing a glance needs.
+/// Who holds the card (PID, GPU, NAME, VRAM) is always asked for.
 fn wanted_columns(app: &App, rows: &[(&Process, String)]) -> Vec<Column> {
-    let in_container = rows.iter().any(|(p, _)| p.container.is_some());
-    let spill_known = rows.iter().any(|(p, _)| app.figure(p, |g| g.spill_bytes).is_some());
-    let wanted: Vec<Column> = match (&app.columns, app.full_columns == Some(true)) {
-        (_, true) => FULL.to_vec(),
-        (Some(configured), false) => configured.clone(),
-        (None, false) => SLIM
-            .into_iter()
-            .filter(|c| *c != Column::Spill || spill_known)
-            .collect(),
+    let set: &[Column] = match (&app.columns, app.full_columns == Some(true)) {
+        (_, true) => &FULL,
+        (Some(configured), false) => configured,
+        (None, false) => &SLIM,
     };
-    wanted
-        .into_iter()
-        .filter(|c| *c != Column::Container || in_container)
-        .collect()
+    // Read from the figures where a cell is one (a crowd's rows are
+    // thousands: no string is built for them), else from the cell itself.
+    let any = |has: &dyn Fn(&Process) -> bool| rows.is_empty() || rows.iter().any(|(p, _)| has(p));
+    let said = |c: Column| match c {
+        Column::Pid | Column::Device | Column::Name | Column::Vram => true,
+        Column::Spill => any(&|p| app.figure(p, |g| g.spill_bytes).is_some()),
+        Column::Paged => any(&|p| app.figure(p, |g| g.paged_bytes).is_some()),
+        Column::Gpu => any(&|p| app.gpu_percent(p).is_some()),
+        Column::Cpu => any(&|p| p.cpu_percent.is_some()),
+        Column::Rss => any(&|p| p.rss_bytes.is_some()),
+        Column::User => any(&|p| p.user.is_some()),
+        Column::Container => any(&|p| p.container.is_some()),
+        Column::Command => any(&|p| p.cmdline.is_some()),
+        Column::Kind | Column::Runtime | Column::Model | Column::Inside => {
+            any(&|p| !matches!(describe::cell(c, app, p).as_str(), "" | "-" | "n/a"))
+        }
+    };
+    set.iter().copied().filter(|c| said(*c)).collect()
 }
 
 /// The first row shown: the last one, kept while the selection stays in

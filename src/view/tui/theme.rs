@@ -87,6 +87,15 @@ impl Theme {
             "│ "
         }
     }
+    /// A temperature: `71 °C`, or `71 C` under `--ascii` (as `--once
+    /// --ascii` prints it; the cell-by-cell fold would leave `71  C`).
+    pub(super) fn celsius(self, t: u32) -> String {
+        if self.ascii {
+            format!("{t} C")
+        } else {
+            format!("{t} °C")
+        }
+    }
     /// What a cut text ends with.
     pub(super) fn ellipsis(self) -> char {
         if self.ascii {
