@@ -61,6 +61,10 @@ pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'s
     Line::from(Span::styled(text, theme.bold()))
 }
 
+/// How many rows, in the table's order, are asked whether a column has a
+/// value: a fleet's hundred thousand rows cost no more than these each frame.
+const SAID_ROWS: usize = 2_000;
+
 /// The columns wanted before fitting: the full set (`m`), the config
 /// file's or the slim set, less the columns no row has a value for (SPILL and PAGED under NVML, CONTAINER where no process is in one,
 /// MODEL where none is known): a column of n/a says nothing a glance needs.
@@ -71,22 +75,25 @@ fn wanted_columns(app: &App, rows: &[(&Process, String)]) -> Vec<Column> {
         (Some(configured), false) => configured,
         (None, false) => &SLIM,
     };
-    // Read from the figures where a cell is one (a crowd's rows are
-    // thousands: no string is built for them), else from the cell itself.
-    let any = |has: &dyn Fn(&Process) -> bool| rows.is_empty() || rows.iter().any(|(p, _)| has(p));
+    // Read from the figures where a cell is one, on any GPU (a crowd's
+    // rows are thousands: no string is built and no device list walked
+    // for them), else from the cell itself.
+    let any = |has: &dyn Fn(&Process) -> bool| rows.is_empty() || rows.iter().take(SAID_ROWS).any(|(p, _)| has(p));
+    let on_gpu = |f: fn(&crate::snapshot::GpuUsage) -> bool| move |p: &Process| p.gpu.iter().any(f);
     let said = |c: Column| match c {
         Column::Pid | Column::Device | Column::Name | Column::Vram => true,
-        Column::Spill => any(&|p| app.figure(p, |g| g.spill_bytes).is_some()),
-        Column::Paged => any(&|p| app.figure(p, |g| g.paged_bytes).is_some()),
-        Column::Gpu => any(&|p| app.gpu_percent(p).is_some()),
+        Column::Spill => any(&on_gpu(|g| g.spill_bytes.is_some())),
+        Column::Paged => any(&on_gpu(|g| g.paged_bytes.is_some())),
+        Column::Gpu => any(&on_gpu(|g| !g.engines.is_empty())),
         Column::Cpu => any(&|p| p.cpu_percent.is_some()),
         Column::Rss => any(&|p| p.rss_bytes.is_some()),
         Column::User => any(&|p| p.user.is_some()),
         Column::Container => any(&|p| p.container.is_some()),
         Column::Command => any(&|p| p.cmdline.is_some()),
-        Column::Kind | Column::Runtime | Column::Model | Column::Inside => {
-            any(&|p| !matches!(describe::cell(c, app, p).as_str(), "" | "-" | "n/a"))
-        }
+        Column::Kind => true,
+        Column::Runtime => any(&|p| !p.runtimes.is_empty()),
+        Column::Model => any(&|p| !p.models.is_empty() || p.models_pending),
+        Column::Inside => any(&|p| !matches!(describe::cell(c, app, p).as_str(), "" | "-" | "n/a")),
     };
     set.iter().copied().filter(|c| said(*c)).collect()
 }
