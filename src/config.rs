@@ -6,7 +6,7 @@
 
 use crate::cli::Cli;
 use crate::view::tui::app::SortKey;
-use crate::view::tui::render::Column;
+use crate::view::tui::columns::Column;
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::ArgMatches;
@@ -51,7 +51,7 @@ readonly = false
 # The live view's columns, in this order (`m` still shows them all). Known:
 # "pid", "device" (the GPU index), "name", "user", "container", "kind",
 # "runtime", "vram", "spill", "paged", "gpu" (GPU%), "cpu", "rss", "model",
-# "inside". A narrow terminal leaves some out (README: columns).
+# "inside", "command". A narrow terminal leaves some out (README: columns).
 # columns = ["pid", "device", "name", "user", "vram", "gpu", "cpu", "model"]
 "#;
 

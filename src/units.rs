@@ -74,9 +74,90 @@ pub fn unix_seconds(rfc3339: &str) -> Option<f64> {
     Some(t.unix_timestamp() as f64 + f64::from(t.nanosecond()) / 1e9)
 }
 
+/// Where times on screen are told: the machine's local time, or UTC (the
+/// tests' screens, the same on every machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zone {
+    Local,
+    Utc,
+}
+
+/// An RFC 3339 time (a snapshot's, always UTC) as people read it on
+/// screen: in `zone` with its offset, `2026-11-30 18:31:58 +01:00`; where
+/// the local offset cannot be read, UTC said as such. `None` when it does
+/// not parse (the caller shows it escaped, as written).
+pub fn time_on_screen(rfc3339: &str, zone: Zone) -> Option<String> {
+    let t = time::OffsetDateTime::parse(rfc3339, &Rfc3339).ok()?;
+    let offset = match zone {
+        Zone::Local => local_offset(t.unix_timestamp()),
+        Zone::Utc => Some(time::UtcOffset::UTC),
+    };
+    match offset {
+        Some(offset) => at_offset(t, offset),
+        None => {
+            let utc = t.to_offset(time::UtcOffset::UTC);
+            utc.format(time::macros::format_description!(
+                "[year]-[month]-[day] [hour]:[minute]:[second] UTC"
+            ))
+            .ok()
+        }
+    }
+}
+
+/// `t` at `offset`, to the second, with the offset written out.
+fn at_offset(t: time::OffsetDateTime, offset: time::UtcOffset) -> Option<String> {
+    t.to_offset(offset)
+        .format(time::macros::format_description!(
+            "[year]-[month]-[day] [hour]:[minute]:[second] [offset_hour sign:mandatory]:[offset_minute]"
+        ))
+        .ok()
+}
+
+/// The local offset from UTC at `unix` seconds (daylight saving included),
+/// from the C library's `localtime_r` (TZ, /etc/localtime): thread-safe,
+/// unlike `time`'s own reading, which refuses once threads run.
+#[cfg(unix)]
+fn local_offset(unix: i64) -> Option<time::UtcOffset> {
+    // time_t is 32 bits on some targets.
+    #[allow(clippy::useless_conversion)]
+    let at: libc::time_t = unix.try_into().ok()?;
+    // SAFETY: `tm` is plain data written by localtime_r, which reads `at`
+    // and returns null on failure.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&at, &mut tm) }.is_null() {
+        return None;
+    }
+    time::UtcOffset::from_whole_seconds(i32::try_from(tm.tm_gmtoff).ok()?).ok()
+}
+
+/// Elsewhere the offset is not read: times are shown as UTC, said so.
+#[cfg(not(unix))]
+fn local_offset(_unix: i64) -> Option<time::UtcOffset> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_on_screen_is_local_with_its_offset() {
+        let t = time::OffsetDateTime::parse("2026-11-30T17:31:58.250Z", &Rfc3339).unwrap();
+        let plus = time::UtcOffset::from_hms(5, 30, 0).unwrap();
+        assert_eq!(at_offset(t, plus).unwrap(), "2026-11-30 23:01:58 +05:30");
+        let minus = time::UtcOffset::from_hms(-8, 0, 0).unwrap();
+        assert_eq!(at_offset(t, minus).unwrap(), "2026-11-30 09:31:58 -08:00");
+        assert_eq!(
+            at_offset(t, time::UtcOffset::UTC).unwrap(),
+            "2026-11-30 17:31:58 +00:00"
+        );
+        assert_eq!(time_on_screen("not a time", Zone::Local), None);
+        assert_eq!(
+            time_on_screen("2026-11-30T17:31:58Z", Zone::Utc).unwrap(),
+            "2026-11-30 17:31:58 +00:00"
+        );
+        assert!(time_on_screen("2026-11-30T17:31:58Z", Zone::Local).is_some());
+    }
 
     #[test]
     fn bytes_use_binary_units_and_unknown_is_not_zero() {

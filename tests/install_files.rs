@@ -133,4 +133,16 @@ fn man_renders_the_generated_page() {
     assert!(text.contains("--remote-token-file"), "{text}");
     assert!(text.contains("completions"), "{text}");
     assert!(!text.contains(".TH") && !text.contains("\\f"), "{text}");
+    // The live view's keys, from the table the view's `?` and footer use.
+    let keys = text.split("KEYS").nth(1).expect("a KEYS section");
+    let words = keys.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "s sort by the next column",
+        "S reverse the sort",
+        "[ ] step back",
+        "q quit (Ctrl-C too)",
+    ] {
+        assert!(words.contains(needle), "{needle} in {keys}");
+    }
+    assert!(words.contains("k send a signal"), "{keys}");
 }

@@ -32,15 +32,22 @@ struct Server {
     scenario: Scenario,
 }
 
-/// 8 GPUs with 8 processes each, and `extra` (PID, VRAM) on GPU 0, and
+/// The 8-H100 box the unit tests draw too (`view::tui::fixture::server`):
+/// its devices, with what the driver holds and no processes.
+fn h100x8() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/screens/h100x8.json");
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+/// The 8 GPUs with 8 processes each, and `extra` (PID, VRAM) on GPU 0, and
 /// `ghosts` PIDs no process has (another namespace's: no user).
 fn server(extra: &[(u32, u64)], ghosts: &[u32]) -> Server {
     let guard = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut procs = Vec::new();
     let mut vram = HashMap::new();
-    let mut devices = Vec::new();
-    for index in 0..8u32 {
+    let mut scenario = h100x8();
+    for (index, device) in (0..8u32).zip(scenario["devices"].as_array_mut().unwrap()) {
         let mut list = Vec::new();
         for n in 0..8u32 {
             let name = if n == 0 { "trainer" } else { "worker" };
@@ -60,24 +67,14 @@ fn server(extra: &[(u32, u64)], ghosts: &[u32]) -> Server {
                 list.push(json!({"pid": pid, "used_memory": 64 * MIB}));
             }
         }
-        let used: u64 = list.iter().map(|p| p["used_memory"].as_u64().unwrap()).sum::<u64>() + 600 * MIB;
-        devices.push(json!({
-            "name": "NVIDIA H100 80GB HBM3",
-            "uuid": format!("GPU-0000000{index}-1111-2222-3333-444444444444"),
-            "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
-            "memory": {"total": H100, "used": used, "free": H100 - used},
-            "utilization": {"gpu": 20 + index * 9, "memory": 10 + index},
-            "temperature_c": 40 + index,
-            "power_mw": 300_000 + index * 11_000,
-            "power_limit_mw": 700_000,
-            "compute_processes": list,
-        }));
+        let listed: u64 = list.iter().map(|p| p["used_memory"].as_u64().unwrap()).sum();
+        let memory = &mut device["memory"];
+        let used = memory["used"].as_u64().unwrap() + listed;
+        memory["used"] = json!(used);
+        memory["free"] = json!(memory["total"].as_u64().unwrap() - used);
+        device["compute_processes"] = json!(list);
     }
-    let scenario = Scenario::new(&json!({
-        "driver_version": "580.159.03",
-        "cuda_driver_version": 13000,
-        "devices": devices,
-    }));
+    let scenario = Scenario::new(&scenario);
     Server {
         _guard: guard,
         _dir: dir,
@@ -348,4 +345,68 @@ fn u_and_slash_filter_by_user() {
         screen.contains(&format!("filter \"{user}\"")) && !has(screen, ghosts[0])
     });
     assert_eq!(honest_rows(&screen, &s).len(), 8, "{screen}");
+}
+
+/// Issue 37 on the 8-H100 box: at 80x24 the eight GPU lines fit (no line
+/// for a source that found nothing), at 120x35 a COMMAND column shows the
+/// command lines (redacted), `m` adds no column that is n/a on every NVML
+/// row, the driver's reserve is said, and `--ascii` writes `40 C`.
+#[test]
+fn the_first_hour_on_eight_gpus_at_80x24_and_120x35() {
+    let Some(tmux) = tmux_path() else { return };
+    let s = server(&[], &[]);
+    // 512 MiB the driver keeps: used + free + reserved = total.
+    let mut scenario: serde_json::Value = serde_json::from_slice(&std::fs::read(s.scenario.path()).unwrap()).unwrap();
+    for d in scenario["devices"].as_array_mut().unwrap() {
+        let free = d["memory"]["free"].as_u64().unwrap();
+        d["memory"]["free"] = json!(free - 512 * MIB);
+        d["memory"]["reserved"] = json!(512 * MIB);
+    }
+    std::fs::write(s.scenario.path(), serde_json::to_vec(&scenario).unwrap()).unwrap();
+    let gpu_lines = |screen: &str| {
+        (0..8)
+            .filter(|i| screen.lines().any(|l| l.starts_with(&format!("GPU {i} "))))
+            .count()
+    };
+    let t = Tmux::new(tmux.clone(), "first-hour");
+    t.start_sized(&view_command(s.scenario.path(), ""), 80, 24);
+    let screen = t.wait_for("eight GPU lines at 80x24", Duration::from_secs(15), |screen| {
+        gpu_lines(screen) == 8 && honest_rows(screen, &s).len() >= 4
+    });
+    for source in ["drm:", "jetson:", "ascend:"] {
+        assert!(!screen.contains(source), "{screen}");
+    }
+
+    t.run(&["resize-window", "-t", "view", "-x", "120", "-y", "35"]);
+    let screen = t.wait_for("the command column at 120x35", Duration::from_secs(10), |screen| {
+        screen.contains(" COMMAND") && gpu_lines(screen) == 8 && honest_rows(screen, &s).len() >= 8
+    });
+    let rank = s.procs[9].pid();
+    let line = screen.lines().find(|l| first_pid(l) == Some(rank)).unwrap();
+    // The command line (the sleeper's: a shell under the name `worker`).
+    assert!(line.contains("/worker -c 'read _' worker"), "{screen}");
+    t.keys(&["m"]);
+    let screen = t.wait_for("full columns", Duration::from_secs(5), |screen| screen.contains(" RSS"));
+    assert!(!screen.contains("SPILL") && !screen.contains("PAGED"), "{screen}");
+    // ?: the keys, and every source's line (the screen shows those that
+    // matter); the footer says what keys do.
+    assert!(screen.contains("s sort") && screen.contains("? keys"), "{screen}");
+    t.keys(&["?"]);
+    let screen = t.wait_for("the keys", Duration::from_secs(5), |screen| {
+        screen.contains(" Keys ") && screen.contains("e explains")
+    });
+    assert!(screen.contains("reverse the sort"), "{screen}");
+    assert!(screen.contains("drm: unavailable"), "{screen}");
+    t.keys(&["q"]);
+    t.wait_for("exit", Duration::from_secs(5), |s| s.contains("EXITED 0"));
+
+    // One GPU, its full header: the reserve, and the ASCII temperature.
+    let t = Tmux::new(tmux, "first-hour-ascii");
+    t.start_sized(&view_command(s.scenario.path(), "--ascii --gpu 0"), 120, 35);
+    let screen = t.wait_for("GPU 0's header", Duration::from_secs(15), |screen| {
+        screen.contains("reserved by the driver")
+    });
+    assert!(screen.contains(", 512.0 MiB reserved by the driver"), "{screen}");
+    assert!(screen.contains("  40 C  "), "{screen}");
+    assert!(!screen.contains("40  C"), "{screen}");
 }

@@ -82,7 +82,7 @@ pub struct Cli {
 
     /// The config file's `columns` (no flag sets them).
     #[arg(skip)]
-    pub columns: Option<Vec<crate::view::tui::render::Column>>,
+    pub columns: Option<Vec<crate::view::tui::columns::Column>>,
 
     /// Do not ask runtimes' local HTTP APIs which models they hold.
     #[arg(long)]

@@ -297,6 +297,20 @@ pub enum ProcessKind {
     Other,
 }
 
+impl ProcessKind {
+    /// Its name as the JSON writes it (`ai`, `compositor`, ...): the views'
+    /// KIND column and the live view's filter.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProcessKind::Ai => "ai",
+            ProcessKind::Compositor => "compositor",
+            ProcessKind::Browser => "browser",
+            ProcessKind::Game => "game",
+            ProcessKind::Other => "other",
+        }
+    }
+}
+
 /// The default is a process nothing is known of: kind `other`, every
 /// value unknown.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

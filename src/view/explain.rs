@@ -7,6 +7,10 @@
 /// allocations.
 #[derive(Debug, Clone, Copy)]
 pub struct Layer {
+    /// The source whose devices it is about, where it is about one
+    /// source's only: the live view shows it where that source has a
+    /// device (`gputaskman explain` always).
+    pub only_with: Option<&'static str>,
     pub what: &'static str,
     /// Measured, reported, estimated or inferred (shared/DESIGN.md rule 1).
     pub kind: &'static str,
@@ -30,6 +34,7 @@ pub const PLATFORM: &str = std::env::consts::OS;
 #[cfg(target_os = "linux")]
 const PLATFORM_LAYERS: [Layer; 6] = [
     Layer {
+        only_with: None,
         what: "Device totals: used, total, free; GPU and memory activity, temperature, power",
         kind: "measured",
         source: "NVML (NVIDIA driver); DRM sysfs mem_info_vram_used/total (AMD); \
@@ -40,6 +45,7 @@ const PLATFORM_LAYERS: [Layer; 6] = [
                  activity, temperature or power of its own (NVML gives those per GPU)",
     },
     Layer {
+        only_with: None,
         what: "Per-process VRAM",
         kind: "measured",
         source: "NVML process lists (compute and graphics contexts; in MIG mode those of each \
@@ -52,6 +58,7 @@ const PLATFORM_LAYERS: [Layer; 6] = [
                  with --no-host",
     },
     Layer {
+        only_with: None,
         what: "Spill: GPU-accessible system RAM; paged-out memory",
         kind: "measured",
         source: "DRM fdinfo drm-memory-gtt (AMD); under WSL the Windows host's \
@@ -60,6 +67,7 @@ const PLATFORM_LAYERS: [Layer; 6] = [
         limits: "spill is memory the GPU can reach, not proof that VRAM overflowed",
     },
     Layer {
+        only_with: Some("jetson"),
         what: "Jetson (Nano, Xavier, Orin): the integrated GPU and its unified memory",
         kind: "measured (free and spill: unavailable)",
         source: "Tegra sysfs: the GPU's devfreq node (cur_freq, max_freq) and its load; the \
@@ -74,6 +82,7 @@ const PLATFORM_LAYERS: [Layer; 6] = [
                  hardware",
     },
     Layer {
+        only_with: Some("ascend"),
         what: "Ascend NPUs: chips, HBM, AI Core use, per-process device memory",
         kind: "measured",
         source: "npu-smi info (the driver's tool, killed after 3 s): per chip the name, health, \
@@ -86,6 +95,7 @@ const PLATFORM_LAYERS: [Layer; 6] = [
                  container); tested on recorded outputs, not hardware",
     },
     Layer {
+        only_with: None,
         what: "Which runtime a process runs",
         kind: "inferred",
         source: "/proc/PID/maps (libcudart, libggml, libtorch, libonnxruntime, libascendcl, \
@@ -98,6 +108,7 @@ const PLATFORM_LAYERS: [Layer; 6] = [
 #[cfg(target_os = "windows")]
 const PLATFORM_LAYERS: [Layer; 4] = [
     Layer {
+        only_with: None,
         what: "Device totals: used, total, free; GPU and memory activity, temperature, power",
         kind: "measured",
         source: "NVML (NVIDIA, WDDM or TCC); PDH GPU Local Adapter Memory / GPU Adapter Memory \
@@ -106,6 +117,7 @@ const PLATFORM_LAYERS: [Layer; 4] = [
         limits: "WDDM keeps part of VRAM for itself; Task Manager shows the same counters",
     },
     Layer {
+        only_with: None,
         what: "Per-process VRAM",
         kind: "measured",
         source: "PDH GPU Process Memory(pid_*) Local Usage; NVML says n/a under WDDM",
@@ -114,6 +126,7 @@ const PLATFORM_LAYERS: [Layer; 4] = [
                  surfaces shared with the compositor, so dwm.exe can show ten times its share",
     },
     Layer {
+        only_with: None,
         what: "Spill: GPU-accessible system RAM; paged-out memory",
         kind: "measured (paged: estimated)",
         source: "PDH GPU Process Memory Non Local Usage; Total Committed - Local - Non Local for \
@@ -123,6 +136,7 @@ const PLATFORM_LAYERS: [Layer; 4] = [
                  estimate of non-residency, not proof of paging",
     },
     Layer {
+        only_with: None,
         what: "Which runtime a process runs",
         kind: "inferred",
         source: "loaded modules (nvcuda, cudart, d3d11/12, vulkan-1, opengl32, ggml, llama, \
@@ -135,6 +149,7 @@ const PLATFORM_LAYERS: [Layer; 4] = [
 #[cfg(target_os = "macos")]
 const PLATFORM_LAYERS: [Layer; 5] = [
     Layer {
+        only_with: None,
         what: "Device: GPU memory in use, activity",
         kind: "measured",
         source: "IOKit IOAccelerator PerformanceStatistics (In use system memory, Alloc system \
@@ -145,6 +160,7 @@ const PLATFORM_LAYERS: [Layer; 5] = [
                  CPU competes for the same pages",
     },
     Layer {
+        only_with: None,
         what: "Per-process GPU time share",
         kind: "measured",
         source: "the AGXDeviceUserClient children of the GPU service: their creator's PID and \
@@ -154,6 +170,7 @@ const PLATFORM_LAYERS: [Layer; 5] = [
                  client query marks the list incomplete, never zero",
     },
     Layer {
+        only_with: None,
         what: "Per-process memory: the physical footprint",
         kind: "measured",
         source: "proc_pid_rusage ri_phys_footprint: what macOS books to the process, its GPU \
@@ -164,6 +181,7 @@ const PLATFORM_LAYERS: [Layer; 5] = [
                  without root, other users' processes are n/a",
     },
     Layer {
+        only_with: None,
         what: "Spill: GPU-accessible system RAM",
         kind: "not applicable",
         source: "none: all memory is shared between CPU and GPU",
@@ -171,6 +189,7 @@ const PLATFORM_LAYERS: [Layer; 5] = [
         limits: "read the footprint instead",
     },
     Layer {
+        only_with: None,
         what: "Which runtime a process runs",
         kind: "inferred",
         source: "mapped images (libmlx, mlx.metallib, libggml, libtorch, ...), the executable's \
@@ -186,6 +205,7 @@ const PLATFORM_LAYERS: [Layer; 0] = [];
 
 const MODEL_LAYERS: [Layer; 3] = [
     Layer {
+        only_with: None,
         what: "Which model file a process has loaded",
         kind: "evidence, ranked",
         source: "api: the runtime's local API (llama.cpp /props and /v1/models, Ollama /api/ps, \
@@ -196,6 +216,7 @@ const MODEL_LAYERS: [Layer; 3] = [
                  mapping is named by its command line at best",
     },
     Layer {
+        only_with: None,
         what: "Weights / KV cache / compute buffers of a model process",
         kind: "reported, estimated",
         source: "reported: the runtime's log (llama.cpp \"model buffer size\", \"KV buffer \
@@ -207,6 +228,7 @@ const MODEL_LAYERS: [Layer; 3] = [
                  a window-blind estimate is an upper bound",
     },
     Layer {
+        only_with: None,
         what: "Per-allocation and per-texture names",
         kind: "not visible to a monitor",
         source: "only from inside the process: PyTorch torch.cuda.memory_snapshot(), CUDA \
@@ -242,11 +264,17 @@ const READING: [&str; 6] = [
 
 /// The explanation as plain text, wrapped at `width` columns.
 pub fn text_wrapped(width: usize) -> String {
+    text_wrapped_for(width, |_| true)
+}
+
+/// The explanation of the layers `shown` keeps (the live view keeps those
+/// of the sources this machine has), wrapped at `width` columns.
+pub fn text_wrapped_for(width: usize, shown: impl Fn(&Layer) -> bool) -> String {
     let width = width.max(40);
     let mut out = String::new();
     out.push_str(TITLE);
     out.push_str(&format!(" (on {PLATFORM})\n\n"));
-    for (i, l) in layers().iter().enumerate() {
+    for (i, l) in layers().iter().filter(|l| shown(l)).enumerate() {
         wrap_into(
             &mut out,
             &format!("{}. {} [{}]", i + 1, l.what, l.kind),

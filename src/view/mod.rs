@@ -43,6 +43,18 @@ pub fn per_slot(m: &crate::snapshot::Model) -> String {
     }
 }
 
+/// A model's slots (parallel sequences) as words: `slots 1/4 busy`,
+/// `4 slots, busy n/a`, `1 slot, busy n/a`; `None` when neither is known.
+pub fn slots(busy: Option<u32>, total: Option<u32>) -> Option<String> {
+    let noun = |t: u32| if t == 1 { "slot" } else { "slots" };
+    match (busy, total) {
+        (Some(b), Some(t)) => Some(format!("slots {b}/{t} busy")),
+        (None, Some(t)) => Some(format!("{t} {}, busy n/a", noun(t))),
+        (Some(b), None) => Some(format!("{b} busy, slots n/a")),
+        (None, None) => None,
+    }
+}
+
 /// What a runtime says a model is doing now, `n/a` where it does not say:
 /// `requests 2 running, 0 waiting · tokens/s prompt 150.2, generation 31.0`.
 pub fn activity(a: &crate::snapshot::ModelActivity) -> String {

@@ -271,7 +271,7 @@ fn render_processes(out: &mut String, processes: &[Process], devices: &[Device],
                 },
                 text(p.user.as_deref().unwrap_or("n/a")),
                 text(p.name.as_deref().unwrap_or("n/a")),
-                text(describe::kind_label(p.kind)),
+                text(p.kind.label()),
                 g.map(|g| device_label(devices, g.device)).unwrap_or_else(|| "-".into()),
                 g.map(|g| bytes(g.vram_bytes)).unwrap_or_else(|| "-".into()),
                 // NVML's SM busy, or an Apple GPU's share of GPU time: the
@@ -476,11 +476,9 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model, width: Option<usiz
         &format!("{file}{what} [{evidence}: {sureness}]"),
         width,
     );
-    let slots = match (m.slots_busy, m.slots_total) {
-        (Some(b), Some(t)) => format!(", slots {b}/{t} busy"),
-        (None, Some(t)) => format!(", {t} slots"),
-        _ => String::new(),
-    };
+    let slots = super::slots(m.slots_busy, m.slots_total)
+        .map(|s| format!(", {s}"))
+        .unwrap_or_default();
     let url = m.server_url.as_deref().map(|u| format!(", {u}")).unwrap_or_default();
     let context = m.context.map(|c| c.to_string()).unwrap_or_else(|| "n/a".into());
     let settings = format!("context {context}{}{slots}{url}", super::per_slot(m));

@@ -1,11 +1,12 @@
 //! The live view's state and what each key does. Pure: no terminal here, so
 //! tests drive it with key events and render it to a test backend.
 
+use super::columns::Column;
 use super::feed::{FeedCommand, Update};
 use super::history::{self, History};
-use super::render::Column;
 use crate::procs::signal::{Signal, Target};
 use crate::snapshot::{GpuUsage, Process, Snapshot};
+use crate::units::Zone;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 use std::cmp::Ordering;
@@ -49,11 +50,141 @@ impl SortKey {
         SortKey::ALL[(i + 1) % SortKey::ALL.len()]
     }
 
+    /// The key a column's title sorts by, if it is one.
+    pub fn of_column(c: Column) -> Option<SortKey> {
+        Some(match c {
+            Column::Pid => SortKey::Pid,
+            Column::Name => SortKey::Name,
+            Column::Vram => SortKey::Vram,
+            Column::Spill => SortKey::Spill,
+            Column::Gpu => SortKey::Gpu,
+            Column::Cpu => SortKey::Cpu,
+            _ => return None,
+        })
+    }
+
     /// Figures sort largest first, names and PIDs from the start.
-    fn descending(self) -> bool {
+    pub fn descending(self) -> bool {
         !matches!(self, SortKey::Name | SortKey::Pid)
     }
 }
+
+/// Where a key works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyWhen {
+    Always,
+    /// The live view, not a replay.
+    Live,
+    Replay,
+    /// Where signals may be sent: not `--readonly`, `--remote` or a replay.
+    Signals,
+}
+
+/// One key of the view: what the footer calls it (an action; empty: not in
+/// the footer), what it does, and where. One table for the footer, the `?`
+/// list and the man page's KEYS section.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyHelp {
+    pub keys: &'static str,
+    pub word: &'static str,
+    pub does: &'static str,
+    pub when: KeyWhen,
+}
+
+impl KeyHelp {
+    pub fn applies(&self, replay: bool, readonly: bool) -> bool {
+        match self.when {
+            KeyWhen::Always => true,
+            KeyWhen::Live => !replay,
+            KeyWhen::Replay => replay,
+            KeyWhen::Signals => !readonly,
+        }
+    }
+}
+
+const fn key(keys: &'static str, word: &'static str, does: &'static str, when: KeyWhen) -> KeyHelp {
+    KeyHelp { keys, word, does, when }
+}
+
+/// Every key, the footer's order: the most wanted first (a narrow footer
+/// keeps those), `?` and `q` last (the footer always shows them).
+pub const KEYS: [KeyHelp; 20] = [
+    key("[ ]", "step", "step back or forward one sample", KeyWhen::Replay),
+    key(
+        "{ }",
+        "start/end",
+        "go to the first or the last sample",
+        KeyWhen::Replay,
+    ),
+    key("< >", "speed", "play slower or faster", KeyWhen::Replay),
+    key("space", "play", "play or pause the replay", KeyWhen::Replay),
+    key(
+        "s",
+        "sort",
+        "sort by the next column: VRAM, SPILL, GPU%, CPU%, NAME, PID",
+        KeyWhen::Always,
+    ),
+    key(
+        "/",
+        "filter",
+        "filter by name, command line, user or PID; Enter keeps it, Esc clears it",
+        KeyWhen::Always,
+    ),
+    key("g", "GPU", "show the next GPU alone, then all of them", KeyWhen::Always),
+    key(
+        "k",
+        "signal",
+        "send a signal to the selected (or tagged) processes, once confirmed",
+        KeyWhen::Signals,
+    ),
+    key(
+        "space",
+        "tag",
+        "tag or untag the selected process for k",
+        KeyWhen::Signals,
+    ),
+    key(
+        "t",
+        "tree",
+        "show the processes as a tree of parents and children, or as a list",
+        KeyWhen::Always,
+    ),
+    key(
+        "u",
+        "user",
+        "show the next user's processes alone, then every user's",
+        KeyWhen::Always,
+    ),
+    key("S", "reverse", "reverse the sort", KeyWhen::Always),
+    key(
+        "a",
+        "all",
+        "show the processes on no GPU too, or hide them",
+        KeyWhen::Always,
+    ),
+    key("m", "columns", "show every column, or the slim set", KeyWhen::Always),
+    key("p", "pause", "pause the refresh, or resume it", KeyWhen::Live),
+    key("0-9", "", "show that GPU alone", KeyWhen::Always),
+    key(
+        "Up Down j PgUp PgDn Home End",
+        "",
+        "move the selection (the mouse wheel and a click too)",
+        KeyWhen::Always,
+    ),
+    key(
+        "Esc",
+        "",
+        "close what is open (the filter, this list); it never quits",
+        KeyWhen::Always,
+    ),
+    key(
+        "?",
+        "keys",
+        "this list of keys; e in it explains what can be known about GPU memory",
+        KeyWhen::Always,
+    ),
+    key("q", "quit", "quit (Ctrl-C too)", KeyWhen::Always),
+];
 
 /// What the main loop should do after an input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,6 +248,8 @@ pub struct App {
     pub gpu: Option<u32>,
     /// `?`: the overlay, with its scroll offset.
     pub overlay: Option<u16>,
+    /// In the overlay: the explain text (`e`) rather than the keys.
+    pub explaining: bool,
     pub color: bool,
     /// `--light`: colours for a light background.
     pub light: bool,
@@ -141,6 +274,8 @@ pub struct App {
     pub message: Option<String>,
     pub feed_status: String,
     pub layout: Layout,
+    /// Where times on screen are told (the snapshot's stay UTC).
+    pub zone: Zone,
 }
 
 impl App {
@@ -160,6 +295,7 @@ impl App {
             selected_index: 0,
             gpu: None,
             overlay: None,
+            explaining: false,
             color,
             light: false,
             ascii: false,
@@ -173,6 +309,7 @@ impl App {
             message: None,
             feed_status: String::new(),
             layout: Layout::default(),
+            zone: Zone::Local,
         }
     }
 
@@ -408,7 +545,11 @@ impl App {
         if let Some(scroll) = self.overlay {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Enter => self.overlay = None,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Enter | KeyCode::F(1) => self.overlay = None,
+                KeyCode::Char('e') => {
+                    self.explaining = !self.explaining;
+                    self.overlay = Some(0);
+                }
                 KeyCode::Down | KeyCode::Char('j') => self.overlay = Some(scroll.saturating_add(1)),
                 KeyCode::Up => self.overlay = Some(scroll.saturating_sub(1)),
                 KeyCode::PageDown | KeyCode::Char(' ') => self.overlay = Some(scroll.saturating_add(10)),
@@ -449,7 +590,10 @@ impl App {
             KeyCode::Char(' ') if !self.replay => self.toggle_tag(),
             KeyCode::Char('t') => self.tree = !self.tree,
             KeyCode::Char('u') => self.next_user(),
-            KeyCode::Char('?') | KeyCode::F(1) => self.overlay = Some(0),
+            KeyCode::Char('?') | KeyCode::F(1) => {
+                self.overlay = Some(0);
+                self.explaining = false;
+            }
             KeyCode::Up => self.move_selection(-1),
             KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
             KeyCode::PageUp => self.move_selection(-page),
@@ -676,7 +820,7 @@ fn matches_filter(p: &Process, needle: &str) -> bool {
     hit(p.name.as_deref())
         || hit(p.cmdline.as_deref())
         || hit(p.user.as_deref())
-        || hit(Some(super::describe::kind_label(p.kind)))
+        || hit(Some(p.kind.label()))
         || p.runtimes.iter().any(|r| hit(Some(r)))
         || p.pid.to_string() == needle
         || p.models

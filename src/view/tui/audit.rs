@@ -54,9 +54,10 @@ pub fn scrub(buf: &mut Buffer) -> usize {
 
 /// The keys that reach each view, each script pressed from the view's
 /// first state: the top view, every process (`a`), the tree (`t`), full
-/// columns (`m`), a GPU alone (`0`, `g`), the next user (`u`), the explain
-/// overlay (`?`) and the signal picker with its confirmation (`k`, Enter).
-const VIEWS: [&[KeyCode]; 10] = [
+/// columns (`m`), a GPU alone (`0`, `g`), the next user (`u`), the keys
+/// (`?`, with every source's line) and the explain text (`e` in it), and
+/// the signal picker with its confirmation (`k`, Enter).
+const VIEWS: [&[KeyCode]; 11] = [
     &[],
     &[KeyCode::Char('a')],
     &[KeyCode::Char('a'), KeyCode::Char('t')],
@@ -65,6 +66,7 @@ const VIEWS: [&[KeyCode]; 10] = [
     &[KeyCode::Char('g'), KeyCode::Char('g')],
     &[KeyCode::Char('u')],
     &[KeyCode::Char('?')],
+    &[KeyCode::Char('?'), KeyCode::Char('e')],
     &[KeyCode::Char('k')],
     &[KeyCode::Char('k'), KeyCode::Enter],
 ];

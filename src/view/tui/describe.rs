@@ -1,8 +1,11 @@
 //! Words for what the numbers are: what is inside a process's GPU memory,
 //! model labels and evidence, and the notes that explain surprises.
 
+use super::app::App;
+use super::columns::Column;
 use crate::snapshot::{GpuUsage, Match, Model, Process, ProcessKind, Snapshot};
 use crate::units::bytes;
+use crate::view::opt;
 
 /// Runtimes, most telling first: the table shows the first two a process has.
 const RUNTIME_ORDER: &[&str] = &[
@@ -62,16 +65,6 @@ pub fn runtime_label(p: &Process) -> String {
         "-".into()
     } else {
         known.into_iter().take(2).collect::<Vec<_>>().join(",")
-    }
-}
-
-pub fn kind_label(k: ProcessKind) -> &'static str {
-    match k {
-        ProcessKind::Ai => "ai",
-        ProcessKind::Compositor => "compositor",
-        ProcessKind::Browser => "browser",
-        ProcessKind::Game => "game",
-        ProcessKind::Other => "other",
     }
 }
 
@@ -355,5 +348,56 @@ pub fn container_label(c: &crate::snapshot::Container) -> String {
         (Some(pod), _) => format!("{}/{pod}", c.namespace.as_deref().unwrap_or("?")),
         (None, Some(name)) => name.clone(),
         (None, None) => c.id.chars().take(12).collect(),
+    }
+}
+
+/// A process's command line as shown, redacted again word by word: a
+/// recording or a remote host's answer may carry one that was not.
+pub fn command(p: &Process) -> String {
+    let Some(line) = p.cmdline.as_deref() else {
+        return "n/a".into();
+    };
+    let words: Vec<String> = line.split(' ').map(String::from).collect();
+    crate::procs::redact::redact_args(&words).join(" ")
+}
+
+/// What a row says in column `c`: text as written by others (escaped and
+/// cut when drawn), figures in the units of `units`, `-` where the row is on
+/// no GPU, `n/a` where it is but the figure is unknown.
+pub fn cell(c: Column, app: &App, p: &Process) -> String {
+    let usages: Vec<_> = app.usages(p).collect();
+    let on_gpu = !usages.is_empty();
+    let figure = |f: fn(&GpuUsage) -> Option<u64>| {
+        if on_gpu {
+            bytes(app.figure(p, f))
+        } else {
+            "-".into()
+        }
+    };
+    match c {
+        Column::Pid => format!("{}{}", pid_label(p), pairing_marker(&usages)),
+        Column::Device if !on_gpu => "-".into(),
+        Column::Device => {
+            let devices: std::collections::BTreeSet<u32> = usages.iter().map(|g| g.device).collect();
+            devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        }
+        Column::Name => opt(p.name.as_deref()).to_string(),
+        Column::User => opt(p.user.as_deref()).to_string(),
+        Column::Container => p.container.as_ref().map_or_else(|| "-".into(), container_label),
+        Column::Kind => p.kind.label().to_string(),
+        Column::Runtime => runtime_label(p),
+        Column::Vram => figure(|g| g.vram_bytes),
+        Column::Spill => figure(|g| g.spill_bytes),
+        Column::Paged => figure(|g| g.paged_bytes),
+        Column::Gpu if !on_gpu => "-".into(),
+        Column::Gpu => app
+            .gpu_percent(p)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "n/a".into()),
+        Column::Cpu => p.cpu_percent.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into()),
+        Column::Rss => bytes(p.rss_bytes),
+        Column::Model => model_cell(p, app.replay),
+        Column::Inside => inside(p, app.replay),
+        Column::Command => command(p),
     }
 }

@@ -229,16 +229,50 @@ pub fn overcounted() -> Snapshot {
     s
 }
 
+/// The 8-H100 box both the unit tests and `tests/tui_server.rs` draw: a
+/// fake-NVML scenario of its devices with what the driver holds and no
+/// processes, each test adding its own.
+const H100X8: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/screens/h100x8.json"));
+
+/// Device `index` of the scenario, its processes' `vram` added to what the
+/// driver holds.
+fn h100(index: u32, card: &serde_json::Value, vram: u64) -> Device {
+    let number = |v: &serde_json::Value| v.as_u64().expect("a number in h100x8.json");
+    let text = |v: &serde_json::Value| v.as_str().map(String::from);
+    let total = number(&card["memory"]["total"]);
+    let used = number(&card["memory"]["used"]) + vram;
+    let percent = |v: &serde_json::Value| u32::try_from(number(v)).ok();
+    Device {
+        index,
+        name: text(&card["name"]),
+        uuid: text(&card["uuid"]),
+        pci_bus_id: text(&card["pci_bus_id"]),
+        driver_model: None,
+        memory_total_bytes: Some(total),
+        memory_used_bytes: Some(used),
+        memory_free_bytes: Some(total - used),
+        shared_memory_used_bytes: None,
+        gpu_util_percent: percent(&card["utilization"]["gpu"]),
+        memory_activity_percent: percent(&card["utilization"]["memory"]),
+        temperature_c: percent(&card["temperature_c"]),
+        power_w: Some(number(&card["power_mw"]) as f64 / 1000.0),
+        power_limit_w: Some(number(&card["power_limit_mw"]) as f64 / 1000.0),
+        ..device()
+    }
+}
+
 /// A server of `gpus` H100s (80 GiB) with `per_gpu` processes on each:
 /// per GPU one vLLM API server (user `svc`) whose EngineCore children
 /// hold the memory, one process on two GPUs (`0,1`), a root-owned
 /// exporter, and PyTorch jobs of `ana`. Figures differ row to row, so a
 /// figure cut or taken from the wrong row shows.
 pub fn server(gpus: u32, per_gpu: u32) -> Snapshot {
-    const H100: u64 = 85_520_809_984; // 79.65 GiB
+    let box_of_eight: serde_json::Value = serde_json::from_str(H100X8).expect("tests/data/screens/h100x8.json");
     let mut devices = Vec::new();
     let mut processes = Vec::new();
-    for index in 0..gpus {
+    let cards = box_of_eight["devices"].as_array().expect("devices");
+    assert!(gpus as usize <= cards.len(), "h100x8.json has {} GPUs", cards.len());
+    for (index, card) in (0..gpus).zip(cards) {
         let mut used = 0u64;
         for n in 0..per_gpu {
             let pid = 10_000 + index * 100 + n;
@@ -272,24 +306,7 @@ pub fn server(gpus: u32, per_gpu: u32) -> Snapshot {
         if index == 1 && per_gpu > 3 {
             used += 3 << 30;
         }
-        devices.push(Device {
-            index,
-            name: Some("NVIDIA H100 80GB HBM3".into()),
-            uuid: Some(format!("GPU-0000000{index}-0000-0000-0000-000000000000")),
-            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + index)),
-            driver_model: None,
-            memory_total_bytes: Some(H100),
-            // A little the driver holds that no process lists.
-            memory_used_bytes: Some(used + 600 * MIB),
-            memory_free_bytes: Some(H100 - used - 600 * MIB),
-            shared_memory_used_bytes: None,
-            gpu_util_percent: Some(20 + index * 9),
-            memory_activity_percent: Some(10 + index),
-            temperature_c: Some(40 + index),
-            power_w: Some(300.0 + f64::from(index) * 11.0),
-            power_limit_w: Some(700.0),
-            ..device()
-        });
+        devices.push(h100(index, card, used));
     }
     let attribution = Attribution::compute(&devices, &processes);
     Snapshot {

@@ -6,7 +6,7 @@
 
 use super::app::{Action, App};
 use super::fixture::{desktop, server};
-use super::render;
+use super::{columns, render};
 use crate::procs::signal::{Signal, Target};
 use crate::snapshot::Snapshot;
 use crate::units::bytes;
@@ -354,9 +354,9 @@ fn columns_go_in_the_documented_order_and_figures_are_never_cut() {
     let shown = screen(&mut app, 60, 16);
     assert!(shown.contains("4000000001*"), "{shown}");
     // What the order says, checked on the table's own fitting.
-    let fitted = render::fit_columns(&render::Column::ALL, |_| 0, 80);
+    let fitted = columns::fit_columns(&columns::Column::ALL, |_| 0, 80);
     let kept: Vec<_> = fitted.iter().map(|(c, _)| *c).collect();
-    for dropped in &render::DROP_ORDER[..6] {
+    for dropped in &columns::DROP_ORDER[..6] {
         assert!(!kept.contains(dropped), "{dropped:?} in {kept:?}");
     }
     assert!(fitted.iter().map(|(_, w)| w + 1).sum::<usize>() - 1 <= 80);

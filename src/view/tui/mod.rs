@@ -4,25 +4,40 @@
 //! collector sampling on a thread of its own ([`run_live`]) or a recording
 //! played back ([`run_replay`]); the UI thread never waits on a source.
 //!
-//! - `app`: state and keys (pure, tested with key events)
-//! - `render`: one frame from the state (tested on ratatui's TestBackend)
+//! The arrows run one way: state and keys, then what a row says, then
+//! drawing; nothing drawn imports the drawer.
+//!
+//! - `app`: state and keys (pure, tested with key events); `columns`: the
+//!   table's columns, their names and fitting; `history`: the sparklines'
+//!   last few minutes
+//! - `describe`: words for what the numbers are, what a cell says
+//! - `render`: one frame from the state (tested on ratatui's TestBackend),
+//!   laid out from `theme`, `header` (devices), `table`, `detail`,
+//!   `model_rows` and `overlay`
 //! - `feed`: live and recorded sources
-//! - `history`: the sparklines' last few minutes
-//! - `describe`: words for what the numbers are
 //! - `term`: the terminal, restored on exit, panic, Ctrl-C, SIGTERM, SIGHUP
 
 pub mod app;
 pub mod audit;
+pub mod columns;
 pub mod describe;
+mod detail;
 pub mod feed;
+mod header;
 pub mod history;
+mod model_rows;
+mod overlay;
 pub mod render;
+mod table;
 pub mod term;
+mod theme;
 
 #[cfg(test)]
 mod audit_tests;
 #[cfg(test)]
 mod container_tests;
+#[cfg(test)]
+mod first_hour_tests;
 #[cfg(test)]
 pub mod fixture;
 #[cfg(test)]
@@ -59,7 +74,7 @@ pub struct Look {
     /// `--user`: only this user's processes.
     pub user: Option<String>,
     /// The config file's `columns`.
-    pub columns: Option<Vec<render::Column>>,
+    pub columns: Option<Vec<columns::Column>>,
 }
 
 impl Look {
