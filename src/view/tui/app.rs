@@ -762,8 +762,8 @@ fn tree_order<'a>(rows: &[&'a Process], all: &'a [Process], ascii: bool) -> Vec<
     let mut index: HashMap<u32, usize> = nodes.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
     // Each row's missing ancestors, up to the first one already a node; a
     // loop closes on a node added before, so this ends.
-    for i in 0..rows.len() {
-        let mut up = rows[i].ppid;
+    for row in rows {
+        let mut up = row.ppid;
         while let Some(parent) = up
             .and_then(|pp| by_pid.get(&pp))
             .filter(|p| !index.contains_key(&p.pid))
