@@ -272,6 +272,29 @@ fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
+/// What shows that a process has a runtime: a mapped (on Windows, loaded)
+/// library, its name or command line, or either of the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeEvidence {
+    Library,
+    Name,
+    NameOrLibrary,
+}
+
+/// How a runtime named in a snapshot can have been found, from the two
+/// tables that find them ([`LIBRARY_RUNTIMES`], [`NAME_RUNTIMES`]; `ggml`
+/// also from a mapped `.gguf`); None for a name neither table gives.
+pub fn runtime_evidence(runtime: &str) -> Option<RuntimeEvidence> {
+    let library = runtime == "ggml" || LIBRARY_RUNTIMES.iter().any(|(_, r)| *r == runtime);
+    let name = NAME_RUNTIMES.iter().any(|(_, r)| *r == runtime);
+    match (library, name) {
+        (true, false) => Some(RuntimeEvidence::Library),
+        (false, true) => Some(RuntimeEvidence::Name),
+        (true, true) => Some(RuntimeEvidence::NameOrLibrary),
+        (false, false) => None,
+    }
+}
+
 /// Adds the runtimes that the mapped files imply to `runtimes`. A mapped
 /// `.gguf` file means ggml code reads it, whichever program it is.
 pub fn runtimes_from_libraries<'a>(paths: impl IntoIterator<Item = &'a str>, runtimes: &mut Vec<String>) {

@@ -357,23 +357,25 @@ impl App {
     }
 
     /// The rows with, under `t`, the branch drawn before each name ("" for
-    /// a root, or without `t`).
+    /// a root, or without `t`). Under `t` a listed row's ancestors come
+    /// too, listed or not (see [`App::is_listed`]): a runner under its
+    /// `ollama serve`.
     pub fn tree_rows(&self) -> Vec<(&Process, String)> {
         let Some(s) = &self.snapshot else { return Vec::new() };
-        let needle = self.filter.to_lowercase();
-        let mut rows: Vec<&Process> = s
-            .processes
-            .iter()
-            .filter(|p| self.show_all || self.on_gpu(p) || !p.models.is_empty())
-            .filter(|p| self.user.is_none() || p.user == self.user)
-            .filter(|p| needle.is_empty() || matches_filter(p, &needle))
-            .collect();
+        let mut rows: Vec<&Process> = s.processes.iter().filter(|p| self.is_listed(p)).collect();
         rows.sort_by(|a, b| self.compare(a, b).then(a.pid.cmp(&b.pid)));
         if self.tree {
-            tree_order(&rows, self.ascii)
+            tree_order(&rows, &s.processes, self.ascii)
         } else {
             rows.into_iter().map(|p| (p, String::new())).collect()
         }
+    }
+
+    /// Whether the process is a row of its own: `u` and `/` let it
+    /// through and its [`Place`] is listed. A row that is not is an
+    /// ancestor that `t` shows to hold the tree together.
+    pub fn is_listed(&self, p: &Process) -> bool {
+        self.lets_through(p) && self.place(p).is_listed()
     }
 
     /// Whether the process has an entry on the chosen device(s).
@@ -381,25 +383,43 @@ impl App {
         self.usages(p).next().is_some()
     }
 
-    /// Processes the top view leaves out (shown with `a`): on no GPU at
-    /// all (those on another GPU than the chosen one are counted apart).
-    pub fn hidden_count(&self) -> usize {
-        self.count(|p| p.gpu.is_empty() && p.models.is_empty())
+    /// Where a process stands with the chosen device: every process is in
+    /// exactly one place, so the title's counts add up to the whole. A
+    /// process on several GPUs is on the chosen one if it is on it at all.
+    pub fn place(&self, p: &Process) -> Place {
+        if self.on_gpu(p) {
+            Place::OnChosen
+        } else if !p.gpu.is_empty() {
+            // On another GPU than the chosen one: counted, not listed (its
+            // row would say `-`, "on no GPU", which is not so).
+            Place::OnOtherGpu
+        } else if self.show_all || !p.models.is_empty() {
+            Place::OnNoGpuListed
+        } else {
+            Place::Hidden
+        }
     }
 
-    /// Processes on a GPU, but not on the chosen one.
-    pub fn elsewhere_count(&self) -> usize {
-        self.count(|p| !p.gpu.is_empty() && !self.on_gpu(p))
+    /// How many processes the user filter and `/` let through are in each
+    /// [`Place`].
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        let Some(s) = &self.snapshot else { return c };
+        for p in s.processes.iter().filter(|p| self.lets_through(p)) {
+            match self.place(p) {
+                Place::OnChosen => c.on_chosen += 1,
+                Place::OnNoGpuListed => c.on_no_gpu_listed += 1,
+                Place::OnOtherGpu => c.on_other_gpus += 1,
+                Place::Hidden => c.hidden += 1,
+            }
+        }
+        c
     }
 
-    /// Of the processes the user filter lets through, those that `keep`.
-    fn count(&self, keep: impl Fn(&Process) -> bool) -> usize {
-        let Some(s) = &self.snapshot else { return 0 };
-        s.processes
-            .iter()
-            .filter(|p| self.user.is_none() || p.user == self.user)
-            .filter(|p| keep(p))
-            .count()
+    /// Whether `u` and `/` let the process through.
+    fn lets_through(&self, p: &Process) -> bool {
+        let needle = self.filter.to_lowercase();
+        (self.user.is_none() || p.user == self.user) && (needle.is_empty() || matches_filter(p, &needle))
     }
 
     fn compare(&self, a: &Process, b: &Process) -> Ordering {
@@ -794,6 +814,36 @@ impl App {
     }
 }
 
+/// Where a process stands with the chosen device(s), for the rows and
+/// the title's counts (see [`App::place`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// On the chosen GPU (or, with none chosen, on any).
+    OnChosen,
+    /// On no GPU, listed all the same (`a`, or it runs a model).
+    OnNoGpuListed,
+    /// On GPUs, none of them the chosen one.
+    OnOtherGpu,
+    /// On no GPU, left out until `a`.
+    Hidden,
+}
+
+impl Place {
+    pub fn is_listed(self) -> bool {
+        matches!(self, Place::OnChosen | Place::OnNoGpuListed)
+    }
+}
+
+/// The processes in each [`Place`]; together, every process `u` and `/`
+/// let through, each once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub on_chosen: usize,
+    pub on_no_gpu_listed: usize,
+    pub on_other_gpus: usize,
+    pub hidden: usize,
+}
+
 enum Value {
     Num(f64),
     Text(String),
@@ -828,19 +878,56 @@ fn matches_filter(p: &Process, needle: &str) -> bool {
             .any(|m| hit(m.name.as_deref()) || hit(m.path.as_deref()) || hit(m.architecture.as_deref()))
 }
 
-/// `rows` (sorted) as a tree: each process under its parent when the
-/// parent is among the rows, siblings in the rows' order, each with the
-/// branch drawn before its name. A parent link that loops (a forged
-/// recording) is cut where it closes: every row appears once.
-fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String)> {
+/// `rows` (sorted) as a tree: each process under its parent, with the
+/// ancestors of each row taken from `all` even where they are not rows (an
+/// `ollama serve` holding no VRAM above its runner), each with the branch
+/// drawn before its name. Siblings, and the roots, come in the order of the
+/// heaviest row below them (their own included), so a subtree sorts where
+/// its heaviest member would: an idle parent does not sink its busy child.
+/// A parent link that loops (a forged recording) is cut where it closes:
+/// every process appears once.
+fn tree_order<'a>(rows: &[&'a Process], all: &'a [Process], ascii: bool) -> Vec<(&'a Process, String)> {
     use std::collections::{HashMap, HashSet};
-    let index: HashMap<u32, usize> = rows.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); rows.len()];
+    let by_pid: HashMap<u32, &Process> = all.iter().rev().map(|p| (p.pid, p)).collect();
+    let mut nodes: Vec<&Process> = rows.to_vec();
+    let mut index: HashMap<u32, usize> = nodes.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
+    // Each row's missing ancestors, up to the first one already a node; a
+    // loop closes on a node added before, so this ends.
+    for row in rows {
+        let mut up = row.ppid;
+        while let Some(parent) = up
+            .and_then(|pp| by_pid.get(&pp))
+            .filter(|p| !index.contains_key(&p.pid))
+        {
+            index.insert(parent.pid, nodes.len());
+            nodes.push(parent);
+            up = parent.ppid;
+        }
+    }
+    let parent: Vec<Option<usize>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.ppid.and_then(|pp| index.get(&pp).copied()).filter(|&u| u != i))
+        .collect();
+    // The rank (place in `rows`) of the heaviest row at or below each node.
+    // Rows are walked heaviest first, so a walk up stops at the first node
+    // that already has as heavy a member: each node is set once.
+    let mut heaviest = vec![usize::MAX; nodes.len()];
+    for rank in 0..rows.len() {
+        let mut at = Some(rank);
+        while let Some(n) = at.filter(|&n| heaviest[n] > rank) {
+            heaviest[n] = rank;
+            at = parent[n];
+        }
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     let mut roots = Vec::new();
-    for (i, p) in rows.iter().enumerate() {
-        match p.ppid.and_then(|pp| index.get(&pp)) {
-            Some(&parent) if parent != i => children[parent].push(i),
-            _ => roots.push(i),
+    let mut by_weight: Vec<usize> = (0..nodes.len()).collect();
+    by_weight.sort_by_key(|&n| heaviest[n]);
+    for &n in &by_weight {
+        match parent[n] {
+            Some(up) => children[up].push(n),
+            None => roots.push(n),
         }
     }
     let (branch, last, bar, blank) = if ascii {
@@ -851,17 +938,17 @@ fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String
     // Deeper than this the branches are not drawn further in (a forged
     // chain thousands deep must not cost thousands of columns a row).
     const DEEPEST: usize = 8 * 3;
-    let mut out = Vec::with_capacity(rows.len());
+    let mut out = Vec::with_capacity(nodes.len());
     let mut placed = HashSet::new();
-    let mut unplaced = 0..rows.len();
-    // (row, the bars of its ancestors, its own branch)
+    let mut unplaced = by_weight.iter().copied();
+    // (node, the bars of its ancestors, its own branch)
     let mut stack: Vec<(usize, String, &str)> = roots.iter().rev().map(|&r| (r, String::new(), "")).collect();
     loop {
         while let Some((i, indent, own)) = stack.pop() {
             if !placed.insert(i) {
                 continue;
             }
-            out.push((rows[i], format!("{indent}{own}")));
+            out.push((nodes[i], format!("{indent}{own}")));
             let below = if own.is_empty() || indent.chars().count() >= DEEPEST {
                 indent
             } else if own == last {
@@ -874,7 +961,7 @@ fn tree_order<'a>(rows: &[&'a Process], ascii: bool) -> Vec<(&'a Process, String
                 stack.push((k, below.clone(), if n + 1 == kids.len() { last } else { branch }));
             }
         }
-        // Rows only a loop reaches: each such loop starts at its first row.
+        // Nodes only a loop reaches: each such loop starts at its heaviest.
         match unplaced.find(|i| !placed.contains(i)) {
             Some(i) => stack.push((i, String::new(), "")),
             None => break,

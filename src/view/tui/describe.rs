@@ -38,16 +38,6 @@ const RUNTIME_ORDER: &[&str] = &[
     "vaapi",
 ];
 
-const ML_RUNTIMES: &[&str] = &[
-    "pytorch",
-    "tensorflow",
-    "onnxruntime",
-    "tensorrt",
-    "openvino",
-    "cudnn",
-    "cublas",
-];
-
 pub fn runtime_label(p: &Process) -> String {
     let mut known: Vec<&str> = RUNTIME_ORDER
         .iter()
@@ -225,7 +215,6 @@ pub fn inside(p: &Process, replay: bool) -> String {
     if !holds {
         return format!("-{}", p.models.first().map(now).unwrap_or_default());
     }
-    let is = |r: &str| p.runtimes.iter().any(|x| x == r);
     if let Some(m) = p.models.first() {
         let kv = m
             .reported
@@ -246,14 +235,37 @@ pub fn inside(p: &Process, replay: bool) -> String {
         ProcessKind::Browser => "page textures, video, canvas/WebGL".into(),
         ProcessKind::Compositor => "window surfaces".into(),
         ProcessKind::Game => "textures, meshes, render targets".into(),
-        _ if ML_RUNTIMES.iter().any(|r| is(r)) => "ML runtime tensors and workspaces".into(),
-        ProcessKind::Ai => "model runtime buffers".into(),
-        _ if p.gpu.iter().any(|g| g.contexts.iter().any(|c| c == "G")) => "graphics surfaces".into(),
-        _ if is("cuda") || is("cudart") || p.gpu.iter().any(|g| g.contexts.iter().any(|c| c == "C")) => {
-            "CUDA context and buffers".into()
-        }
-        _ => "n/a".into(),
+        _ => runtime_evidence(p)
+            .or_else(|| {
+                p.gpu
+                    .iter()
+                    .any(|g| g.contexts.iter().any(|c| c == "G"))
+                    .then(|| "graphics surfaces".into())
+            })
+            .unwrap_or_default(),
     }
+}
+
+/// The most telling runtime a process has, with what shows it: `pytorch
+/// (library loaded)` for a `train.py` that maps libtorch, `vllm (name or
+/// command line)`. None where no runtime is known: a PID the driver lists
+/// and /proc does not, or a program with no runtime library mapped, has
+/// nothing said of what is inside (a CUDA context says nothing of what
+/// fills 62 GiB). Only names from [`RUNTIME_ORDER`], not the snapshot's
+/// text, so nothing here needs escaping (a web view can show it as is).
+pub fn runtime_evidence(p: &Process) -> Option<String> {
+    use crate::procs::classify::{runtime_evidence, RuntimeEvidence};
+    RUNTIME_ORDER
+        .iter()
+        .filter(|r| p.runtimes.iter().any(|x| x == *r))
+        .find_map(|r| {
+            let how = match runtime_evidence(r)? {
+                RuntimeEvidence::Library => "library loaded",
+                RuntimeEvidence::Name => "name or command line",
+                RuntimeEvidence::NameOrLibrary => "name or library",
+            };
+            Some(format!("{r} ({how})"))
+        })
 }
 
 /// Short notes that explain what may surprise in a process's figures.

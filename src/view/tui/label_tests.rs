@@ -156,3 +156,48 @@ fn notes_appear_only_on_the_platform_they_are_true_of() {
     let s = screen(&mut app, 160, 48);
     assert!(s.contains("note: Dedicated Usage double-counts surfaces"), "{s}");
 }
+
+#[test]
+fn what_is_inside_says_only_what_evidence_shows() {
+    use super::describe::inside;
+    use super::fixture::{process, usage};
+    use crate::snapshot::ProcessKind;
+    // A vLLM worker with 62 GiB: vLLM by its command line, PyTorch and
+    // CUDA by their libraries; the most telling is said, with its evidence.
+    let mut worker = process(7001, "python3", ProcessKind::Ai, None, 4096);
+    worker.runtimes = vec!["cuda".into(), "pytorch".into(), "vllm".into()];
+    worker.gpu = vec![usage(0, Some(62 << 30), &["C"], None)];
+    assert_eq!(inside(&worker, false), "vllm (name or command line)");
+    // train.py with 4 GiB: libtorch mapped.
+    let mut train = process(7002, "python3", ProcessKind::Ai, None, 2048);
+    train.cmdline = Some("python3 train.py".into());
+    train.runtimes = vec!["cudart".into(), "pytorch".into()];
+    train.gpu = vec![usage(0, Some(4 << 30), &["C"], None)];
+    assert_eq!(inside(&train, false), "pytorch (library loaded)");
+    // A llama-server found by its name or its libllama.
+    let mut llama = process(7003, "llama-server", ProcessKind::Ai, None, 512);
+    llama.runtimes = vec!["llama.cpp".into()];
+    llama.gpu = vec![usage(0, Some(1 << 30), &["C"], None)];
+    assert_eq!(inside(&llama, false), "llama.cpp (name or library)");
+    // A PID the driver lists and /proc does not: nothing is known, nothing
+    // is said (its compute context says nothing of what fills it).
+    let mut ghost = process(7004, "x", ProcessKind::Other, None, 0);
+    ghost.name = None;
+    ghost.cmdline = None;
+    ghost.user = None;
+    ghost.rss_bytes = None;
+    ghost.gpu = vec![usage(0, Some(2 << 30), &["C"], None)];
+    assert_eq!(inside(&ghost, false), "");
+    // Only a runtime name the view knows is ever said: a forged one is not
+    // echoed into the column.
+    ghost.runtimes = vec!["\u{1b}]0;pwned\u{7}".into()];
+    assert_eq!(inside(&ghost, false), "");
+    // The 8-GPU server's PyTorch jobs with no runtime found: no guess.
+    let mut app = app_with(super::fixture::server(8, 8));
+    for (w, h) in [(80, 24), (120, 35), (200, 50)] {
+        let s = screen(&mut app, w, h);
+        for guess in ["CUDA context", "model runtime buffers", "ML runtime tensors"] {
+            assert!(!s.contains(guess), "{guess} at {w}x{h}\n{s}");
+        }
+    }
+}

@@ -531,3 +531,164 @@ fn u_cycles_the_users_and_slash_matches_user_kind_runtime_and_model() {
         assert_eq!(pids, [pid], "{needle}");
     }
 }
+
+/// The 8-GPU server with a llama-server on GPU 4 and one on GPU 6 (each
+/// with a model), a process on GPUs 4 and 5, an AI runtime on no GPU with a
+/// model and an idle process on no GPU: 66 processes.
+fn server_with_models_on_other_gpus() -> Snapshot {
+    let mut s = server(8, 8);
+    for pid in [10_400, 10_600] {
+        let p = s.processes.iter_mut().find(|p| p.pid == pid).unwrap();
+        p.name = Some("llama-server".into());
+        p.models = vec![super::fixture::qwen()];
+    }
+    let both = s.processes.iter_mut().find(|p| p.pid == 10_403).unwrap();
+    both.gpu.push(super::fixture::usage(5, Some(1 << 30), &["C"], Some(5)));
+    let template = s.processes[0].clone();
+    let mut on_cpu = crate::snapshot::Process {
+        pid: 20_000,
+        gpu: vec![],
+        models: vec![super::fixture::qwen()],
+        ..template.clone()
+    };
+    on_cpu.name = Some("llama-cli".into());
+    let idle = crate::snapshot::Process {
+        pid: 20_001,
+        gpu: vec![],
+        name: Some("sshd".into()),
+        ..template
+    };
+    s.processes.extend([on_cpu, idle]);
+    s
+}
+
+#[test]
+fn picking_a_gpu_lists_only_its_processes_and_the_title_parts_add_up() {
+    let mut app = app_with(server_with_models_on_other_gpus());
+    assert_eq!(app.snapshot.as_ref().unwrap().processes.len(), 66);
+    chars(&mut app, "5");
+    for (w, h) in [(80, 24), (120, 35), (160, 45)] {
+        let s = screen(&mut app, w, h);
+        // 8 of its own and the one on GPUs 4 and 5 (counted once, on 5),
+        // the model on the CPU, 55 on other GPUs, the idle one: 66.
+        assert!(
+            s.contains("PROCESSES  9 on GPU 5, 1 on no GPU, 55 on other GPUs"),
+            "{w}x{h}\n{s}"
+        );
+    }
+    let c = app.counts();
+    assert_eq!(c.on_chosen + c.on_no_gpu_listed + c.on_other_gpus + c.hidden, 66);
+    // The llama-servers on GPUs 4 and 6 are on other GPUs: not rows that
+    // would say GPU `-` (on no GPU) and VRAM `-`.
+    let mut pids: Vec<u32> = app.rows().iter().map(|p| p.pid).collect();
+    pids.sort_unstable();
+    let mut want: Vec<u32> = (10_500..10_508).chain([10_403, 20_000]).collect();
+    want.sort_unstable();
+    assert_eq!(pids, want);
+    let s = screen(&mut app, 160, 45);
+    let both = s.lines().find(|l| first_pid(l) == Some(10_403)).unwrap();
+    assert!(both.contains(" 5 ") && both.contains("1.00 GiB"), "{both}");
+    // `a`: the idle one too; still each process once.
+    chars(&mut app, "a");
+    let s = screen(&mut app, 160, 45);
+    assert!(
+        s.contains("PROCESSES  9 on GPU 5, 2 on no GPU, 55 on other GPUs"),
+        "{s}"
+    );
+    assert!(!s.contains("not on a GPU"), "{s}");
+    for p in app.rows().into_iter().filter(|p| !p.gpu.is_empty()) {
+        assert!(app.on_gpu(p), "{} is on another GPU, listed as on none", p.pid);
+    }
+    // All GPUs: the 64 on GPUs and the model on the CPU shown, 1 left out.
+    chars(&mut app, "a5");
+    let s = screen(&mut app, 160, 45);
+    assert!(s.contains("PROCESSES  65 shown, 1 more not on a GPU"), "{s}");
+}
+
+/// One H100 with an `ollama serve` (no VRAM) whose runner holds the most,
+/// under a shell, and an idle `sshd`.
+fn server_with_ollama() -> Snapshot {
+    let mut s = server(1, 6);
+    let template = s.processes[3].clone();
+    let process = |pid: u32, ppid: Option<u32>, name: &str, vram: Option<u64>| {
+        let mut p = crate::snapshot::Process {
+            pid,
+            ppid,
+            gpu: vram
+                .map(|v| vec![super::fixture::usage(0, Some(v), &["C"], Some(50))])
+                .unwrap_or_default(),
+            cpu_percent: None,
+            ..template.clone()
+        };
+        p.name = Some(name.into());
+        p
+    };
+    s.processes.extend([
+        process(30_000, Some(1), "bash", None),
+        process(30_001, Some(30_000), "ollama", None),
+        process(30_002, Some(30_001), "ollama_llama_server", Some(20 << 30)),
+        process(30_003, None, "sshd", None),
+    ]);
+    s
+}
+
+#[test]
+fn t_keeps_the_ancestors_dimmed_and_sorts_a_subtree_by_its_heaviest() {
+    let mut app = App::new(true, false);
+    app.show(server_with_ollama());
+    chars(&mut app, "t");
+    let order = |app: &App| {
+        app.tree_rows()
+            .iter()
+            .map(|(p, b)| (p.pid, b.clone()))
+            .collect::<Vec<_>>()
+    };
+    let rows = order(&app);
+    // The runner is the heaviest: its shell and `ollama serve` come first,
+    // though neither holds VRAM nor would be listed without `t`.
+    assert_eq!(
+        rows[..3],
+        [
+            (30_000, String::new()),
+            (30_001, "└─ ".to_string()),
+            (30_002, "   └─ ".to_string())
+        ],
+        "{rows:?}"
+    );
+    assert!(!rows.iter().any(|(pid, _)| *pid == 30_003), "{rows:?}");
+    let mut t = Terminal::new(TestBackend::new(160, 45)).unwrap();
+    t.draw(|f| render::draw(f, &mut app)).unwrap();
+    let buf = t.backend().buffer().clone();
+    let line_of = |pid: u32| {
+        (0..45u16)
+            .find(|&y| {
+                let line: String = (0..160u16).map(|x| buf[(x, y)].symbol().to_string()).collect();
+                first_pid(&line) == Some(pid)
+            })
+            .unwrap()
+    };
+    let fg = |y: u16| buf[(2, y)].fg;
+    assert_eq!(fg(line_of(30_001)), ratatui::style::Color::DarkGray);
+    assert_eq!(fg(line_of(30_000)), ratatui::style::Color::DarkGray);
+    assert_ne!(fg(line_of(10_001)), ratatui::style::Color::DarkGray);
+    let s: String = (0..160u16)
+        .map(|x| buf[(x, 0)].symbol().to_string())
+        .collect::<String>();
+    let title = (0..45u16)
+        .map(|y| {
+            (0..160u16)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+        })
+        .find(|l| l.contains("PROCESSES"))
+        .unwrap_or(s);
+    assert!(title.contains("as a tree with 2 parents dimmed"), "{title}");
+    // `a`: the idle rows (sshd, the VRAM-less shell) sort last by VRAM,
+    // but the subtree goes where its heaviest member does: first.
+    chars(&mut app, "a");
+    let rows = order(&app);
+    assert_eq!(rows[0].0, 30_000, "{rows:?}");
+    assert_eq!(rows[2].0, 30_002, "{rows:?}");
+    let sshd = rows.iter().position(|(pid, _)| *pid == 30_003).unwrap();
+    assert!(sshd > 2, "{rows:?}");
+}

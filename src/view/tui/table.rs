@@ -25,26 +25,27 @@ fn arrow(app: &App) -> &'static str {
 
 /// What the table holds, counted per chosen GPU: "11 on GPU 0, 52 on
 /// other GPUs", not "52 more not on a GPU" when they are on other GPUs.
+/// Each process is counted once, in one part ([`App::counts`]), so the
+/// parts add up to the processes `u` and `/` let through; the ancestors
+/// `t` adds (`rows` that are not listed) are said apart.
 pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'static> {
-    let hidden = app.hidden_count();
+    let c = app.counts();
     let mut text = match app.gpu_label() {
         // Rows on no GPU (an AI runtime on the CPU) are not "on GPU g".
         Some(g) => {
-            let on = rows.iter().filter(|p| app.on_gpu(p)).count();
-            let mut t = format!("PROCESSES  {on} on GPU {g}");
-            if rows.len() > on {
-                t.push_str(&format!(", {} on no GPU", rows.len() - on));
+            let mut t = format!("PROCESSES  {} on GPU {g}", c.on_chosen);
+            if c.on_no_gpu_listed > 0 {
+                t.push_str(&format!(", {} on no GPU", c.on_no_gpu_listed));
             }
             t
         }
-        None => format!("PROCESSES  {} shown", rows.len()),
+        None => format!("PROCESSES  {} shown", c.on_chosen + c.on_no_gpu_listed),
     };
-    let elsewhere = app.elsewhere_count();
-    if elsewhere > 0 {
-        text.push_str(&format!(", {elsewhere} on other GPUs (g or a digit picks one)"));
+    if c.on_other_gpus > 0 {
+        text.push_str(&format!(", {} on other GPUs (g or a digit picks one)", c.on_other_gpus));
     }
-    if !app.show_all && hidden > 0 {
-        text.push_str(&format!(", {hidden} more not on a GPU (a shows all)"));
+    if c.hidden > 0 {
+        text.push_str(&format!(", {} more not on a GPU (a shows all)", c.hidden));
     }
     if !app.tagged.is_empty() {
         text.push_str(&format!(", {} tagged (k signals them)", app.tagged.len()));
@@ -57,6 +58,10 @@ pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'s
     }
     if app.tree {
         text.push_str(", as a tree");
+        let ancestors = rows.iter().filter(|p| !app.is_listed(p)).count();
+        if ancestors > 0 {
+            text.push_str(&format!(" with {ancestors} parents dimmed"));
+        }
     }
     Line::from(Span::styled(text, theme.bold()))
 }
@@ -124,6 +129,7 @@ fn aligned(line: Line<'static>, c: Column) -> Cell<'static> {
 /// One process's row: each fitted column's value, text cut on the right on
 /// its escaped form (figures fit: their column is as wide as the widest).
 fn process_row(
+    app: &App,
     p: &Process,
     values: &[String],
     wanted: &[Column],
@@ -136,7 +142,9 @@ fn process_row(
         let style = match c {
             Column::Model | Column::Inside if p.models_pending && p.models.is_empty() => theme.warn(),
             Column::Inside if !p.models.is_empty() => theme.not_measured(),
-            _ if v == "n/a" => theme.dim(),
+            // An ancestor `t` shows to hold the tree together, not a row
+            // of its own.
+            _ if v == "n/a" || !app.is_listed(p) => theme.dim(),
             _ => Style::default(),
         };
         aligned(Line::from(Span::styled(v, style)), *c)
@@ -214,7 +222,7 @@ pub(super) fn draw_table(
             .zip(&values)
             .enumerate()
             .map(|(n, ((p, _), row_values))| {
-                let row = process_row(p, row_values, &wanted, &cols, theme);
+                let row = process_row(app, p, row_values, &wanted, &cols, theme);
                 if Some(offset + n) == selected {
                     row.style(theme.selected())
                 } else if app.is_tagged(p) {

@@ -141,7 +141,7 @@ fn the_desktop_at_a_glance() {
     assert!(row(&s, "7310*").contains("page textures, video, canvas/WebGL"));
     let speech = row(&s, "6010*");
     assert!(speech.contains("96.0 MiB") && speech.contains("640.0 MiB") && speech.contains("32.0 MiB"));
-    assert!(speech.contains("ML runtime tensors and workspaces"));
+    assert!(speech.contains("onnxruntime (library loaded)"), "{speech}");
     // Unknown is n/a, never 0.
     let discord = row(&s, "9120*");
     assert!(discord.contains("n/a"), "{discord}");
