@@ -8,6 +8,7 @@ pub mod collect;
 pub mod config;
 pub mod diff_cmd;
 pub mod install_files;
+pub mod model_args;
 pub mod model_cmd;
 pub mod model_devices;
 pub mod model_dir;

@@ -1,7 +1,7 @@
 use clap::FromArgMatches;
 use gputaskman::cli::{self, Cli, Command, ConfigAction};
 use gputaskman::view::safe_text::safe;
-use gputaskman::{config, diff_cmd, install_files, model_cmd, oneshot, record, serve, view};
+use gputaskman::{config, diff_cmd, install_files, model_args, model_cmd, oneshot, record, serve, view};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         }
     }
     // `gputaskman model` takes llama.cpp's own spellings (-np, -ctk, ...).
-    let matches = cli::command().get_matches_from(model_cmd::llama_cpp_spellings(std::env::args_os()));
+    let matches = cli::command().get_matches_from(model_args::llama_cpp_spellings(std::env::args_os()));
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     cli::take_shared_flags(&mut cli, &matches).unwrap_or_else(|e| e.exit());
     // The config file fills in what the command line left unset.
@@ -68,7 +68,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         Some(Command::Schema) => oneshot::schema(&mut stdout),
         Some(Command::Model(args)) => model_cmd::run(
             args,
-            model_cmd::roomiest_gpu(cli.nvml_lib.as_deref(), cli.gpu),
+            model_args::roomiest_gpu(cli.nvml_lib.as_deref(), cli.gpu),
             cli.gpu.is_some(),
             &mut stdout,
         ),

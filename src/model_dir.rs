@@ -10,7 +10,7 @@ use anyhow::Result;
 use gguf::{BatchSettings, KvSettings};
 use serde::Serialize;
 
-use crate::model_cmd::{GpuFree, ModelArgs};
+use crate::model_args::{GpuFree, ModelArgs};
 use crate::view::safe_text::safe;
 
 /// The most directory entries looked at: a directory of millions of files

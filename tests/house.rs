@@ -31,27 +31,6 @@ use std::path::{Path, PathBuf};
 const MAX_FILE_LINES: usize = 1000;
 const MAX_FN_LINES: usize = 120;
 
-/// Being split in issue 36: what other branches are taking apart right
-/// now. A finding whose files are all covered here is printed, not failed.
-/// Empty this list once those branches are merged: what is left then is
-/// theirs to fix. An entry ending in `/` covers every file below it.
-const BEING_SPLIT: &[&str] = &[
-    // being split in issue 36: the live view (render.rs; app, describe and
-    // render import each other; audit, term and mod.rs too)
-    "src/view/tui/",
-    // being split in issue 36: models/mod.rs
-    "src/models/",
-    // being split in issue 36: drm/mod.rs
-    "src/collect/drm/",
-    // being split in issue 36: wddm/mod.rs
-    "src/collect/wddm/mod.rs",
-    // being split in issue 36: wsl/mod.rs (and bridge.rs imports it back)
-    "src/collect/wsl/",
-    // being split in issue 36: procs/linux.rs (its `#[path]` libm include,
-    // `scan` at 121 lines)
-    "src/procs/linux.rs",
-];
-
 /// Generated tables and data, exempt from the file length rule. None
 /// today.
 const GENERATED: &[&str] = &[];
@@ -65,16 +44,6 @@ fn relative(path: &Path) -> String {
         .unwrap_or(path)
         .to_string_lossy()
         .replace('\\', "/")
-}
-
-fn being_split(file: &str) -> bool {
-    BEING_SPLIT.iter().any(|entry| {
-        if entry.ends_with('/') {
-            file.starts_with(entry)
-        } else {
-            file == *entry
-        }
-    })
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -668,19 +637,12 @@ fn crates() -> Vec<Crate> {
     sources.iter().map(|s| read_crate(s)).collect()
 }
 
-/// Findings not covered by [`BEING_SPLIT`], and those that are (printed, so
-/// the lead sees what is left when emptying the list).
+/// Fails with every finding of `rule`, each naming the lines behind it.
 fn report(rule: &str, findings: Vec<(Vec<String>, String)>) {
-    let (known, new): (Vec<_>, Vec<_>) = findings
-        .into_iter()
-        .partition(|(files, _)| files.iter().all(|f| being_split(f)));
-    for (_, text) in &known {
-        eprintln!("{rule}, being split in issue 36: {text}");
-    }
     assert!(
-        new.is_empty(),
+        findings.is_empty(),
         "{rule}:\n{}",
-        new.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join("\n")
+        findings.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join("\n")
     );
 }
 

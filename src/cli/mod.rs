@@ -255,7 +255,7 @@ fn refuse_one_shot_flags(matches: &ArgMatches, name: &str) -> Result<(), clap::E
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// What a model file is and what it will cost (llama.cpp's own math).
-    Model(crate::model_cmd::ModelArgs),
+    Model(crate::model_args::ModelArgs),
     /// Print the JSON Schema of a snapshot.
     Schema,
     /// What can be known about GPU memory, and from where, on this platform.

@@ -18,7 +18,7 @@
 //!   `_hertz`, `_seconds`), none in labels;
 //! - every family has HELP and TYPE; a label set appears once per family.
 
-use crate::snapshot::reconcile::{Provenance, Reconciliation};
+use crate::snapshot::reconciliation::{Provenance, Reconciliation};
 use crate::snapshot::{Device, GpuUsage, Model, Process, Snapshot};
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -700,7 +700,7 @@ pub(crate) mod tests {
 
     #[test]
     fn the_reconciliation_row_gives_each_part_under_its_provenance_and_the_signed_rest() {
-        use crate::snapshot::reconcile::{Part, PartKind};
+        use crate::snapshot::reconciliation::{Part, PartKind};
         let mut snap = snapshot();
         let part = |kind, bytes, provenance, model: Option<&str>| Part {
             kind,

@@ -10,8 +10,11 @@
 
 pub mod diff;
 pub mod load;
+mod pairing;
 pub mod reconcile;
+pub mod reconciliation;
 
+pub use pairing::Match;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -367,7 +370,7 @@ pub struct Process {
     /// (src/snapshot/reconcile.rs): a comparison, never a sum. Empty for a
     /// process without a model or without measured device memory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reconciliation: Vec<reconcile::Reconciliation>,
+    pub reconciliation: Vec<reconciliation::Reconciliation>,
     /// Discovery has not looked at this process yet (the live view probes
     /// runtimes in the background): `models` is not yet known.
     #[serde(default)]
@@ -399,18 +402,6 @@ pub struct Container {
     pub pod: Option<String>,
     /// Kubernetes: the pod's namespace; null elsewhere or unknown.
     pub namespace: Option<String>,
-}
-
-/// How a device's entry, whose PID had to be translated (a container's
-/// host PIDs, a WSL host's GPU contexts), was paired with a process here.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Match {
-    /// Paired for certain: the counts and creation order agree, or the
-    /// context appeared with the process (`*` on screen).
-    Exact,
-    /// Paired by a heuristic (`?` on screen).
-    Guess,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]

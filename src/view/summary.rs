@@ -87,6 +87,13 @@ pub fn render(s: &Summary, all: bool) -> String {
         }
     }
 
+    processes_section(&mut out, s, all, &header);
+    models_section(&mut out, s);
+    out
+}
+
+/// The processes' rows; those never on a GPU only counted unless `all`.
+fn processes_section(out: &mut String, s: &Summary, all: bool, header: &str) {
     let _ = writeln!(out, "\nProcesses (measured)");
     if s.processes.is_empty() {
         let _ = writeln!(out, "  none recorded");
@@ -105,15 +112,15 @@ pub fn render(s: &Summary, all: bool) -> String {
             crate::record::index::snapshots(p.samples as u64)
         );
         for g in &p.gpu {
-            stats_row(&mut out, &format!("vram {}", g.device), &g.vram_bytes);
+            stats_row(out, &format!("vram {}", g.device), &g.vram_bytes);
             if g.spill_bytes.known > 0 {
-                stats_row(&mut out, &format!("spill {}", g.device), &g.spill_bytes);
+                stats_row(out, &format!("spill {}", g.device), &g.spill_bytes);
             }
         }
         if p.gpu.len() > 1 {
-            stats_row(&mut out, "vram, all devices", &p.vram_bytes);
+            stats_row(out, "vram, all devices", &p.vram_bytes);
         }
-        stats_row(&mut out, "rss", &p.rss_bytes);
+        stats_row(out, "rss", &p.rss_bytes);
     }
     if !never_on_gpu.is_empty() {
         let n = never_on_gpu.len();
@@ -123,7 +130,10 @@ pub fn render(s: &Summary, all: bool) -> String {
             if n == 1 { "" } else { "es" }
         );
     }
+}
 
+/// Each model's settings and KV over time: estimated and reported, apart.
+fn models_section(out: &mut String, s: &Summary) {
     if !s.models.is_empty() {
         let _ = writeln!(
             out,
@@ -155,5 +165,4 @@ pub fn render(s: &Summary, all: bool) -> String {
             }
         }
     }
-    out
 }

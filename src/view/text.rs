@@ -5,7 +5,7 @@
 use super::safe_text::{escape, safe};
 use super::tui::describe;
 use super::{opt, percent};
-use crate::snapshot::reconcile::Reconciliation;
+use crate::snapshot::reconciliation::Reconciliation;
 use crate::snapshot::{device_label, BackendStatus, Device, Match, Process, Snapshot};
 use crate::units::{bytes, signed_bytes};
 use std::fmt::Write;

@@ -6,7 +6,7 @@
 //! killed when the bridge is dropped; lines are read with a length cap, and
 //! a stream that stops is reported, not waited for.
 
-use super::{BridgeSample, Event, Parser};
+use super::lines::{BridgeSample, Event, Parser, HELLO};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -235,7 +235,7 @@ fn read_stream(mut r: impl BufRead, shared: &(Mutex<Shared>, Condvar)) {
         if lines_in_sample > MAX_SAMPLE_LINES {
             // Restart the parser: the sample in progress is dropped.
             parser = Parser::default();
-            parser.line(super::HELLO);
+            parser.line(HELLO);
             lines_in_sample = 0;
             lock(mutex).error = Some(format!("a sample longer than {MAX_SAMPLE_LINES} lines was dropped"));
             continue;

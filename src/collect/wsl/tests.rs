@@ -1,4 +1,6 @@
+use super::lines::MAX_ERRORS_KEPT;
 use super::*;
+use crate::collect::wddm::Luid;
 
 const LUID: Luid = Luid { high: 0, low: 0xC6F5 };
 

@@ -16,7 +16,8 @@
 //!   the guard: a text that reaches a cell unescaped is a bug even when the
 //!   guard hides it (its width was counted wrong, and what it said is lost).
 
-use super::{render, App};
+use super::app::App;
+use super::render;
 use crate::snapshot::Snapshot;
 use crate::view::safe_text;
 use ratatui::backend::TestBackend;

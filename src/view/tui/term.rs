@@ -5,7 +5,8 @@
 //! the terminal hanging up, within [`GRACE`]: a view busy with one long
 //! frame must not outlive its terminal or ignore SIGTERM.
 
-use super::{audit, render, App};
+use super::app::App;
+use super::{audit, render};
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{DisableMouseCapture, EnableMouseCapture};
 use ratatui::crossterm::execute;

@@ -1,0 +1,264 @@
+//! The arguments of `gputaskman model` and the GPU it is sized for: below
+//! the command (`model_cmd`) and its directory table (`model_dir`), which
+//! both read them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use gguf::{CacheType, KvSettings};
+use serde::Serialize;
+
+const KIB: f64 = 1024.0;
+const MIB: f64 = 1024.0 * 1024.0;
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Arguments of `gputaskman model`. Long names follow llama.cpp's; its
+/// short multi-letter spellings (`-np`, `-ctk`, ...) work after
+/// [`llama_cpp_spellings`] rewrote them, or as `--np`, `--ctk`, ...
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// The GGUF file: any part of a split model, or an extension-less blob (Ollama); a directory: a table of
+    /// every GGUF in it
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+
+    /// Context size in tokens; 0 or absent: the model's training context
+    #[arg(short = 'c', long = "ctx", visible_alias = "ctx-size", value_name = "N",
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
+    pub ctx: Option<u32>,
+
+    /// Parallel sequences (llama-server slots)
+    #[arg(long, visible_alias = "np", value_name = "N", default_value_t = 1,
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
+    pub parallel: u32,
+
+    /// One KV cache shared by all sequences (llama-server's default with -np auto)
+    #[arg(long, visible_alias = "kvu")]
+    pub kv_unified: bool,
+
+    /// K cache type: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1
+    #[arg(long, visible_alias = "ctk", value_name = "T", default_value = "f16")]
+    pub cache_type_k: CacheType,
+
+    /// V cache type (quantized types need flash attention)
+    #[arg(long, visible_alias = "ctv", value_name = "T", default_value = "f16")]
+    pub cache_type_v: CacheType,
+
+    /// Physical batch size, which sizes the sliding-window caches
+    #[arg(long, visible_aliases = ["ub", "ubatch-size"], value_name = "N", default_value_t = 512,
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
+    pub ubatch: u32,
+
+    /// Full-size caches for sliding-window layers
+    #[arg(long)]
+    pub swa_full: bool,
+
+    /// Layers to offload to the GPU (the output layer counts as one); negative: all
+    #[arg(long, visible_aliases = ["ngl", "gpu-layers"], value_name = "N", allow_negative_numbers = true)]
+    pub n_gpu_layers: Option<i32>,
+
+    /// Flash attention; llama.cpp's default, auto, turns it on for CPU and CUDA
+    #[arg(long, visible_alias = "fa", value_name = "on|off|auto", num_args = 0..=1,
+          default_value = "auto", default_missing_value = "on")]
+    pub flash_attn: FlashAttn,
+
+    /// Logical batch size (llama.cpp's -b)
+    #[arg(long, visible_aliases = ["b", "batch-size"], value_name = "N", default_value_t = 2048,
+          value_parser = crate::cli::values::count, allow_negative_numbers = true)]
+    pub batch: u32,
+
+    /// Backend whose compute buffer is estimated; default: cuda when an NVIDIA GPU is found, else cpu
+    #[arg(long, value_name = "cpu|cuda|vulkan|metal")]
+    pub backend: Option<gguf::Backend>,
+
+    /// Keep the KV cache (and the attention) in host memory (llama.cpp's -nkvo)
+    #[arg(long, visible_alias = "nkvo")]
+    pub no_kv_offload: bool,
+
+    /// Keep offloaded tensors whose name contains PATTERN in host memory: PATTERN=CPU (llama.cpp's -ot;
+    /// plain substrings such as exps, not regular expressions)
+    #[arg(long, visible_alias = "ot", value_name = "PATTERN=CPU", value_parser = parse_override)]
+    pub override_tensor: Option<String>,
+
+    /// Answer llama.cpp's --fit question for the GPU: the largest context, then the -ngl, that fit
+    /// its free memory now less the margin; exits 1 when the settings asked for do not fit
+    #[arg(long)]
+    pub fit: bool,
+
+    /// With --fit: this much free memory (e.g. 24GiB, 8000MiB) instead of the GPU's
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fit")]
+    pub vram: Option<u64>,
+
+    /// With --fit: MiB to leave free on the device (llama.cpp's --fit-target)
+    #[arg(long, value_name = "MIB", default_value_t = 1024, requires = "fit")]
+    pub fit_target: u64,
+
+    /// Print JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `exps=CPU`: the pattern. Only host placement of plain substrings is
+/// modelled; a regular expression or another device would be a guess.
+fn parse_override(s: &str) -> Result<String, String> {
+    let (pattern, device) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{s:?}: expected PATTERN=CPU"))?;
+    if !device.eq_ignore_ascii_case("cpu") {
+        return Err(format!("{s:?}: only =CPU is modelled"));
+    }
+    if pattern.is_empty() || pattern.contains(|c: char| "\\^$.|?*+()[]{}".contains(c)) {
+        return Err(format!(
+            "{s:?}: only plain name parts (like exps) are modelled, not regular expressions"
+        ));
+    }
+    Ok(pattern.to_string())
+}
+
+/// `24GiB`, `8000MiB`, `512M`, `1.5G`, a bare number of MiB.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a size (e.g. 24GiB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "m" | "mb" | "mib" => MIB,
+        "g" | "gb" | "gib" => GIB,
+        "k" | "kb" | "kib" => KIB,
+        _ => return Err(format!("{s:?}: unknown unit (KiB, MiB or GiB)")),
+    };
+    let bytes = n * scale;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 / 2.0 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// `--flash-attn` values, as llama.cpp spells them.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashAttn {
+    On,
+    Off,
+    Auto,
+}
+
+/// The GPU the fit is checked against: the device with the most free
+/// memory. A GPU in MIG mode is not one: a process runs on one of its
+/// instances, which are candidates of their own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuFree {
+    pub index: u32,
+    pub name: String,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// The device with the most free memory (or the one `--gpu` names), for the
+/// fit line. NVML only: nothing else is read.
+pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapshot::GpuChoice>) -> Option<GpuFree> {
+    use crate::collect::watchdog::{Watched, DEADLINE};
+    // Started on a watchdog: a driver that hangs costs the deadline, not
+    // the command.
+    let mut nvml = crate::collect::nvml::watched(nvml_lib, |_, _| true);
+    let Watched::Fresh(sample) = nvml.sample(only.map(|choice| choice.index), Default::default(), DEADLINE) else {
+        return None;
+    };
+    let partitioned: Vec<u32> = sample.devices.iter().filter_map(|d| d.parent).collect();
+    sample
+        .devices
+        .into_iter()
+        .filter(|d| only.is_none_or(|choice| choice.matches(d)) && !partitioned.contains(&d.index))
+        .filter_map(|d| {
+            Some(GpuFree {
+                index: d.index,
+                name: d.name.unwrap_or_else(|| format!("GPU {}", d.index)),
+                free_bytes: d.memory_free_bytes?,
+                total_bytes: d.memory_total_bytes?,
+            })
+        })
+        .max_by_key(|g| g.free_bytes)
+}
+
+/// Rewrites llama.cpp's single-dash multi-letter options (`-np 4`, `-ctk
+/// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
+/// parses. Other arguments pass unchanged.
+pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
+    const SPELLINGS: [(&str, &str); 10] = [
+        ("-nkvo", "--no-kv-offload"),
+        ("-ot", "--override-tensor"),
+        ("-b", "--batch"),
+        ("-np", "--parallel"),
+        ("-kvu", "--kv-unified"),
+        ("-ctk", "--cache-type-k"),
+        ("-ctv", "--cache-type-v"),
+        ("-ub", "--ubatch"),
+        ("-ngl", "--n-gpu-layers"),
+        ("-fa", "--flash-attn"),
+    ];
+    args.into_iter()
+        .map(|arg| {
+            SPELLINGS
+                .iter()
+                .find(|(short, _)| arg.to_str() == Some(short))
+                .map_or(arg, |(_, long)| OsString::from(long))
+        })
+        .collect()
+}
+
+impl ModelArgs {
+    /// The KV settings the flags say.
+    pub fn kv_settings(&self) -> KvSettings {
+        KvSettings {
+            ctx: self.ctx,
+            n_seq: self.parallel,
+            kv_unified: self.kv_unified,
+            type_k: self.cache_type_k,
+            type_v: self.cache_type_v,
+            n_ubatch: self.ubatch,
+            swa_full: self.swa_full,
+            flash_attn: self.flash_attn != FlashAttn::Off,
+            n_gpu_layers: self.n_gpu_layers,
+        }
+    }
+
+    /// `-fa` as the estimate takes it.
+    pub fn flash(&self) -> gguf::FlashAttn {
+        match self.flash_attn {
+            FlashAttn::On => gguf::FlashAttn::On,
+            FlashAttn::Off => gguf::FlashAttn::Off,
+            FlashAttn::Auto => gguf::FlashAttn::Auto,
+        }
+    }
+
+    /// `--backend`, else the kind of device found: NVML finds NVIDIA GPUs.
+    pub fn backend(&self, gpu: Option<&GpuFree>) -> gguf::Backend {
+        self.backend.unwrap_or(if gpu.is_some() {
+            gguf::Backend::Cuda
+        } else {
+            gguf::Backend::Cpu
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_cpp_spellings_are_rewritten() {
+        let args = ["model", "f.gguf", "-np", "4", "-kvu", "-ctk", "q8_0", "-c", "4096"].map(OsString::from);
+        let got = llama_cpp_spellings(args);
+        let want = [
+            "model",
+            "f.gguf",
+            "--parallel",
+            "4",
+            "--kv-unified",
+            "--cache-type-k",
+            "q8_0",
+            "-c",
+            "4096",
+        ];
+        assert_eq!(got, want.map(OsString::from));
+    }
+}
