@@ -6,7 +6,6 @@
 //! answers E_NOTIMPL.
 
 use std::ffi::c_void;
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -206,9 +205,7 @@ unsafe extern "system" fn get_desc1(this: Raw, desc: *mut AdapterDesc1) -> HResu
 }
 
 /// One line on stderr; a closed stderr is not worth a panic.
-fn warn(message: &str) {
-    let _ = writeln!(std::io::stderr(), "{message}");
-}
+use fake_dll::warn;
 
 /// CreateDXGIFactory1: an IDXGIFactory1 (or one of its bases) over the
 /// adapters of the scenario FAKE_DXGI_SCENARIO names. Without one, this

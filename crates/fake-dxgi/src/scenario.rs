@@ -48,9 +48,7 @@ pub struct Luid {
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("fake-dxgi: cannot read {}: {e}", path.display()))?;
-        let s: Scenario = serde_json::from_str(&text).map_err(|e| format!("fake-dxgi: {}: {e}", path.display()))?;
+        let s: Scenario = fake_dll::load_scenario("fake-dxgi", path)?;
         if s.adapters.len() > MAX_ADAPTERS {
             return Err(format!("fake-dxgi: more than {MAX_ADAPTERS} adapters"));
         }
@@ -61,13 +59,8 @@ impl Scenario {
 impl Adapter {
     /// The descriptor GetDesc1 writes.
     pub fn desc(&self) -> AdapterDesc1 {
-        let mut description = [0u16; 128];
-        // At most 127 units: the last stays the NUL.
-        for (slot, unit) in description.iter_mut().zip(self.description.encode_utf16().take(127)) {
-            *slot = unit;
-        }
         AdapterDesc1 {
-            description,
+            description: fake_dll::wide_field(&self.description),
             vendor_id: self.vendor_id,
             device_id: self.device_id,
             sub_sys_id: self.subsys_id,

@@ -381,10 +381,7 @@ impl Device {
 impl Scenario {
     /// Reads and checks a scenario file; the error names the file.
     pub fn load(path: &Path) -> Result<Scenario, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("fake-nvml: cannot read {}: {e}", path.display()))?;
-        let mut scenario: Scenario =
-            serde_json::from_str(&text).map_err(|e| format!("fake-nvml: cannot parse {}: {e}", path.display()))?;
+        let mut scenario: Scenario = fake_dll::load_scenario("fake-nvml", path)?;
         scenario
             .normalize()
             .map_err(|e| format!("fake-nvml: invalid {}: {e}", path.display()))?;

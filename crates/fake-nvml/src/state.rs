@@ -3,8 +3,6 @@
 //! injected errors. Exports call [`system`], [`device`] or [`find_device`].
 
 use std::ffi::OsString;
-use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
@@ -52,18 +50,12 @@ fn lock() -> MutexGuard<'static, State> {
 }
 
 /// One line on stderr; a closed stderr is not worth a panic.
-pub fn warn(message: &str) {
-    let _ = writeln!(std::io::stderr(), "{message}");
-}
+pub use fake_dll::warn;
 
 /// Runs an export's body: a panic becomes NVML_ERROR_UNKNOWN instead of
 /// unwinding into C.
 pub fn guard(body: impl FnOnce() -> CallResult) -> Ret {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => abi::SUCCESS,
-        Ok(Err(code)) => code,
-        Err(_) => abi::ERROR_UNKNOWN,
-    }
+    fake_dll::guard(abi::SUCCESS, abi::ERROR_UNKNOWN, body)
 }
 
 fn file_stamp(path: &PathBuf) -> Option<FileStamp> {
@@ -334,15 +326,11 @@ pub unsafe fn get<T>(input: *const T) -> Result<T, Ret> {
 /// # Safety
 /// `buffer` is NULL or valid for writing `length` bytes.
 pub unsafe fn put_str(buffer: *mut std::os::raw::c_char, length: u32, text: &str) -> CallResult {
-    if buffer.is_null() {
-        return Err(abi::ERROR_INVALID_ARGUMENT);
-    }
-    if text.len() >= length as usize {
-        return Err(abi::ERROR_INSUFFICIENT_SIZE);
-    }
-    std::ptr::copy_nonoverlapping(text.as_ptr(), buffer.cast::<u8>(), text.len());
-    buffer.add(text.len()).write(0);
-    Ok(())
+    // SAFETY: the caller's promise, passed on.
+    unsafe { fake_dll::put_c_str(buffer, length as usize, text) }.map_err(|e| match e {
+        fake_dll::StrError::TooSmall => abi::ERROR_INSUFFICIENT_SIZE,
+        fake_dll::StrError::Null | fake_dll::StrError::TooLong => abi::ERROR_INVALID_ARGUMENT,
+    })
 }
 
 /// The value of an optional scenario field, or NVML_ERROR_NOT_SUPPORTED.

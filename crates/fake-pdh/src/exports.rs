@@ -14,19 +14,11 @@ const MAX_PATH_CHARS: usize = 2048;
 /// # Safety
 /// `p` is null or points to a NUL-terminated wide string.
 unsafe fn wide(p: *const u16) -> Result<String, Status> {
-    if p.is_null() {
-        return Err(abi::INVALID_ARGUMENT);
-    }
-    let mut len = 0;
-    // SAFETY: the string is NUL-terminated; reading stops there or at the cap.
-    while len < MAX_PATH_CHARS && unsafe { *p.add(len) } != 0 {
-        len += 1;
-    }
-    if len == MAX_PATH_CHARS {
-        return Err(abi::CSTATUS_BAD_COUNTERNAME);
-    }
-    // SAFETY: len characters were just read.
-    Ok(String::from_utf16_lossy(unsafe { std::slice::from_raw_parts(p, len) }))
+    // SAFETY: the caller's promise, passed on.
+    unsafe { fake_dll::read_wide(p, MAX_PATH_CHARS) }.map_err(|e| match e {
+        fake_dll::StrError::TooLong => abi::CSTATUS_BAD_COUNTERNAME,
+        fake_dll::StrError::Null | fake_dll::StrError::TooSmall => abi::INVALID_ARGUMENT,
+    })
 }
 
 /// `\Set(Instance)\Counter`, with an optional `\\machine` in front: (set,

@@ -59,9 +59,7 @@ impl Value {
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("fake-pdh: cannot read {}: {e}", path.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("fake-pdh: {}: {e}", path.display()))
+        fake_dll::load_scenario("fake-pdh", path)
     }
 
     /// The set of this English name, in any case (PDH's names are).

@@ -2,8 +2,6 @@
 //! from [`HANDLE_BASE`] up, never dereferenced.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -53,18 +51,12 @@ pub fn with<T>(body: impl FnOnce(&mut State) -> T) -> T {
 }
 
 /// One line on stderr; a closed stderr is not worth a panic.
-pub fn warn(message: &str) {
-    let _ = writeln!(std::io::stderr(), "{message}");
-}
+pub use fake_dll::warn;
 
 /// Runs an export's body: a panic becomes PDH_INVALID_ARGUMENT instead of
 /// unwinding into C.
 pub fn guard(body: impl FnOnce() -> Result<(), Status>) -> Status {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => abi::SUCCESS,
-        Ok(Err(code)) => code,
-        Err(_) => abi::INVALID_ARGUMENT,
-    }
+    fake_dll::guard(abi::SUCCESS, abi::INVALID_ARGUMENT, body)
 }
 
 impl State {
