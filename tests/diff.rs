@@ -654,3 +654,45 @@ fn committed_fixtures_still_read_and_diff_as_recorded() {
     assert_eq!(d["devices"][0]["paired_by"], "uuid");
     assert_eq!(d["devices"][0]["memory_used_bytes"]["delta"], 84 * MIB + 4 * MIB);
 }
+
+/// A process on no GPU on either side (a shell that came, a daemon whose
+/// RSS moved) is counted, not listed: the text leads with what moved on the
+/// GPU. JSON keeps every process.
+#[test]
+fn processes_on_no_gpu_are_counted_not_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut before = snapshot(BEFORE);
+    let mut after = snapshot(AFTER);
+    before
+        .devices
+        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(GIB)));
+    after
+        .devices
+        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(2 * GIB)));
+    let mut server = process(1, "llama-server", OLD);
+    server.gpu.push(gpu(0, Some(GIB)));
+    before.processes.push(server.clone());
+    server.gpu[0].vram_bytes = Some(2 * GIB);
+    after.processes.push(server);
+    // Gone, came and moved, none of them on a GPU.
+    let mut daemon = process(2, "sshd", OLD);
+    daemon.rss_bytes = Some(10 * MIB);
+    before.processes.push(daemon.clone());
+    daemon.rss_bytes = Some(500 * MIB);
+    after.processes.push(daemon);
+    before.processes.push(process(3, "bash", OLD));
+    after.processes.push(process(4, "vim", NEW));
+
+    let (d, text) = pair(dir.path(), &before, &after);
+    assert_eq!(d["processes"].as_array().unwrap().len(), 4, "{d:#}");
+    assert_eq!(d["hidden"]["off_gpu"], 3);
+    assert!(text.contains("~ 1 llama-server"), "{text}");
+    for name in ["sshd", "bash", "vim"] {
+        assert!(!text.contains(name), "{name} listed: {text}");
+    }
+    assert!(!text.contains("rss n/a"), "{text}");
+    assert!(
+        text.contains("3 processes on no GPU left out; --json has them all."),
+        "{text}"
+    );
+}

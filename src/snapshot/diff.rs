@@ -238,6 +238,10 @@ pub struct ProcessDiff {
     pub cpu_percent: Percent,
     /// One entry per device the process is listed on, on either side.
     pub gpu: Vec<GpuDiff>,
+    /// It runs a model on a side (its models are in `models`): listed
+    /// even when on no GPU, a CPU server being one.
+    #[serde(skip)]
+    pub runs_model: bool,
 }
 
 /// A process's measured memory on one device.
@@ -301,6 +305,9 @@ pub struct Hidden {
     pub processes: usize,
     /// Paired devices with nothing shown.
     pub devices: usize,
+    /// Processes on no GPU on either side and running no model (RSS
+    /// only): left out of the text, which leads with what moved on the GPU.
+    pub off_gpu: usize,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -667,6 +674,7 @@ pub fn diff(before: &Snapshot, after: &Snapshot, before_file: &str, after_file: 
                 listed,
             ),
             gpu,
+            runs_model: [pb, pa].iter().flatten().any(|p| !p.models.is_empty()),
         });
         models.extend(diff_models(index, pb, pa));
     }
@@ -791,7 +799,9 @@ fn count_hidden(devices: &[DeviceDiff], processes: &[ProcessDiff]) -> Hidden {
     }
     for p in processes {
         hidden.moves += process_counters(p).iter().filter(|c| c.hidden_move()).count();
-        if !process_shown(p) {
+        if off_gpu(p) {
+            hidden.off_gpu += 1;
+        } else if !process_shown(p) {
             hidden.processes += 1;
         }
     }
@@ -806,8 +816,15 @@ fn process_counters(p: &ProcessDiff) -> Vec<&Bytes> {
     v
 }
 
+/// On no GPU on either side and running no model: RSS only.
+fn off_gpu(p: &ProcessDiff) -> bool {
+    p.gpu.is_empty() && !p.runs_model
+}
+
+/// A process is shown when it came, went or moved, unless it is
+/// [`off_gpu`]: then it is only counted ([`Hidden::off_gpu`]).
 pub fn process_shown(p: &ProcessDiff) -> bool {
-    p.before.is_none() || p.after.is_none() || process_counters(p).iter().any(|c| c.shown_bytes())
+    !off_gpu(p) && (p.before.is_none() || p.after.is_none() || process_counters(p).iter().any(|c| c.shown_bytes()))
 }
 
 pub fn device_shown(d: &DeviceDiff) -> bool {

@@ -196,6 +196,14 @@ fn write_processes(out: &mut String, d: &Diff) {
             if d.hidden.devices == 1 { "" } else { "s" },
         );
     }
+    if d.hidden.off_gpu > 0 {
+        let _ = writeln!(
+            out,
+            "  {} process{} on no GPU left out; --json has them all.",
+            d.hidden.off_gpu,
+            if d.hidden.off_gpu == 1 { "" } else { "es" },
+        );
+    }
 }
 
 /// Models: estimated and reported, apart from the measured figures.
