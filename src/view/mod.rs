@@ -76,3 +76,30 @@ pub fn activity(a: &crate::snapshot::ModelActivity) -> String {
     parts.extend(a.expires_at.as_ref().map(|t| format!("unloads {t}")));
     parts.join(" · ")
 }
+
+/// A process's memory on one device set against its parts, as words:
+/// `measured 1.66 GiB (nvml) = weights 604.15 MiB reported + ... +
+/// unexplained +12.00 MiB`. A comparison, never a sum: each part keeps its
+/// provenance, an unknown part reads `n/a`. Not escaped (the caller does).
+pub fn reconciliation_equation(r: &crate::snapshot::reconciliation::Reconciliation) -> String {
+    use crate::units::{bytes, signed_bytes};
+    let mut terms: Vec<String> = r
+        .parts
+        .iter()
+        .map(|p| format!("{} {} {}", p.kind.label(), bytes(Some(p.bytes)), p.provenance.label()))
+        .collect();
+    terms.extend(r.missing.iter().map(|k| format!("{} n/a", k.label())));
+    terms.push(format!("unexplained {}", signed_bytes(r.unexplained_bytes)));
+    format!(
+        "measured {} ({}) = {}",
+        bytes(Some(r.measured_bytes)),
+        r.measured_source,
+        terms.join(" + ")
+    )
+}
+
+/// What a large rest likely is, when the rest is large.
+pub fn reconciliation_causes(r: &crate::snapshot::reconciliation::Reconciliation) -> Option<String> {
+    r.large
+        .then(|| format!("large rest; likely: {}", r.likely_causes.join("; ")))
+}

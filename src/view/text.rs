@@ -7,7 +7,7 @@ use super::tui::describe;
 use super::{opt, percent};
 use crate::snapshot::reconciliation::Reconciliation;
 use crate::snapshot::{device_label, BackendStatus, Device, Match, Process, Snapshot};
-use crate::units::{bytes, signed_bytes};
+use crate::units::bytes;
 use std::fmt::Write;
 
 const BAR_WIDTH: usize = 30;
@@ -356,24 +356,10 @@ fn render_under(out: &mut String, p: &Process, width: Option<usize>) {
 /// One device's measured memory set against the parts, each with its
 /// provenance, and the signed rest: a comparison, not a sum.
 fn render_reconciliation(out: &mut String, r: &Reconciliation, width: Option<usize>) {
-    let mut terms: Vec<String> = r
-        .parts
-        .iter()
-        .map(|p| format!("{} {} {}", p.kind.label(), bytes(Some(p.bytes)), p.provenance.label()))
-        .collect();
-    terms.extend(r.missing.iter().map(|k| format!("{} n/a", k.label())));
-    terms.push(format!("unexplained {}", signed_bytes(r.unexplained_bytes)));
     let head = format!("GPU {} memory: ", r.device);
-    let text = format!(
-        "measured {} ({}) = {}",
-        bytes(Some(r.measured_bytes)),
-        r.measured_source,
-        terms.join(" + ")
-    );
-    wrapped(out, 9, &head, &text, width);
-    if r.large {
-        let text = format!("large rest; likely: {}", r.likely_causes.join("; "));
-        wrapped(out, 9 + head.len(), "", &text, width);
+    wrapped(out, 9, &head, &super::reconciliation_equation(r), width);
+    if let Some(causes) = super::reconciliation_causes(r) {
+        wrapped(out, 9 + head.len(), "", &causes, width);
     }
 }
 

@@ -93,6 +93,15 @@ pub(super) fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme
     for m in &p.models {
         out.extend(model_rows::model_lines(m, measured, theme));
     }
+    for r in &p.reconciliation {
+        out.push(Line::from(vec![
+            Span::raw(format!("GPU {} memory: ", device_label(&snap.devices, r.device))),
+            Span::raw(escape(crate::view::reconciliation_equation(r)).into_owned()),
+        ]));
+        if let Some(causes) = crate::view::reconciliation_causes(r) {
+            out.push(Line::from(Span::styled(escape(causes).into_owned(), theme.warn())));
+        }
+    }
     if p.models.is_empty() && p.models_pending {
         let pending = describe::pending(app.replay);
         out.push(Line::from(Span::styled(format!("model: {pending}"), theme.warn())));

@@ -246,3 +246,43 @@ fn the_footer_says_what_each_key_does() {
         );
     }
 }
+
+/// Issue 29: the detail pane of a model server sets its measured memory
+/// against the parts (reconcile::fill, the one computation `--once` and
+/// `--json` show too) and names the signed rest.
+#[test]
+fn the_detail_pane_sets_a_servers_measured_memory_against_its_parts() {
+    let mut s = desktop();
+    crate::snapshot::reconcile::fill(&s.devices, &mut s.processes);
+    let llama = s.processes.iter().find(|p| p.pid == 4242).unwrap();
+    let r = llama
+        .reconciliation
+        .first()
+        .expect("the server's GPU 0 is reconciled")
+        .clone();
+    assert!(!r.parts.is_empty(), "{r:?}");
+    let mut app = app_with(s);
+    app.selected_pid = Some(4242);
+    let shown = screen(&mut app, 200, 50);
+    let pane = shown
+        .lines()
+        .skip_while(|l| !l.starts_with(" PID 4242"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let line = pane
+        .lines()
+        .find(|l| l.contains("memory: measured"))
+        .unwrap_or_else(|| panic!("no reconciliation line:\n{shown}"));
+    let want = crate::view::reconciliation_equation(&r);
+    assert!(line.contains(&want), "{line}\n{want}");
+    for part in &r.parts {
+        assert!(line.contains(part.kind.label()), "{line}");
+    }
+    assert!(
+        line.contains(&format!(
+            "unexplained {}",
+            crate::units::signed_bytes(r.unexplained_bytes)
+        )),
+        "{line}"
+    );
+}
