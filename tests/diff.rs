@@ -45,6 +45,19 @@ fn pids(d: &Value) -> Vec<(Option<u64>, Option<u64>, Value)> {
         .collect()
 }
 
+/// BEFORE and AFTER with one NVIDIA L4 using `used_before`, then `used_after`.
+fn one_l4(used_before: u64, used_after: u64) -> (snapshot::Snapshot, snapshot::Snapshot) {
+    let mut before = snapshot(BEFORE);
+    let mut after = snapshot(AFTER);
+    before
+        .devices
+        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(used_before)));
+    after
+        .devices
+        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(used_after)));
+    (before, after)
+}
+
 fn pair(dir: &Path, before: &snapshot::Snapshot, after: &snapshot::Snapshot) -> (Value, String) {
     let b = write(dir, "before.json", before);
     let a = write(dir, "after.json", after);
@@ -523,14 +536,7 @@ fn devices_pair_by_uuid_then_bus_id_whatever_their_index() {
 #[test]
 fn moves_under_16_mib_are_hidden_in_text_and_kept_in_json() {
     let dir = tempfile::tempdir().unwrap();
-    let mut before = snapshot(BEFORE);
-    let mut after = snapshot(AFTER);
-    before
-        .devices
-        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(GIB)));
-    after
-        .devices
-        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(GIB + 8 * MIB)));
+    let (mut before, mut after) = one_l4(GIB, GIB + 8 * MIB);
     for (pid, b, a) in [
         (1, GIB, GIB + 8 * MIB),
         (2, GIB, GIB - 15 * MIB),
@@ -661,14 +667,7 @@ fn committed_fixtures_still_read_and_diff_as_recorded() {
 #[test]
 fn processes_on_no_gpu_are_counted_not_listed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut before = snapshot(BEFORE);
-    let mut after = snapshot(AFTER);
-    before
-        .devices
-        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(GIB)));
-    after
-        .devices
-        .push(device(0, "NVIDIA L4", Some("GPU-a"), None, Some(2 * GIB)));
+    let (mut before, mut after) = one_l4(GIB, 2 * GIB);
     let mut server = process(1, "llama-server", OLD);
     server.gpu.push(gpu(0, Some(GIB)));
     before.processes.push(server.clone());

@@ -76,19 +76,7 @@ fn a_real_servers_measured_vram_is_set_against_its_parts_and_the_rest_is_named()
     assert_eq!(r["measured_source"], "nvml");
     assert_eq!(r["match"], "exact");
     let source = format!("log:{}", log.display());
-    let parts: Vec<(&str, u64, &str, &str)> = r["parts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x["kind"].as_str().unwrap(),
-                x["bytes"].as_u64().unwrap(),
-                x["provenance"].as_str().unwrap(),
-                x["source"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let parts = parts_of(r);
     assert_eq!(
         parts[..4],
         [
@@ -182,18 +170,7 @@ fn a_cuda_servers_logged_device_buffers_are_its_parts_and_host_buffers_are_not()
     assert_eq!(rows.len(), 1, "{p:#}");
     let r = &rows[0];
     let mib = |x: f64| (x * MIB as f64).round() as u64;
-    let figures: Vec<(&str, u64, &str)> = r["parts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x["kind"].as_str().unwrap(),
-                x["bytes"].as_u64().unwrap(),
-                x["provenance"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let figures: Vec<(&str, u64, &str)> = parts_of(r).into_iter().map(|(k, b, p, _)| (k, b, p)).collect();
     // CPU_Mapped weights, the pinned CUDA_Host output and compute buffers
     // are system RAM: not in the device's equation.
     assert_eq!(
@@ -212,4 +189,21 @@ fn a_cuda_servers_logged_device_buffers_are_its_parts_and_host_buffers_are_not()
     assert_eq!(r["unexplained_bytes"], measured - reported - 256 * MIB);
     assert_eq!(r["large"], false);
     assert_eq!(r["likely_causes"], json!([]));
+}
+
+/// A reconciliation row's parts as (kind, bytes, provenance, source).
+fn parts_of(r: &Value) -> Vec<(&str, u64, &str, &str)> {
+    r["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["kind"].as_str().unwrap(),
+                x["bytes"].as_u64().unwrap(),
+                x["provenance"].as_str().unwrap(),
+                x["source"].as_str().unwrap(),
+            )
+        })
+        .collect()
 }
