@@ -16,17 +16,21 @@
 //! - the feed-forward block (`build_ffn` / `build_moe_ffn`): gate, up and
 //!   their product, `n_ff` wide each (for a mixture of experts
 //!   `n_ff_exp x n_expert_used`), beside the residual stream;
-//! - the output head: `n_vocab x n_outputs` f32 logits.
+//! - the output head: `n_vocab x n_outputs` f32 logits beside the normed
+//!   hidden state they are read from.
 //!
 //! The KQ masks (`build_attn_inp_kq_mask`, one per cache: full and
-//! sliding-window) are graph inputs alive throughout: `n_kv x n_tokens`,
-//! f16 with flash attention and f32 without.
+//! sliding-window) are graph inputs alive through the last layer's
+//! attention: `n_kv x n_tokens`, f16 with flash attention and f32 without.
 //!
 //! The activation widths per token (3 x n_embd + 3 x n_q + 2 x n_kv_dim
 //! around the scores; 3 x n_ff + 5 x n_embd around the feed-forward) are
 //! the live sets of those moments, checked against the server's own
 //! `sched_reserve: CPU compute buffer size` line on the shapes of
-//! tests/compute_matrix.rs (RELIABILITY.md has the errors per case).
+//! tests/compute_matrix.rs (RELIABILITY.md has the errors per case). The
+//! GPU backends keep fewer activations beside the scores
+//! (`beside_scores`), measured on recorded CUDA, Vulkan and Metal lines
+//! from public threads (tests/data/compute-captures).
 //! Architectures whose graph differs (recurrent, hybrid, MLA, encoders,
 //! vision towers, shared experts) get `None`: unknown, not a guess.
 
@@ -295,9 +299,15 @@ pub fn compute(
     out.output_bytes = output_width.map(|width| width * output_rows * F32);
 
     let scores = if fa { 0 } else { n_kv_max * t * w.n_head * F32 };
-    let attention = scores + t * (3 * w.n_embd + 3 * w.n_q + 2 * w.n_kv_dim) * F32 + masks_bytes;
+    let attention = scores + t * beside_scores(batch.backend, &w) * F32 + masks_bytes;
     let feed_forward = t * (3 * w.n_ff_active + 5 * w.n_embd) * F32 + masks_bytes;
-    let logits = w.n_vocab.map(|v| v * u64::from(n_outputs) * F32 + masks_bytes);
+    // The output head (`build_inp_out_ids` prunes the last layer to the
+    // n_outputs rows, then `result_norm` and `result_output`): the logits
+    // beside the normed hidden state they are read from. The masks are
+    // freed by then (ggml-alloc.c frees a tensor after its last consumer,
+    // the last layer's attention). Checked on four GPU captures, three of
+    // them byte-exact (tests/data/compute-captures).
+    let logits = w.n_vocab.map(|v| (v + w.n_embd) * u64::from(n_outputs) * F32);
     out.attention_bytes = Some(attention);
     out.feed_forward_bytes = Some(feed_forward);
     out.logits_bytes = logits;
@@ -326,6 +336,28 @@ pub fn compute(
     });
     out.why = why(peak, &w, n_kv_max, n_tokens, n_outputs, fa);
     Ok(out)
+}
+
+/// Floats per token alive beside the attention scores (the layer's
+/// activations at `soft_max_ext` and the `kqv` product that follows).
+///
+/// On the CPU backend: the residual, the normed input and the attention
+/// output (3 x n_embd), Q before and after RoPE and the `kqv` result
+/// (3 x n_q), and the new K and V rows (2 x n_kv_dim), fitted on the real
+/// server's `sched_reserve` lines (tests/compute_matrix.rs). On the GPU
+/// backends the recorded captures show a smaller set, 2 x n_embd + 2 x n_q:
+/// byte-exact on CUDA Mistral-7B at -c 2048 and -c 32768
+/// (fedora-copr/logdetective#106), and within 4 KiB on Vulkan
+/// Qwen3-30B-A3B at -c 70000 (ggml-org/llama.cpp#15009) given that build's
+/// 70016 cells. Those builds are older (2025) than the
+/// CPU matrix's, so part of the difference may be the version, not the
+/// backend; Metal has no capture where the scores dominate and takes the
+/// GPU form unchecked.
+fn beside_scores(backend: Backend, w: &Widths) -> u64 {
+    match backend {
+        Backend::Cpu => 3 * w.n_embd + 3 * w.n_q + 2 * w.n_kv_dim,
+        Backend::Cuda | Backend::Vulkan | Backend::Metal => 2 * w.n_embd + 2 * w.n_q,
+    }
 }
 
 fn why(peak: Peak, w: &Widths, n_kv: u64, n_tokens: u32, n_outputs: u32, fa: bool) -> String {

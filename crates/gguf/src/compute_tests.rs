@@ -117,9 +117,11 @@ fn a_logit_row_per_token_makes_the_logits_the_peak() {
         n_outputs_max: Some(0),
         ..BatchSettings::default()
     };
+    // Ours: 512 rows of 151936 logits (296.75 MiB) beside the 1024 x 512
+    // normed hidden state they are read from (2 MiB): -0.67%.
     let e = compute(&model(&qwen3()), &kv(4096, 512, 1, false), FlashAttn::Auto, &batch).unwrap();
     assert_eq!(e.peak, Some(Peak::Logits), "{}", e.why);
-    assert!((mib(e.compute_bytes) - 300.75).abs() < 0.01, "{}", mib(e.compute_bytes));
+    assert!((mib(e.compute_bytes) - 298.75).abs() < 0.01, "{}", mib(e.compute_bytes));
     // The host side: the f16 mask and the 1024 x 512 embedding lookup.
     assert_eq!(e.host_compute_bytes, Some(4 * MIB + 2 * MIB));
 }
@@ -197,66 +199,109 @@ fn an_architecture_not_modelled_is_unknown_not_zero() {
     assert!(e.why.contains("not modelled"), "{}", e.why);
 }
 
+/// The shape a capture's log printed, as a header-only model: the keys it
+/// has, nothing invented for the ones it lacks.
+fn capture_model(shape: &serde_json::Value) -> Model {
+    const KEYS: &[(&str, &str)] = &[
+        ("n_layer", "block_count"),
+        ("n_ctx_train", "context_length"),
+        ("n_embd", "embedding_length"),
+        ("n_ff", "feed_forward_length"),
+        ("n_head", "attention.head_count"),
+        ("n_head_kv", "attention.head_count_kv"),
+        ("head_dim", "attention.key_length"),
+        ("head_dim", "attention.value_length"),
+        ("n_expert", "expert_count"),
+        ("n_expert_used", "expert_used_count"),
+        ("n_ff_exp", "expert_feed_forward_length"),
+    ];
+    let keys: Vec<(&str, u32)> = KEYS
+        .iter()
+        .filter_map(|&(field, key)| Some((key, u32::try_from(shape[field].as_u64()?).ok()?)))
+        .collect();
+    let mut b = Builder::default().arch(shape["arch"].as_str().expect("arch"), &keys);
+    if let (Some(embd), Some(vocab)) = (shape["n_embd"].as_u64(), shape["n_vocab"].as_u64()) {
+        b = b.tensor("token_embd.weight", &[embd, vocab], F32);
+    }
+    model(&b)
+}
+
+/// One capture's estimate with that build's settings; `None` when the
+/// model does not parse (then nothing is estimated either).
+fn capture_estimate(c: &serde_json::Value) -> Option<ComputeEstimate> {
+    let s = &c["settings"];
+    let u = |k: &str| s[k].as_u64().map(|v| v as u32);
+    let fa = match s["flash_attn"].as_str() {
+        Some("on") => FlashAttn::On,
+        Some("off") => FlashAttn::Off,
+        _ => FlashAttn::Auto,
+    };
+    let kv = KvSettings {
+        ctx: u("ctx"),
+        n_seq: u("n_seq").unwrap_or(1),
+        n_ubatch: u("n_ubatch").unwrap_or(512),
+        ..KvSettings::default()
+    };
+    let batch = BatchSettings {
+        backend: c["backend"].as_str().unwrap().parse().unwrap(),
+        n_batch: u("n_batch").unwrap_or(2048),
+        n_outputs_max: u("n_outputs_max"),
+        embeddings: false,
+    };
+    compute(&capture_model(&c["shape"]), &kv, fa, &batch).ok()
+}
+
 /// GPU captures from public threads (tests/data/compute-captures): each
-/// shape rebuilt from the keys its log printed, with that build's settings.
-/// Target: within 10% of the logged compute buffer.
+/// shape rebuilt from what its log printed, with that build's settings.
+/// Target: within 10% of the logged compute buffer; each capture's measured
+/// error is pinned (`error_pct`, to 0.05 points) so a change of formula
+/// that moves one shows here. Architectures the estimate does not model are
+/// recorded too (`"expect": "unknown"`) and must stay unknown, not zero.
+/// The logged host-side compute buffer and output buffer are checked to
+/// their printed precision.
 #[test]
 fn recorded_gpu_captures_are_within_10_percent() {
     let text = include_str!("../../../tests/data/compute-captures/captures.json");
     let captures: serde_json::Value = serde_json::from_str(text).unwrap();
     let captures = captures.as_array().unwrap();
-    assert!(!captures.is_empty());
+    assert!(captures.len() >= 12);
     for c in captures {
-        let shape = &c["shape"];
-        let u = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {c}")) as u32;
-        let b = Builder::default()
-            .arch(
-                shape["arch"].as_str().unwrap(),
-                &[
-                    ("block_count", u(shape, "n_layer")),
-                    ("context_length", u(shape, "n_ctx_train")),
-                    ("embedding_length", u(shape, "n_embd")),
-                    ("feed_forward_length", u(shape, "n_ff")),
-                    ("attention.head_count", u(shape, "n_head")),
-                    ("attention.head_count_kv", u(shape, "n_head_kv")),
-                    ("attention.key_length", u(shape, "head_dim")),
-                    ("attention.value_length", u(shape, "head_dim")),
-                ],
-            )
-            .tensor(
-                "token_embd.weight",
-                &[shape["n_embd"].as_u64().unwrap(), shape["n_vocab"].as_u64().unwrap()],
-                F32,
-            );
-        let s = &c["settings"];
-        let fa = match s["flash_attn"].as_str().unwrap() {
-            "on" => FlashAttn::On,
-            "off" => FlashAttn::Off,
-            _ => FlashAttn::Auto,
-        };
-        let batch = BatchSettings {
-            backend: c["backend"].as_str().unwrap().parse().unwrap(),
-            n_batch: u(s, "n_batch"),
-            n_outputs_max: Some(u(s, "n_outputs_max")),
-            embeddings: false,
-        };
-        let e = compute(
-            &model(&b),
-            &kv(u(s, "ctx"), u(s, "n_ubatch"), u(s, "n_seq"), false),
-            fa,
-            &batch,
-        )
-        .unwrap();
-        let logged = c["compute_mib"].as_f64().unwrap();
+        let name = &c["model"];
+        let e = capture_estimate(c);
+        if c["expect"] == "unknown" {
+            let e = e.as_ref();
+            eprintln!("{} {name}: unknown ({:?})", c["backend"], e.map(|e| &e.why));
+            assert_eq!(e.and_then(|e| e.compute_bytes), None, "{name}");
+            continue;
+        }
+        let e = e.unwrap_or_else(|| panic!("{name}: the shape does not parse"));
+        let logged = c["compute_mib"]
+            .as_f64()
+            .or_else(|| c["compute_bytes"].as_f64().map(|b| b / MIB as f64))
+            .unwrap();
         let ours = mib(e.compute_bytes);
-        let error = (ours - logged) / logged;
-        assert!(
-            error.abs() <= 0.10,
-            "{}: {ours:.2} MiB vs {logged} MiB ({:+.1}%): {}",
-            c["model"],
-            100.0 * error,
-            e.why
+        let error = 100.0 * (ours - logged) / logged;
+        eprintln!(
+            "{} {name}: {ours:.2} MiB vs {logged:.2} ({error:+.2}%), {}",
+            c["backend"], e.why
         );
+        assert!(error.abs() <= 10.0, "{name}: {error:+.1}%");
+        let pinned = c["error_pct"].as_f64().unwrap_or_else(|| panic!("{name}: error_pct"));
+        assert!(
+            (error - pinned).abs() <= 0.05,
+            "{name}: {error:+.2}% but {pinned:+.2}% pinned"
+        );
+        if let Some(host) = c["host_compute_mib"].as_f64() {
+            let ours = mib(e.host_compute_bytes);
+            assert!((ours - host).abs() <= 0.02, "{name}: host {ours:.2} MiB vs {host}");
+        }
+        if let Some(output) = c["output_mib"].as_f64() {
+            let ours = mib(e.output_bytes);
+            assert!(
+                (ours - output).abs() <= 0.005,
+                "{name}: output {ours:.3} MiB vs {output}"
+            );
+        }
     }
 }
 
