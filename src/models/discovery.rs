@@ -330,6 +330,10 @@ impl Discovery {
             );
         }
         let log = log_file::read_log(&self.root, info, &launch, &resolve, &access, &mut notes);
+        let runner = estimate::Runner {
+            backend: estimate::backend_of(&info.runtimes, info.maps_readable),
+            llama_server: answer.server.is_some(),
+        };
         let mut models: Vec<Model> = found
             .into_iter()
             .map(|mut f| {
@@ -340,7 +344,7 @@ impl Discovery {
                         .is_some_and(|p| resolve(p) == f.path || p.file_name() == f.path.file_name())
                 });
                 let log = log.as_ref().filter(|(_, report)| log_file::log_names(report, &f.path));
-                let mut model = self.describe(&f, &launch, &answer, api, log, (round, &access));
+                let mut model = self.describe(&f, (&launch, runner), &answer, api, log, (round, &access));
                 if f.deleted {
                     model
                         .notes
@@ -450,7 +454,7 @@ impl Discovery {
     fn describe(
         &self,
         found: &Found,
-        launch: &LaunchSettings,
+        (launch, runner): (&LaunchSettings, estimate::Runner),
         answer: &ApiAnswer,
         api: Option<&ApiModel>,
         log: Option<&(String, logs::LogReport)>,
@@ -493,7 +497,7 @@ impl Discovery {
                 if let Some(api) = api.filter(|a| a.name.is_some()) {
                     (model.name, model.name_source) = (api.name.clone(), api.name_source);
                 }
-                match estimate::estimate(m, &mut settings) {
+                match estimate::estimate(m, &mut settings, runner, &mut model.notes) {
                     Ok((estimate, context)) => {
                         model.context = Some(context);
                         model.estimate = Some(estimate);
@@ -854,5 +858,146 @@ mod tests {
         // Qwen3-0.6B's shape: 28 layers x 8 KV heads x 128 x f16 x (K + V)
         // = 112 KiB a cell, 8192 cells.
         assert_eq!(model.estimate.as_ref().unwrap().kv_bytes, Some(8192 * 28 * 4096));
+    }
+
+    /// Llama 3.1 8B's shape in Q4_K (token embeddings, layers) and Q6_K
+    /// (output), norms F32: a header and a sparse hole.
+    fn llama_8b(path: &Path) {
+        const F32: u32 = 0;
+        const Q4_K: u32 = 12;
+        const Q6_K: u32 = 14;
+        let mut b = gguf::testutil::Builder::default()
+            .arch(
+                "llama",
+                &[
+                    ("block_count", 32),
+                    ("context_length", 131072),
+                    ("embedding_length", 4096),
+                    ("feed_forward_length", 14336),
+                    ("attention.head_count", 32),
+                    ("attention.head_count_kv", 8),
+                ],
+            )
+            .tensor("token_embd.weight", &[4096, 128256], Q4_K)
+            .tensor("output_norm.weight", &[4096], F32)
+            .tensor("output.weight", &[4096, 128256], Q6_K);
+        for il in 0..32 {
+            let t = |n: &str| format!("blk.{il}.{n}.weight");
+            b = b
+                .tensor(&t("attn_norm"), &[4096], F32)
+                .tensor(&t("attn_q"), &[4096, 4096], Q4_K)
+                .tensor(&t("attn_k"), &[4096, 1024], Q4_K)
+                .tensor(&t("attn_v"), &[4096, 1024], Q4_K)
+                .tensor(&t("attn_output"), &[4096, 4096], Q4_K)
+                .tensor(&t("ffn_norm"), &[4096], F32)
+                .tensor(&t("ffn_gate"), &[4096, 14336], Q4_K)
+                .tensor(&t("ffn_up"), &[4096, 14336], Q4_K)
+                .tensor(&t("ffn_down"), &[14336, 4096], Q4_K);
+        }
+        b.write(path);
+    }
+
+    /// Issue 29's case: an Ollama runner with `-ngl 33` on a CUDA build. The
+    /// token embeddings stay on the host (src/llama-model.cpp
+    /// `load_tensors`: the input layer is never offloaded), so the GPU's
+    /// weights are the file less them, in discovery's rows, in the
+    /// reconciliation's weights part and in `gputaskman model`'s rows alike:
+    /// one placement function. Before, the reconciliation put the whole
+    /// file on the GPU.
+    #[test]
+    fn an_ollama_runner_places_its_weights_as_model_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let blob = dir.path().join("sha256-8b");
+        llama_8b(&blob);
+        let argv = [
+            "/usr/bin/ollama",
+            "runner",
+            "--model",
+            "sha256-8b",
+            "--ctx-size",
+            "8192",
+            "--batch-size",
+            "512",
+            "--n-gpu-layers",
+            "33",
+            "--parallel",
+            "1",
+        ];
+        let mut runner = Subject::new(dir.path(), &argv);
+        runner.info.runtimes = vec!["cuda".into(), "ggml".into()];
+        let found = discovery().discover(&[&runner.info]);
+        let model = &found[&runner.info.pid].models[0];
+        let e = model.estimate.as_ref().unwrap();
+        let whole = e.weights_bytes.unwrap();
+        let embeddings = 4096 * 128256 / 256 * 144;
+        let gpu = &e.devices[0];
+        assert_eq!(gpu.device, crate::model_devices::DeviceId::Gpu(0));
+        assert_eq!(gpu.weights_bytes, Some(whole - embeddings), "{e:#?}");
+        assert_eq!(e.backend.as_deref(), Some("cuda"));
+        assert!(gpu.compute_bytes.is_some() && e.output_bytes.is_some(), "{e:#?}");
+
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "gputaskman",
+            "model",
+            blob.to_str().unwrap(),
+            "--ctx",
+            "8192",
+            "--batch",
+            "512",
+            "--n-gpu-layers",
+            "33",
+            "--backend",
+            "cuda",
+            "--json",
+        ])
+        .unwrap();
+        let Some(crate::cli::Command::Model(args)) = cli.command else {
+            panic!("not the model command")
+        };
+        let mut out = Vec::new();
+        crate::model_cmd::run(&args, None, false, &mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        // The same rows, but for the GPU's compute buffer: `model` sizes a
+        // llama-server's (one logit row per slot), an Ollama runner is a
+        // library user that reserves a row for every token of the batch
+        // (BatchSettings::n_outputs_max), so its logits dominate.
+        let without_compute = |mut rows: serde_json::Value| {
+            for r in rows.as_array_mut().unwrap() {
+                r["compute_bytes"].take();
+                r["buffers_bytes"].take();
+            }
+            rows
+        };
+        assert_eq!(
+            without_compute(json["devices"].clone()),
+            without_compute(serde_json::to_value(&e.devices).unwrap())
+        );
+        assert_eq!(json["devices"][1], serde_json::to_value(&e.devices[1]).unwrap());
+        assert_eq!(json["compute"]["n_outputs"], 1);
+        let why = e.compute_why.as_deref().unwrap();
+        assert!(
+            why.contains("logits dominate") && why.contains("x 512 outputs"),
+            "{why}"
+        );
+
+        let mut p = crate::snapshot::Process {
+            pid: runner.info.pid,
+            runtimes: runner.info.runtimes.clone(),
+            gpu: vec![crate::snapshot::GpuUsage::memory_only(0, Some(6 << 30), "nvml")],
+            models: vec![model.clone()],
+            ..crate::snapshot::Process::default()
+        };
+        let nvidia = crate::snapshot::Device {
+            vendor: "NVIDIA".into(),
+            ..crate::snapshot::Device::default()
+        };
+        crate::snapshot::reconcile::fill(&[nvidia], std::slice::from_mut(&mut p));
+        let weights = &p.reconciliation[0].parts[0];
+        assert_eq!(weights.bytes, whole - embeddings);
+        assert_eq!(weights.source, "estimate (cuda)");
+        let compute = &p.reconciliation[0].parts[2];
+        assert_eq!(Some(compute.bytes), gpu.compute_bytes);
+        assert!(p.reconciliation[0].missing.is_empty(), "{:?}", p.reconciliation[0]);
     }
 }
