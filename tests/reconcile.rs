@@ -232,6 +232,12 @@ fn a_discovered_servers_estimate_is_every_part_of_its_reconciliation_everywhere(
     );
     let scenario = Scenario::new(&rtx_4090(server.pid()));
     let s = scenario.json(&["--json"]);
+    let schema = jsonschema::validator_for(&common::schema()).expect("the schema compiles");
+    let errors: Vec<String> = schema
+        .iter_errors(&s)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
     let p = common::process(&s, server.pid());
     let m = &p["models"][0];
     assert_eq!(m["reported"], Value::Null, "no log is found: {m:#}");
