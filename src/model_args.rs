@@ -77,7 +77,7 @@ pub struct ModelArgs {
 
     /// Keep offloaded tensors whose name contains PATTERN in host memory: PATTERN=CPU (llama.cpp's -ot;
     /// plain substrings such as exps, not regular expressions)
-    #[arg(long, visible_alias = "ot", value_name = "PATTERN=CPU", value_parser = parse_override)]
+    #[arg(long, visible_alias = "ot", value_name = "PATTERN=CPU", value_parser = crate::model_devices::host_override_pattern)]
     pub override_tensor: Option<String>,
 
     /// Answer llama.cpp's --fit question for the GPU: the largest context, then the -ngl, that fit
@@ -96,23 +96,6 @@ pub struct ModelArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
-}
-
-/// `exps=CPU`: the pattern. Only host placement of plain substrings is
-/// modelled; a regular expression or another device would be a guess.
-fn parse_override(s: &str) -> Result<String, String> {
-    let (pattern, device) = s
-        .rsplit_once('=')
-        .ok_or_else(|| format!("{s:?}: expected PATTERN=CPU"))?;
-    if !device.eq_ignore_ascii_case("cpu") {
-        return Err(format!("{s:?}: only =CPU is modelled"));
-    }
-    if pattern.is_empty() || pattern.contains(|c: char| "\\^$.|?*+()[]{}".contains(c)) {
-        return Err(format!(
-            "{s:?}: only plain name parts (like exps) are modelled, not regular expressions"
-        ));
-    }
-    Ok(pattern.to_string())
 }
 
 /// `24GiB`, `8000MiB`, `512M`, `1.5G`, a bare number of MiB.

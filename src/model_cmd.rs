@@ -44,23 +44,23 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dy
         (Some(g), Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
         _ => None,
     };
-    let compute = match estimate {
-        Some(_) => Some(gguf::compute(&model, &settings, args.flash(), &batch)?),
+    let placed = match &estimate {
+        Some(e) => {
+            let launch = crate::model_devices::Launch {
+                kv: &settings,
+                flash: args.flash(),
+                batch: &batch,
+                no_kv_offload: args.no_kv_offload,
+                override_pattern: Ok(args.override_tensor.as_deref()),
+                gpu_index: gpu.as_ref().map(|g| g.index),
+            };
+            Some(crate::model_devices::estimate_devices(&model, e, &launch)?)
+        }
         None => None,
     };
-    let devices = match (&estimate, &compute) {
-        (Some(e), Some(c)) => {
-            let host_override_bytes = match &args.override_tensor {
-                Some(p) => gguf::gpu_bytes_matching(&model, settings.n_gpu_layers, p)?,
-                None => Some(0),
-            };
-            let place = crate::model_devices::HostPlacement {
-                no_kv_offload: args.no_kv_offload,
-                host_override_bytes,
-            };
-            crate::model_devices::devices(e, c, gpu.as_ref().map(|g| g.index), place)
-        }
-        _ => Vec::new(),
+    let (compute, devices) = match placed {
+        Some((c, d)) => (Some(c), d),
+        None => (None, Vec::new()),
     };
     let device_fit = match (&estimate, args.fit) {
         (Some(_), true) => Some(device_fit(&model, args, &settings, &batch, gpu.as_ref())?),

@@ -5,8 +5,9 @@
 
 use std::io::Write;
 
-use gguf::{Backend, ComputeEstimate, Estimate, Placement};
-use serde::Serialize;
+use gguf::{Backend, BatchSettings, ComputeEstimate, Estimate, EstimateError, FlashAttn, KvSettings, Placement};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -26,8 +27,39 @@ impl Serialize for DeviceId {
     }
 }
 
-/// One device's share of the estimate.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// Read back from a snapshot (`replay`, `diff`): an index or `"host"`.
+impl<'de> Deserialize<'de> for DeviceId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Gpu(u32),
+            Name(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Gpu(i) => Ok(DeviceId::Gpu(i)),
+            Raw::Name(n) if n == "host" => Ok(DeviceId::Host),
+            Raw::Name(_) => Err(serde::de::Error::custom("a device is a GPU index or \"host\"")),
+        }
+    }
+}
+
+impl JsonSchema for DeviceId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DeviceId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A GPU's index, or \"host\" for system memory.",
+            "oneOf": [{"type": "integer", "minimum": 0}, {"const": "host"}]
+        })
+    }
+}
+
+/// One device's share of the estimate: the rows of `model --json` and of a
+/// discovered model's `estimate.devices` in a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Device {
     pub device: DeviceId,
     pub weights_bytes: Option<u64>,
@@ -76,6 +108,61 @@ pub struct HostPlacement {
     /// `-ot PATTERN=CPU`: bytes of offloaded tensors kept on the host
     /// instead (`gguf::gpu_bytes_matching`); `None` when unknown.
     pub host_override_bytes: Option<u64>,
+}
+
+/// How llama.cpp was launched, for the estimate's compute buffers and
+/// placement: the KV settings (with `-ngl`), `-fa`, the batch and backend,
+/// `-nkvo`, `-ot` and the GPU it runs on.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch<'a> {
+    pub kv: &'a KvSettings,
+    pub flash: FlashAttn,
+    pub batch: &'a BatchSettings,
+    pub no_kv_offload: bool,
+    /// `-ot PATTERN=CPU`'s pattern ([`host_override_pattern`]); `Err` when
+    /// an override was given that is not modelled (its bytes are unknown).
+    pub override_pattern: Result<Option<&'a str>, ()>,
+    pub gpu_index: Option<u32>,
+}
+
+/// The one path from a model file and its launch to the compute estimate
+/// and the per-device rows: `gputaskman model` and a discovered server
+/// (src/models/estimate.rs) both come here, so they place the same bytes.
+pub fn estimate_devices(
+    model: &gguf::Model,
+    e: &Estimate,
+    launch: &Launch,
+) -> Result<(ComputeEstimate, Vec<Device>), EstimateError> {
+    let c = gguf::compute(model, launch.kv, launch.flash, launch.batch)?;
+    let host_override_bytes = match launch.override_pattern {
+        Ok(Some(p)) => gguf::gpu_bytes_matching(model, launch.kv.n_gpu_layers, p)?,
+        Ok(None) => Some(0),
+        Err(()) => None,
+    };
+    let place = HostPlacement {
+        no_kv_offload: launch.no_kv_offload,
+        host_override_bytes,
+    };
+    let rows = devices(e, &c, launch.gpu_index, place);
+    Ok((c, rows))
+}
+
+/// `-ot PATTERN=CPU` (llama.cpp's `--override-tensor`): the pattern. Only
+/// host placement of plain substrings is modelled; a regular expression or
+/// another device would be a guess, so it is refused with why.
+pub fn host_override_pattern(s: &str) -> Result<String, String> {
+    let (pattern, device) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{s:?}: expected PATTERN=CPU"))?;
+    if !device.eq_ignore_ascii_case("cpu") {
+        return Err(format!("{s:?}: only =CPU is modelled"));
+    }
+    if pattern.is_empty() || pattern.contains(|c: char| "\\^$.|?*+()[]{},=".contains(c)) {
+        return Err(format!(
+            "{s:?}: only plain name parts (like exps) are modelled, not regular expressions"
+        ));
+    }
+    Ok(pattern.to_string())
 }
 
 /// The rows for the backend of `compute`: one host row for the CPU

@@ -207,3 +207,196 @@ fn parts_of(r: &Value) -> Vec<(&str, u64, &str, &str)> {
         })
         .collect()
 }
+
+/// The discovered-server side of issue 29, value by value: the real
+/// llama.cpp server (xllamacpp, Gemma 3 270M, -c 4096) whose log nobody can
+/// find, mapping a file named libcuda.so.1 as a CUDA build would (this
+/// build is the CPU one), listed by the fake-NVML RTX 4090 with 1 GiB. Its
+/// estimate is `gputaskman model`'s for the settings discovery read (the
+/// same rows), and its GPU row is the reconciliation's parts: weights, KV,
+/// compute, output, beside the CUDA context and the signed rest, in
+/// `--json`, `--once`, `/metrics` and the live view's detail pane (tmux).
+#[test]
+fn a_discovered_servers_estimate_is_every_part_of_its_reconciliation_everywhere() {
+    let (Some(python), Some(model)) = (common::test_python(), common::gemma_gguf()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = dir.path().join("libcuda.so.1");
+    std::fs::write(&cuda, [0u8; 4096]).unwrap();
+    let server = common::llama_server_logging_to(
+        &python,
+        &model,
+        std::process::Stdio::null(),
+        &["-c", "4096", "--map", cuda.to_str().unwrap()],
+    );
+    let scenario = Scenario::new(&rtx_4090(server.pid()));
+    let s = scenario.json(&["--json"]);
+    let schema = jsonschema::validator_for(&common::schema()).expect("the schema compiles");
+    let errors: Vec<String> = schema
+        .iter_errors(&s)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    let p = common::process(&s, server.pid());
+    let m = &p["models"][0];
+    assert_eq!(m["reported"], Value::Null, "no log is found: {m:#}");
+    let e = &m["estimate"];
+    assert_eq!(e["backend"], "cuda", "{m:#}");
+
+    // `gputaskman model` with the settings discovery read gives the same
+    // rows and sums: one path.
+    let settings = &m["settings"];
+    let mut args = vec![
+        "model".to_string(),
+        model.display().to_string(),
+        "--ctx".into(),
+        settings["context_total"].to_string(),
+        "--parallel".into(),
+        settings["sequences"].to_string(),
+        "--backend".into(),
+        "cuda".into(),
+        "--json".into(),
+    ];
+    if settings["kv_unified"] == true {
+        args.push("--kv-unified".into());
+    }
+    let out = assert_cmd::Command::cargo_bin("gputaskman")
+        .unwrap()
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["devices"], cli["devices"], "{e:#}\n{cli:#}");
+    for key in ["compute_bytes", "output_bytes", "total_bytes"] {
+        assert_eq!(e[key], cli[key], "{key}");
+    }
+
+    // The GPU row is the device's parts, each estimated.
+    let gpu = &e["devices"][0];
+    assert_eq!(gpu["device"], 0);
+    let figure = |key: &str| gpu[key].as_u64().unwrap_or_else(|| panic!("{key} in {gpu:#}"));
+    let (weights, kv, compute, output) = (
+        figure("weights_bytes"),
+        figure("kv_bytes") + figure("recurrent_state_bytes"),
+        figure("compute_bytes"),
+        figure("output_bytes"),
+    );
+    assert!(weights > 100 * MIB && kv > 0 && compute > MIB, "{gpu:#}");
+    assert_eq!(output, 0, "the output buffer is pinned host memory");
+    let r = &p["reconciliation"][0];
+    assert_eq!(r["match"], Value::Null, "no runtime buffer placed");
+    let figures: Vec<(&str, u64, &str)> = parts_of(r).into_iter().map(|(k, b, p, _)| (k, b, p)).collect();
+    assert_eq!(
+        figures,
+        [
+            ("weights", weights, "estimated"),
+            ("kv", kv, "estimated"),
+            ("compute", compute, "estimated"),
+            ("output", 0, "estimated"),
+            ("context", 256 * MIB, "estimated"),
+        ]
+    );
+    assert_eq!(parts_of(r)[0].3, "estimate (cuda)");
+    assert_eq!(r["missing"], json!([]));
+    assert_eq!(r["reported_bytes"], 0);
+    let estimated = weights + kv + compute + 256 * MIB;
+    assert_eq!(r["estimated_bytes"], estimated);
+    let rest = MEASURED as i64 - estimated as i64;
+    assert_eq!(r["unexplained_bytes"], rest);
+
+    let bytes = |b: u64| gputaskman::units::bytes(Some(b));
+    let equation = format!(
+        "GPU 0 memory: measured 1.00 GiB (nvml) = weights {} estimated + KV {} estimated + compute {} estimated + output 0 B estimated + context 256.0 MiB estimated + unexplained {}",
+        bytes(weights),
+        bytes(kv),
+        bytes(compute),
+        gputaskman::units::signed_bytes(rest)
+    );
+    eprintln!("{equation}");
+    let once = scenario.command().arg("--once").output().unwrap();
+    let text = String::from_utf8_lossy(&once.stdout);
+    assert!(text.contains(&equation), "{equation}\n{text}");
+    assert!(
+        text.contains(&format!(
+            "GPU 0: weights {} + KV {} + compute {} + output 0 B (estimated, cuda)",
+            bytes(weights),
+            bytes(kv),
+            bytes(compute)
+        )),
+        "{text}"
+    );
+
+    let metrics = metrics_of(&scenario, server.pid());
+    let sample = |family: &str, part: Option<&str>| {
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("{family}{{"))
+                    && l.contains(&format!("pid=\"{}\"", server.pid()))
+                    && part.is_none_or(|k| l.contains(&format!("part=\"{k}\"")))
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{family} {part:?} not in\n{metrics}"))
+    };
+    let estimated_part = "gputaskman_process_estimated_part_bytes";
+    for (part, b) in [
+        ("weights", weights),
+        ("kv", kv),
+        ("compute", compute),
+        ("output", 0),
+        ("context", 256 * MIB),
+    ] {
+        assert_eq!(sample(estimated_part, Some(part)), b as f64, "{part}");
+    }
+    assert_eq!(sample("gputaskman_process_unexplained_bytes", None), rest as f64);
+
+    let Some(tmux) = common::tmux::tmux_path() else { return };
+    let t = common::tmux::Tmux::new(tmux, "reconcile");
+    t.start_sized(
+        &format!(
+            "env FAKE_NVML_SCENARIO={} GPUTASKMAN_NVML_LIB={} NO_COLOR=1 {} --interval 0.5; sleep 600",
+            scenario.path().display(),
+            common::fake_nvml().display(),
+            env!("CARGO_BIN_EXE_gputaskman"),
+        ),
+        260,
+        60,
+    );
+    let screen = t.wait_for("the detail pane's equation", std::time::Duration::from_secs(30), |s| {
+        s.contains(&equation)
+    });
+    assert!(screen.contains("(estimated, cuda)"), "{screen}");
+    eprintln!("the detail pane shows the equation");
+}
+
+/// `/metrics` of `gputaskman serve` on the scenario once its background
+/// discovery has named the server's model.
+fn metrics_of(scenario: &Scenario, pid: u32) -> String {
+    use std::io::{Read, Write};
+    let port = common::free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.env("FAKE_NVML_SCENARIO", scenario.path())
+        .env_remove("GPUTASKMAN_NVML_LIB")
+        .arg("--nvml-lib")
+        .arg(common::fake_nvml())
+        .args(["--interval", "0.5", "serve", "--listen", &format!("127.0.0.1:{port}")]);
+    let _serve = common::Daemon::start(cmd, port, std::time::Duration::from_secs(30));
+    let started = std::time::Instant::now();
+    loop {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        let ready = body
+            .lines()
+            .any(|l| l.contains(&format!("pid=\"{pid}\"")) && l.contains("part=\"compute\""));
+        if ready || started.elapsed() > std::time::Duration::from_secs(30) {
+            return body;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}

@@ -55,6 +55,12 @@ pub struct LaunchSettings {
     /// `on`, `off` or `auto`; a bare `-fa` (older builds) reads as `on`.
     pub flash_attn: Option<String>,
     pub ubatch: Option<u32>,
+    /// `-b`: the logical batch.
+    pub batch: Option<u32>,
+    /// `-nkvo`: the KV cache stays in host memory.
+    pub no_kv_offload: Option<bool>,
+    /// `-ot`'s value as given (`exps=CPU`, or a regular expression).
+    pub override_tensor: Option<String>,
     pub host: Option<String>,
     pub port: Option<u16>,
     /// The first key of `--api-key` (llama.cpp accepts a comma-separated list).
@@ -85,6 +91,9 @@ impl fmt::Debug for LaunchSettings {
             .field("swa_full", &self.swa_full)
             .field("flash_attn", &self.flash_attn)
             .field("ubatch", &self.ubatch)
+            .field("batch", &self.batch)
+            .field("no_kv_offload", &self.no_kv_offload)
+            .field("override_tensor", &self.override_tensor)
             .field("host", &self.host)
             .field("port", &self.port)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
@@ -128,6 +137,9 @@ enum Flag {
     /// koboldcpp `--flashattention`: a switch.
     FlashAttnOn,
     Ubatch,
+    Batch,
+    NoKvOffload,
+    OverrideTensor,
     Host,
     Port,
     ApiKey,
@@ -208,6 +220,13 @@ const FLAGS: &[(&str, Flag)] = &[
     ("--flashattention", Flag::FlashAttnOn),
     ("-ub", Flag::Ubatch),
     ("--ubatch-size", Flag::Ubatch),
+    ("-b", Flag::Batch),
+    ("--batch-size", Flag::Batch),
+    ("--n-batch", Flag::Batch),
+    ("-nkvo", Flag::NoKvOffload),
+    ("--no-kv-offload", Flag::NoKvOffload),
+    ("-ot", Flag::OverrideTensor),
+    ("--override-tensor", Flag::OverrideTensor),
     ("--host", Flag::Host),
     ("--port", Flag::Port),
     ("--api-key", Flag::ApiKey),
@@ -351,6 +370,7 @@ fn apply(settings: &mut LaunchSettings, flag: Flag, args: &[String], i: &mut usi
     match flag {
         Flag::KvUnified(on) => return settings.kv_unified = Some(on),
         Flag::SwaFull => return settings.swa_full = Some(true),
+        Flag::NoKvOffload => return settings.no_kv_offload = Some(true),
         Flag::FlashAttnOn => return settings.flash_attn = Some("on".into()),
         Flag::Mmap(on) => return settings.mmap = Some(on),
         Flag::FlashAttn => {
@@ -406,6 +426,8 @@ fn apply(settings: &mut LaunchSettings, flag: Flag, args: &[String], i: &mut usi
             }
         }
         Flag::Ubatch => settings.ubatch = value.parse().ok(),
+        Flag::Batch => settings.batch = value.parse().ok(),
+        Flag::OverrideTensor => settings.override_tensor = Some(value.to_string()),
         Flag::Host => settings.host = Some(value.to_string()),
         Flag::Port => settings.port = value.parse().ok(),
         Flag::ApiKey => {
@@ -424,7 +446,12 @@ fn apply(settings: &mut LaunchSettings, flag: Flag, args: &[String], i: &mut usi
         }
         Flag::TensorParallel => settings.tensor_parallel = value.parse().ok(),
         // Switches, handled above.
-        Flag::KvUnified(_) | Flag::SwaFull | Flag::FlashAttn | Flag::FlashAttnOn | Flag::Mmap(_) => {}
+        Flag::KvUnified(_)
+        | Flag::SwaFull
+        | Flag::NoKvOffload
+        | Flag::FlashAttn
+        | Flag::FlashAttnOn
+        | Flag::Mmap(_) => {}
     }
 }
 
@@ -618,6 +645,18 @@ mod tests {
         assert_eq!(parse("python3 -c print(1) -m /m/x.gguf"), LaunchSettings::default());
     }
 
+    /// What places buffers beyond -ngl: the batch, -nkvo and -ot as given.
+    #[test]
+    fn placement_flags() {
+        let s = parse("llama-server -m /m/q.gguf -b 1024 -nkvo -ot exps=CPU");
+        assert_eq!(s.batch, Some(1024));
+        assert_eq!(s.no_kv_offload, Some(true));
+        assert_eq!(s.override_tensor.as_deref(), Some("exps=CPU"));
+        let s = parse("llama-server -m /m/q.gguf --override-tensor=blk\\..*_exps\\.=CPU");
+        assert_eq!(s.override_tensor.as_deref(), Some("blk\\..*_exps\\.=CPU"));
+        assert_eq!((s.batch, s.no_kv_offload), (None, None));
+    }
+
     #[test]
     fn ollama_runners() {
         let blob = "/root/.ollama/models/blobs/sha256-6a0746a1ec1aef3e7ec53868f220ff6e389f6f8ef87a01d77c96807de94ca2aa";
@@ -630,6 +669,7 @@ mod tests {
         assert_eq!(s.n_gpu_layers, Some(29));
         assert_eq!(s.parallel, Some(4));
         assert_eq!(s.port, Some(41235));
+        assert_eq!(s.batch, Some(512));
 
         let s = parse(&format!(
             "/tmp/ollama123/runners/cuda_v12/ollama_llama_server --model {blob} --ctx-size 2048 \

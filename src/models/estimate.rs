@@ -19,23 +19,59 @@ pub(super) fn describe_header(model: &mut Model, m: &gguf::Model) {
     model.context_train = info.context_train.map(u64::from);
 }
 
+/// The backend llama.cpp runs on in a process, from the GPU library it
+/// maps: CUDA (`libcuda`, `nvcuda.dll`, or HIP, whose ggml backend is built
+/// from ggml-cuda's sources: ggml/src/ggml-hip/CMakeLists.txt), Vulkan, on
+/// macOS Metal (llama.cpp's default there, GGML_METAL in
+/// ggml/CMakeLists.txt), else the CPU. `None` when the process's maps could
+/// not be read: which library it loaded is unknown.
+pub(super) fn backend_of(runtimes: &[String], maps_readable: bool) -> Option<gguf::Backend> {
+    let has = |names: &[&str]| runtimes.iter().any(|r| names.contains(&r.as_str()));
+    if has(&["cuda", "cudart", "hip"]) {
+        Some(gguf::Backend::Cuda)
+    } else if has(&["vulkan"]) {
+        Some(gguf::Backend::Vulkan)
+    } else if cfg!(target_os = "macos") {
+        Some(gguf::Backend::Metal)
+    } else {
+        maps_readable.then_some(gguf::Backend::Cpu)
+    }
+}
+
+/// How a process runs the model beyond its settings: the backend
+/// ([`backend_of`]) and whether it is a llama-server (which reserves one
+/// logit row per slot; library users reserve `n_batch`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Runner {
+    pub backend: Option<gguf::Backend>,
+    pub llama_server: bool,
+}
+
 /// The estimate of a model from its header and its settings, and the
 /// context llama.cpp runs it with (its padding of `-c`, the training
 /// context for none); the settings the runtime did not report are filled
 /// from the same math ([`ModelSettings::fill_from_estimate`]). For a model
 /// with sliding-window layers it also gives what the KV cache would take
-/// with `--swa-full`, so the well-known "6x" surprise is explained.
-pub(super) fn estimate(m: &gguf::Model, settings: &mut ModelSettings) -> Result<(ModelEstimate, u64), String> {
+/// with `--swa-full`, so the well-known "6x" surprise is explained. The
+/// compute and output buffers and the per-device rows come from the path
+/// `gputaskman model` takes (`model_devices::estimate_devices`); what
+/// stops them is said in `notes`.
+pub(super) fn estimate(
+    m: &gguf::Model,
+    settings: &mut ModelSettings,
+    runner: Runner,
+    notes: &mut Vec<String>,
+) -> Result<(ModelEstimate, u64), String> {
     let kv_settings = settings.to_kv();
     let e = gguf::estimate(m, &kv_settings).map_err(|e| e.to_string())?;
     let has_window = e.kv.caches.iter().any(|c| c.kind == gguf::CacheKind::Swa);
     let without_window = has_window && !kv_settings.swa_full;
     let full = gguf::KvSettings {
         swa_full: true,
-        ..kv_settings
+        ..kv_settings.clone()
     };
     settings.fill_from_estimate(&e.kv);
-    let estimate = ModelEstimate {
+    let mut estimate = ModelEstimate {
         weights_bytes: e.weights_bytes,
         kv_bytes: Some(e.kv.bytes),
         kv_bytes_per_token: Some(e.kv.bytes_per_token),
@@ -43,8 +79,74 @@ pub(super) fn estimate(m: &gguf::Model, settings: &mut ModelSettings) -> Result<
         kv_bytes_without_window: without_window
             .then(|| gguf::estimate(m, &full).ok().map(|f| f.kv.bytes))
             .flatten(),
+        ..ModelEstimate::default()
     };
+    match runner.backend {
+        Some(backend) => place(
+            m,
+            &e,
+            &kv_settings,
+            settings,
+            (backend, runner.llama_server),
+            &mut estimate,
+            notes,
+        ),
+        None => notes.push(
+            "compute and placement not estimated: the backend is unknown (the process's maps are not readable)".into(),
+        ),
+    }
     Ok((estimate, u64::from(e.kv.context)))
+}
+
+/// Fills the compute, output and per-device figures of `out`.
+fn place(
+    m: &gguf::Model,
+    e: &gguf::Estimate,
+    kv: &gguf::KvSettings,
+    settings: &ModelSettings,
+    (backend, llama_server): (gguf::Backend, bool),
+    out: &mut ModelEstimate,
+    notes: &mut Vec<String>,
+) {
+    let batch = gguf::BatchSettings {
+        backend,
+        n_batch: settings.batch.unwrap_or(gguf::BatchSettings::default().n_batch),
+        n_outputs_max: if llama_server { None } else { Some(0) },
+        embeddings: false,
+    };
+    let pattern = settings
+        .override_tensor
+        .as_deref()
+        .map(crate::model_devices::host_override_pattern)
+        .transpose();
+    if let Err(why) = &pattern {
+        notes.push(format!("-ot not modelled, so the weights' split is unknown: {why}"));
+    }
+    let flash = match settings.flash_attn.as_deref() {
+        Some("on") => gguf::FlashAttn::On,
+        Some("off") => gguf::FlashAttn::Off,
+        _ => gguf::FlashAttn::Auto,
+    };
+    let launch = crate::model_devices::Launch {
+        kv,
+        flash,
+        batch: &batch,
+        no_kv_offload: settings.no_kv_offload.unwrap_or(false),
+        override_pattern: pattern.as_ref().map(|p| p.as_deref()).map_err(|_| ()),
+        gpu_index: None,
+    };
+    match crate::model_devices::estimate_devices(m, e, &launch) {
+        Ok((c, devices)) => {
+            use crate::model_devices::sum;
+            out.backend = Some(backend.as_str().to_string());
+            out.compute_bytes = sum(&devices, |d| d.compute_bytes);
+            out.output_bytes = sum(&devices, |d| d.output_bytes);
+            out.total_bytes = sum(&devices, |d| d.total_bytes);
+            out.compute_why = Some(c.why);
+            out.devices = devices;
+        }
+        Err(why) => notes.push(format!("no compute estimate: {why}")),
+    }
 }
 
 /// What the runtime's log (read from `source`) reports of a model's

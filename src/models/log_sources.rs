@@ -317,4 +317,88 @@ mod tests {
         assert!(!is_socket(Path::new("pipe:[1]")));
         assert!(!is_socket(Path::new("/var/log/socket:[1]")));
     }
+
+    /// A real llama.cpp server's load log (xllamacpp, Gemma 3 270M,
+    /// `-lv 4`), written as Docker's json-file driver writes a container's
+    /// stderr, read back from a recorded tree: the same text, so the same
+    /// reported buffers as the plain log, each figure the line's own.
+    /// Needs GPUTASKMAN_TEST_PYTHON and GPUTASKMAN_GEMMA_GGUF
+    /// (scripts/test.sh sets them); without them it says SKIPPED.
+    #[test]
+    fn a_real_servers_log_in_docker_json_file_form_reports_its_buffers() {
+        let (Some(python), Some(model)) = (
+            std::env::var_os("GPUTASKMAN_TEST_PYTHON"),
+            std::env::var_os("GPUTASKMAN_GEMMA_GGUF"),
+        ) else {
+            eprintln!("SKIPPED: set GPUTASKMAN_TEST_PYTHON and GPUTASKMAN_GEMMA_GGUF (scripts/test.sh does)");
+            return;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/llama_server.py");
+        let out = std::process::Command::new(python)
+            .arg(script)
+            .arg("--model")
+            .arg(model)
+            .args(["--port", &port.to_string(), "-c", "4096", "--exit-after-load"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let plain = String::from_utf8_lossy(&out.stderr).into_owned();
+
+        let tree = tempfile::tempdir().unwrap();
+        let (proc_root, fs_root) = (tree.path().join("proc"), tree.path().join("fs"));
+        std::fs::create_dir_all(proc_root.join("10")).unwrap();
+        std::fs::write(
+            proc_root.join("10/cgroup"),
+            format!("0::/system.slice/docker-{ID}.scope\n"),
+        )
+        .unwrap();
+        let folder = fs_root.join("var/lib/docker/containers").join(ID);
+        std::fs::create_dir_all(&folder).unwrap();
+        let json_file: String = plain
+            .lines()
+            .map(|l| {
+                let entry = serde_json::json!({"log": format!("{l}\n"), "stream": "stderr", "time": "2026-12-02T04:00:00.000000001Z"});
+                format!("{entry}\n")
+            })
+            .collect();
+        std::fs::write(folder.join(format!("{ID}-json.log")), json_file).unwrap();
+
+        let (source, text) = docker_log(&proc_root, &fs_root, 10).unwrap().unwrap();
+        assert_eq!(text, plain.lines().map(|l| format!("{l}\n")).collect::<String>());
+        let logs = crate::models::logs::parse_log(&text);
+        let reported = crate::models::estimate::reported_from_log(&source, &logs);
+        let from_plain = crate::models::estimate::reported_from_log(&source, &crate::models::logs::parse_log(&plain));
+        assert_eq!(reported, from_plain);
+        assert_eq!(
+            reported.source,
+            format!("log:docker:{}", folder.join(format!("{ID}-json.log")).display())
+        );
+        // Each figure is its line's: `<dev> compute buffer size = N MiB`.
+        let mib_of = |what: &str| -> u64 {
+            plain
+                .lines()
+                .filter(|l| l.contains(what))
+                .filter_map(|l| {
+                    l.rsplit('=')
+                        .next()?
+                        .trim()
+                        .strip_suffix("MiB")?
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                })
+                .map(|m| (m * 1048576.0).round() as u64)
+                .sum()
+        };
+        assert!(mib_of("compute buffer size") > 1 << 20, "{plain}");
+        assert_eq!(reported.compute_bytes, Some(mib_of("compute buffer size")));
+        assert_eq!(reported.weights_bytes, Some(mib_of("model buffer size")));
+        assert!(!reported.buffers.is_empty() && reported.buffers.iter().all(|b| !b.device_memory));
+    }
 }

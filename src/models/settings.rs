@@ -109,6 +109,9 @@ pub(super) fn resolve_settings(
         swa_full: launch.swa_full.unwrap_or(false),
         flash_attn: launch.flash_attn.clone(),
         ubatch: launch.ubatch,
+        batch: launch.batch,
+        no_kv_offload: launch.no_kv_offload,
+        override_tensor: launch.override_tensor.clone(),
     }
 }
 

@@ -101,6 +101,8 @@ families! {
     MODEL_EST_KV_PER_TOKEN = "gputaskman_model_estimated_kv_per_token_bytes", "Estimated: KV cache cost of one more token of context in the full-attention layers.";
     MODEL_EST_RECURRENT = "gputaskman_model_estimated_recurrent_state_bytes", "Estimated: recurrent state (Mamba, RWKV layers).";
     MODEL_EST_KV_NO_WINDOW = "gputaskman_model_estimated_kv_without_window_bytes", "Estimated: the KV cache if sliding-window layers held the whole context (what window-blind calculators say).";
+    MODEL_EST_COMPUTE = "gputaskman_model_estimated_compute_bytes", "Estimated: llama.cpp's compute buffers, every device's (the host's included), for the backend the process maps.";
+    MODEL_EST_OUTPUT = "gputaskman_model_estimated_output_bytes", "Estimated: llama.cpp's output buffer (logits), in host memory.";
     MODEL_REP_WEIGHTS = "gputaskman_model_reported_weights_bytes", "Reported by the runtime: the weights.";
     MODEL_REP_KV = "gputaskman_model_reported_kv_bytes", "Reported by the runtime: the KV cache.";
     MODEL_REP_COMPUTE = "gputaskman_model_reported_compute_bytes", "Reported by the runtime: compute buffers.";
@@ -539,6 +541,8 @@ fn model(out: &mut Out, process: &Labels, m: &Model) {
         out.opt_u64(F::MODEL_EST_KV_PER_TOKEN, ls, e.kv_bytes_per_token);
         out.opt_u64(F::MODEL_EST_RECURRENT, ls, e.recurrent_state_bytes);
         out.opt_u64(F::MODEL_EST_KV_NO_WINDOW, ls, e.kv_bytes_without_window);
+        out.opt_u64(F::MODEL_EST_COMPUTE, ls, e.compute_bytes);
+        out.opt_u64(F::MODEL_EST_OUTPUT, ls, e.output_bytes);
     }
     if let Some(r) = &m.reported {
         let l = l.with("source", Some(&r.source));

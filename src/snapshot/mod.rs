@@ -10,10 +10,12 @@
 
 pub mod diff;
 pub mod load;
+mod model_estimate;
 mod pairing;
 pub mod reconcile;
 pub mod reconciliation;
 
+pub use model_estimate::ModelEstimate;
 pub use pairing::Match;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -585,6 +587,13 @@ pub struct ModelSettings {
     pub swa_full: bool,
     pub flash_attn: Option<String>,
     pub ubatch: Option<u32>,
+    /// `-b`: the logical batch; `-nkvo`; `-ot`'s value as given.
+    #[serde(default)]
+    pub batch: Option<u32>,
+    #[serde(default)]
+    pub no_kv_offload: Option<bool>,
+    #[serde(default)]
+    pub override_tensor: Option<String>,
 }
 
 /// Where a setting was read: the runtime's API (what it runs now), the log
@@ -608,19 +617,6 @@ pub struct SettingSources {
     pub context_per_seq: Option<SettingSource>,
     pub sequences: Option<SettingSource>,
     pub kv_unified: Option<SettingSource>,
-}
-
-/// Computed from the model file and the launch settings: never summed.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct ModelEstimate {
-    pub weights_bytes: Option<u64>,
-    pub kv_bytes: Option<u64>,
-    pub kv_bytes_per_token: Option<u64>,
-    pub recurrent_state_bytes: Option<u64>,
-    /// What the KV cache would take if the sliding-window layers held the
-    /// whole context (llama.cpp's `--swa-full`, and what calculators that
-    /// ignore the window say). Null for models without sliding windows.
-    pub kv_bytes_without_window: Option<u64>,
 }
 
 /// What the runtime said about itself (log lines, API): never summed.

@@ -14,7 +14,8 @@
 //! from an estimate when one exists; whoever knows a part fills it.
 
 use super::reconciliation::{Part, PartKind, Provenance, Reconciliation};
-use super::{Device, GpuUsage, Match, Model, Process};
+use super::{Device as GpuDevice, GpuUsage, Match, Model, ModelEstimate, Process};
+use crate::model_devices::{Device, DeviceId};
 
 const MIB: u64 = 1 << 20;
 
@@ -81,26 +82,47 @@ impl ModelParts {
             parts.output = on_device(&["output"]);
             return parts;
         }
-        let on_host = m.settings.as_ref().and_then(|s| s.n_gpu_layers) == Some(0);
         if let Some(e) = m.estimate.as_ref().filter(|_| sole_device) {
-            let estimated = |b: Option<u64>| {
-                b.map(|b| {
-                    let (bytes, why) = if on_host {
-                        (0, "estimate (-ngl 0: on the host)")
-                    } else {
-                        (b, "estimate")
-                    };
-                    (bytes, Provenance::Estimated, why.to_string())
-                })
-            };
-            parts.weights = estimated(e.weights_bytes);
-            let kv = match (e.kv_bytes, e.recurrent_state_bytes) {
-                (Some(k), r) => Some(k.saturating_add(r.unwrap_or(0))),
-                (None, r) => r,
-            };
-            parts.kv = estimated(kv);
+            parts.fill_from_estimate(e, m.settings.as_ref().and_then(|s| s.n_gpu_layers));
         }
         parts
+    }
+}
+
+impl ModelParts {
+    /// The estimate's GPU row (`model_devices::estimate_devices`, the rows
+    /// `gputaskman model` prints): its weights, KV cache with recurrent
+    /// state, compute and output buffers, each unknown where the row says
+    /// so. A CPU-backend estimate has no GPU row: every buffer is on the
+    /// host, 0 on the device. No rows: the backend is unknown, so is
+    /// every part.
+    fn fill_from_estimate(&mut self, e: &ModelEstimate, n_gpu_layers: Option<i64>) {
+        let backend = e.backend.as_deref().unwrap_or("unknown");
+        let gpu = e.devices.iter().find(|d| d.device != DeviceId::Host);
+        let (row, why) = match gpu {
+            Some(row) if n_gpu_layers == Some(0) => {
+                (row.clone(), format!("estimate ({backend}, -ngl 0: layers on the host)"))
+            }
+            Some(row) => (row.clone(), format!("estimate ({backend})")),
+            None if !e.devices.is_empty() => (
+                Device {
+                    weights_bytes: Some(0),
+                    kv_bytes: 0,
+                    recurrent_state_bytes: Some(0),
+                    compute_bytes: Some(0),
+                    output_bytes: Some(0),
+                    ..e.devices[0].clone()
+                },
+                format!("estimate ({backend}: every buffer on the host)"),
+            ),
+            None => return,
+        };
+        let kv = row.recurrent_state_bytes.map(|s| row.kv_bytes.saturating_add(s));
+        let estimated = |b: Option<u64>| b.map(|b| (b, Provenance::Estimated, why.clone()));
+        self.weights = estimated(row.weights_bytes);
+        self.kv = estimated(kv);
+        self.compute = estimated(row.compute_bytes);
+        self.output = estimated(row.output_bytes);
     }
 }
 
@@ -266,7 +288,7 @@ fn likely_causes(rest: i64, parts: &[Part], missing: &[PartKind], cmdline: Optio
 /// or by NVML listing it among the device's compute processes (`C`) without
 /// a Vulkan loader in it. Vulkan, ROCm and the others have no public figure
 /// yet: unknown, not 0.
-pub fn context_estimate(process: &Process, usage: &GpuUsage, device: Option<&Device>) -> Option<Part> {
+pub fn context_estimate(process: &Process, usage: &GpuUsage, device: Option<&GpuDevice>) -> Option<Part> {
     let has = |r: &str| process.runtimes.iter().any(|x| x == r);
     let nvidia = device.is_some_and(|d| d.vendor.eq_ignore_ascii_case("nvidia"));
     let compute = usage.contexts.iter().any(|c| c == "C");
@@ -285,13 +307,13 @@ pub fn context_estimate(process: &Process, usage: &GpuUsage, device: Option<&Dev
 /// `k` is paired with the k-th of those devices by index (CUDA's default
 /// order and NVML's agree on PCI order for cards of one kind): exact for a
 /// process on one device, a guess otherwise.
-pub fn fill(devices: &[Device], processes: &mut [Process]) {
+pub fn fill(devices: &[GpuDevice], processes: &mut [Process]) {
     for p in processes.iter_mut() {
         p.reconciliation = reconcile_process(p, devices);
     }
 }
 
-fn reconcile_process(p: &Process, devices: &[Device]) -> Vec<Reconciliation> {
+fn reconcile_process(p: &Process, devices: &[GpuDevice]) -> Vec<Reconciliation> {
     if p.models.is_empty() {
         return Vec::new();
     }
@@ -340,12 +362,12 @@ mod tests {
         }
     }
 
-    fn nvidia(index: u32) -> Device {
-        Device {
+    fn nvidia(index: u32) -> GpuDevice {
+        GpuDevice {
             index,
             vendor: "NVIDIA".into(),
             backend: "nvml".into(),
-            ..Device::default()
+            ..GpuDevice::default()
         }
     }
 
@@ -379,15 +401,79 @@ mod tests {
     }
 
     /// A model known only from its file: weights and KV estimated.
+    /// A model known only from its file: weights and KV estimated on GPU
+    /// 0 (a KV of None: the state layout is unknown), the compute buffer
+    /// not modelled, the output buffer on the host.
     fn estimated_model(weights_mib: u64, kv_mib: Option<u64>) -> Model {
+        let row = |device, weights, kv: Option<u64>, output| Device {
+            device,
+            weights_bytes: Some(weights),
+            kv_bytes: kv.unwrap_or(0),
+            recurrent_state_bytes: kv.map(|_| 0),
+            compute_bytes: None,
+            output_bytes: Some(output),
+            buffers_bytes: None,
+            driver_context_bytes: None,
+            total_bytes: None,
+        };
         Model {
             estimate: Some(ModelEstimate {
-                weights_bytes: Some(weights_mib * MIB),
+                weights_bytes: Some((weights_mib + 300) * MIB),
                 kv_bytes: kv_mib.map(|k| k * MIB),
+                backend: Some("cuda".into()),
+                devices: vec![
+                    row(DeviceId::Gpu(0), weights_mib * MIB, kv_mib.map(|k| k * MIB), 0),
+                    row(DeviceId::Host, 300 * MIB, Some(0), MIB),
+                ],
                 ..ModelEstimate::default()
             }),
             ..Model::default()
         }
+    }
+
+    /// A discovered server without a log: its GPU row is its parts (the
+    /// file's token embeddings, on the host, are not), each estimated; a
+    /// CPU build's rows leave nothing on the device, 0 rather than n/a;
+    /// with no rows (backend unknown) every part is unknown.
+    #[test]
+    fn an_estimate_gives_its_gpu_row_as_the_parts_and_a_cpu_build_zeros() {
+        let mut m = estimated_model(4650, Some(1024));
+        let e = m.estimate.as_mut().unwrap();
+        e.devices[0].compute_bytes = Some(560 * MIB);
+        let p = server(&[7000], vec![m.clone()], "ollama runner --n-gpu-layers 33");
+        let r = &reconcile_process(&p, &[nvidia(0)])[0];
+        let figures: Vec<(PartKind, u64, Provenance)> =
+            r.parts.iter().map(|p| (p.kind, p.bytes / MIB, p.provenance)).collect();
+        assert_eq!(
+            figures,
+            [
+                (PartKind::Weights, 4650, Provenance::Estimated),
+                (PartKind::Kv, 1024, Provenance::Estimated),
+                (PartKind::Compute, 560, Provenance::Estimated),
+                (PartKind::Output, 0, Provenance::Estimated),
+                (PartKind::Context, 256, Provenance::Estimated),
+            ]
+        );
+        assert_eq!(r.parts[0].source, "estimate (cuda)");
+        assert!(r.missing.is_empty());
+        assert_eq!(r.unexplained_bytes, (7000 - 4650 - 1024 - 560 - 256) * MIB as i64);
+
+        let e = m.estimate.as_mut().unwrap();
+        e.backend = Some("cpu".into());
+        e.devices.remove(0);
+        let p = server(&[1024], vec![m.clone()], "llama-server");
+        let r = &reconcile_process(&p, &[nvidia(0)])[0];
+        assert_eq!(r.parts.iter().map(|p| p.bytes).sum::<u64>(), 256 * MIB);
+        assert_eq!(r.parts.len(), 5);
+        assert_eq!(r.parts[2].source, "estimate (cpu: every buffer on the host)");
+
+        m.estimate.as_mut().unwrap().devices.clear();
+        let p = server(&[1024], vec![m], "llama-server");
+        let r = &reconcile_process(&p, &[nvidia(0)])[0];
+        assert_eq!(
+            r.missing,
+            [PartKind::Weights, PartKind::Kv, PartKind::Compute, PartKind::Output]
+        );
     }
 
     #[test]
@@ -479,7 +565,8 @@ mod tests {
                 n_gpu_layers: Some(0),
                 ..ModelSettings::default()
             }),
-            ..estimated_model(600, Some(100))
+            // What `model_devices::devices` gives the GPU for -ngl 0.
+            ..estimated_model(0, Some(0))
         };
         let p = server(&[300], vec![ngl0], "llama-server -ngl 0");
         let r = &reconcile_process(&p, &[nvidia(0)])[0];
@@ -533,7 +620,7 @@ mod tests {
         let r = &reconcile_process(&p, &[nvidia(0)])[0];
         assert_eq!(r.estimated_bytes, CUDA_CONTEXT_ESTIMATE);
         // ...but not on another vendor's card, nor beside a Vulkan loader.
-        let amd = Device {
+        let amd = GpuDevice {
             vendor: "AMD".into(),
             ..nvidia(0)
         };

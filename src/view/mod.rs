@@ -103,3 +103,42 @@ pub fn reconciliation_causes(r: &crate::snapshot::reconciliation::Reconciliation
     r.large
         .then(|| format!("large rest; likely: {}", r.likely_causes.join("; ")))
 }
+
+/// An estimate's per-device rows as words, one a device, labelled
+/// estimated: `GPU 0: weights 4.54 GiB + KV 256.0 MiB + compute 560.0 MiB +
+/// output 0 B (estimated, cuda)`. A GPU's index is the runtime's device
+/// number (CUDA0 is 0). Not escaped (the caller does).
+pub fn estimate_device_lines(e: &crate::snapshot::ModelEstimate) -> Vec<String> {
+    use crate::model_devices::DeviceId;
+    use crate::units::bytes;
+    let backend = e.backend.as_deref().unwrap_or("backend unknown");
+    e.devices
+        .iter()
+        .map(|d| {
+            let name = match d.device {
+                DeviceId::Gpu(i) => format!("GPU {i}"),
+                DeviceId::Host => "host".to_string(),
+            };
+            let kv = d.recurrent_state_bytes.map(|s| d.kv_bytes.saturating_add(s));
+            format!(
+                "{name}: weights {} + KV {} + compute {} + output {} (estimated, {backend})",
+                bytes(d.weights_bytes),
+                bytes(kv),
+                bytes(d.compute_bytes),
+                bytes(d.output_bytes)
+            )
+        })
+        .collect()
+}
+
+/// What an estimate's buffers (weights, KV with recurrent state, compute,
+/// output) add up to, all estimated; null when one is unknown.
+pub fn estimate_buffers(e: &crate::snapshot::ModelEstimate) -> Option<u64> {
+    let kv = match (e.kv_bytes, e.recurrent_state_bytes) {
+        (Some(k), Some(r)) => Some(k.saturating_add(r)),
+        (k, r) => k.or(r),
+    };
+    [e.weights_bytes, kv, e.compute_bytes, e.output_bytes]
+        .into_iter()
+        .try_fold(0u64, |sum, b| sum.checked_add(b?))
+}

@@ -483,9 +483,12 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model, width: Option<usiz
             "estimated",
             bytes(e.weights_bytes),
             bytes(e.kv_bytes),
-            "n/a"
+            bytes(e.compute_bytes)
         );
         wrapped(out, 16, "", &row, width);
+        for line in super::estimate_device_lines(e) {
+            wrapped(out, 16, "  ", &line, width);
+        }
     }
     if let Some(r) = &m.reported {
         let row = format!(

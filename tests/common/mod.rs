@@ -293,6 +293,12 @@ pub fn gemma_gguf() -> Option<PathBuf> {
 /// A real llama.cpp server (tests/servers/llama_server.py on xllamacpp)
 /// serving `model` on a free port, its stderr (llama.cpp's log) in `log`.
 pub fn llama_server(python: &Path, model: &Path, log: &Path, extra: &[&str]) -> Daemon {
+    llama_server_logging_to(python, model, std::fs::File::create(log).unwrap().into(), extra)
+}
+
+/// [`llama_server`] with llama.cpp's log going to `stderr` (`Stdio::null()`:
+/// a server whose log no one can find).
+pub fn llama_server_logging_to(python: &Path, model: &Path, stderr: std::process::Stdio, extra: &[&str]) -> Daemon {
     let port = free_port();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/llama_server.py");
     let mut cmd = Command::new(python);
@@ -301,7 +307,7 @@ pub fn llama_server(python: &Path, model: &Path, log: &Path, extra: &[&str]) -> 
         .arg(model)
         .args(["--port", &port.to_string()])
         .args(extra)
-        .stderr(std::fs::File::create(log).unwrap());
+        .stderr(stderr);
     Daemon::start(cmd, port, std::time::Duration::from_secs(120))
 }
 

@@ -11,6 +11,7 @@ sharing one unified KV cache, tools/server/server.cpp).
 """
 
 import argparse
+import mmap
 import os
 import sys
 
@@ -41,7 +42,12 @@ def main() -> None:
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--fit", choices=["on", "off"], default="on")
     ap.add_argument("--exit-after-load", action="store_true", help="load, log the buffers, exit")
+    ap.add_argument("--map", help="map this file first: a file named libcuda.so.1 makes the process "
+                    "look like a CUDA build to a scan of its maps (this build is the CPU one)")
     args = ap.parse_args()
+    if args.map:
+        with open(args.map, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # kept for the process's life
 
     p = x.CommonParams()
     p.model.path = args.model
@@ -80,6 +86,8 @@ def main() -> None:
         os._exit(0)  # the server's threads would keep a normal exit waiting
     print("ready", server.listening_address, flush=True)
     sys.stdin.read()
+    if args.map:
+        mapped.close()
 
 
 if __name__ == "__main__":

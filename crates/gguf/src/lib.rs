@@ -49,8 +49,9 @@ pub mod walk;
 mod compute_tests;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod testutil;
+/// The test writer, for the workspace's own tests (feature `testutil`).
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
 
 pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};

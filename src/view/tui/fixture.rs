@@ -11,6 +11,39 @@ pub const LLAMA: u64 = 1_406_669_824; // 1.31 GiB
 pub const WEIGHTS: u64 = 633_550_848; // 604.2 MiB
 pub const KV: u64 = 448 * MIB;
 pub const COMPUTE: u64 = 156_636_282; // 149.38 MiB
+/// One logit row of Qwen3's 151,936-token vocabulary in f32.
+pub const OUTPUT: u64 = 607_744;
+
+/// The estimate's rows: every buffer on GPU 0 but the output buffer,
+/// which llama.cpp keeps in pinned host memory.
+fn estimate_devices() -> Vec<crate::model_devices::Device> {
+    use crate::model_devices::{Device, DeviceId};
+    let gpu_buffers = WEIGHTS + KV + COMPUTE;
+    vec![
+        Device {
+            device: DeviceId::Gpu(0),
+            weights_bytes: Some(WEIGHTS),
+            kv_bytes: KV,
+            recurrent_state_bytes: Some(0),
+            compute_bytes: Some(COMPUTE),
+            output_bytes: Some(0),
+            buffers_bytes: Some(gpu_buffers),
+            driver_context_bytes: None,
+            total_bytes: None,
+        },
+        Device {
+            device: DeviceId::Host,
+            weights_bytes: Some(0),
+            kv_bytes: 0,
+            recurrent_state_bytes: Some(0),
+            compute_bytes: Some(0),
+            output_bytes: Some(OUTPUT),
+            buffers_bytes: Some(OUTPUT),
+            driver_context_bytes: Some(0),
+            total_bytes: Some(OUTPUT),
+        },
+    ]
+}
 
 pub fn usage(device: u32, vram: Option<u64>, contexts: &[&str], sm: Option<u32>) -> GpuUsage {
     GpuUsage {
@@ -85,6 +118,7 @@ pub fn qwen() -> Model {
             swa_full: false,
             flash_attn: Some("auto".into()),
             ubatch: Some(256),
+            ..ModelSettings::default()
         }),
         estimate: Some(ModelEstimate {
             weights_bytes: Some(WEIGHTS),
@@ -92,6 +126,12 @@ pub fn qwen() -> Model {
             kv_bytes_per_token: Some(114_688),
             recurrent_state_bytes: None,
             kv_bytes_without_window: None,
+            backend: Some("cuda".into()),
+            compute_bytes: Some(COMPUTE),
+            output_bytes: Some(OUTPUT),
+            total_bytes: None,
+            compute_why: Some("attention scores dominate".into()),
+            devices: estimate_devices(),
         }),
         activity: Some(ModelActivity {
             requests_running: Some(1),

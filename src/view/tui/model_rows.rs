@@ -128,18 +128,23 @@ fn memory_rows(m: &Model, measured: Option<u64>, theme: Theme) -> Vec<Line<'stat
             (Some(a), Some(b)) => Some(a + b),
             (a, b) => a.or(b),
         };
-        let total = e.weights_bytes.zip(kv).map(|(a, b)| a + b);
         out.push(Line::from(Span::styled(
             row(
                 "estimated",
                 e.weights_bytes,
                 kv,
-                None,
-                total,
+                e.compute_bytes,
+                crate::view::estimate_buffers(e),
                 "GGUF header + settings".into(),
             ),
             theme.not_measured(),
         )));
+        for line in crate::view::estimate_device_lines(e) {
+            out.push(Line::from(Span::styled(
+                format!("    {}", escape(&line)),
+                theme.not_measured(),
+            )));
+        }
     } else {
         out.push(Line::from(Span::styled(
             row("estimated", None, None, None, None, "no estimate".into()),

@@ -192,7 +192,16 @@ fn the_model_detail_shows_estimate_reported_and_measured_side_by_side() {
     assert_eq!(line("weights"), "weights KV cache compute total source");
     assert_eq!(
         line("estimated"),
-        "estimated 604.2 MiB 448.0 MiB n/a 1.03 GiB GGUF header + settings"
+        "estimated 604.2 MiB 448.0 MiB 149.4 MiB 1.17 GiB GGUF header + settings"
+    );
+    // The estimate's rows, one a device, as `model` prints them.
+    assert_eq!(
+        line("GPU 0: weights"),
+        "GPU 0: weights 604.2 MiB + KV 448.0 MiB + compute 149.4 MiB + output 0 B (estimated, cuda)"
+    );
+    assert_eq!(
+        line("host: weights"),
+        "host: weights 0 B + KV 0 B + compute 0 B + output 593.5 KiB (estimated, cuda)"
     );
     assert_eq!(
         line("reported"),
