@@ -183,9 +183,15 @@ pub fn container_label(c: &Container) -> String {
 /// engine time over the window: measured). None when the source cannot say.
 pub fn busy_share(g: &GpuUsage) -> Option<(f64, Obtained)> {
     if g.source == "nvml" {
-        return g.engines.get("sm").map(|sm| (f64::from(*sm) / 100.0, Obtained::Integrated));
+        return g
+            .engines
+            .get("sm")
+            .map(|sm| (f64::from(*sm) / 100.0, Obtained::Integrated));
     }
-    g.engines.values().max().map(|v| (f64::from(*v) / 100.0, Obtained::Measured))
+    g.engines
+        .values()
+        .max()
+        .map(|v| (f64::from(*v) / 100.0, Obtained::Measured))
 }
 
 /// Per (device index in this snapshot): each process's entry on it, the one
@@ -195,8 +201,14 @@ fn entries_by_device(snap: &Snapshot) -> BTreeMap<u32, Vec<(&Process, &GpuUsage)
     let mut out: BTreeMap<u32, Vec<(&Process, &GpuUsage)>> = BTreeMap::new();
     for p in &snap.processes {
         let mut seen = BTreeSet::new();
-        let own = p.gpu.iter().filter(|g| backend.get(&g.device) == Some(&g.source.as_str()));
-        let others = p.gpu.iter().filter(|g| backend.get(&g.device) != Some(&g.source.as_str()));
+        let own = p
+            .gpu
+            .iter()
+            .filter(|g| backend.get(&g.device) == Some(&g.source.as_str()));
+        let others = p
+            .gpu
+            .iter()
+            .filter(|g| backend.get(&g.device) != Some(&g.source.as_str()));
         for g in own.chain(others) {
             if seen.insert(g.device) {
                 out.entry(g.device).or_default().push((p, g));
@@ -239,6 +251,11 @@ impl Ledger {
         }
     }
 
+    /// The gap limit it was made with.
+    pub fn max_interval_s(&self) -> f64 {
+        self.max_interval_s
+    }
+
     /// Adds a snapshot, which must be later than the one before (an
     /// earlier or unreadable time is skipped).
     pub fn observe(&mut self, snap: &Snapshot) {
@@ -265,14 +282,17 @@ impl Ledger {
         self.last_at = Some(at);
         self.last = Some(Reading {
             at,
-            devices: snap.devices.iter().map(|d| (device_id(d), (d.energy_mj, d.power_w))).collect(),
+            devices: snap
+                .devices
+                .iter()
+                .map(|d| (device_id(d), (d.energy_mj, d.power_w)))
+                .collect(),
             held: entries
                 .iter()
                 .flat_map(|(index, on)| {
                     let id = snap.devices.iter().find(|d| d.index == *index).map(device_id);
-                    on.iter().filter_map(move |(p, g)| {
-                        Some(((p.pid, p.start_time.clone(), id.clone()?), g.vram_bytes))
-                    })
+                    on.iter()
+                        .filter_map(move |(p, g)| Some(((p.pid, p.start_time.clone(), id.clone()?), g.vram_bytes)))
                 })
                 .collect(),
         });
@@ -322,7 +342,9 @@ impl Ledger {
     /// One device over one interval.
     fn interval(&mut self, before: &Reading, snap: &Snapshot, d: &Device, on: &[(&Process, &GpuUsage)], dt: f64) {
         let id = device_id(d);
-        let Some(&readings) = before.devices.get(&id) else { return };
+        let Some(&readings) = before.devices.get(&id) else {
+            return;
+        };
         let totals = self.devices.get_mut(&id).expect("noted");
         totals.covered_s += dt;
         if let Some(util) = d.gpu_util_percent {
@@ -382,9 +404,10 @@ impl Ledger {
         self.processes.retain(|_, p| now - p.last_seen <= keep_s);
     }
 
-    /// Sums of the process rows grouped by `key` (None: the label unknown).
-    pub fn roll_up(&self, key: impl Fn(&ProcessTotals) -> Option<String>) -> Vec<Group> {
-        let mut groups: BTreeMap<Option<String>, Group> = BTreeMap::new();
+    /// Sums of the process rows grouped by `key` (for a label, None where
+    /// it is unknown), in key order.
+    pub fn roll_up<K: Ord + Clone + Default>(&self, key: impl Fn(&ProcessTotals) -> K) -> Vec<Group<K>> {
+        let mut groups: BTreeMap<K, Group<K>> = BTreeMap::new();
         for p in self.processes.values() {
             let k = key(p);
             let g = groups.entry(k.clone()).or_insert_with(|| Group {
@@ -407,10 +430,10 @@ impl Ledger {
     }
 }
 
-/// Process rows summed under one label value.
+/// Process rows summed under one key.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct Group {
-    pub key: Option<String>,
+pub struct Group<K> {
+    pub key: K,
     /// Process-device rows summed.
     pub rows: usize,
     pub gpu_seconds: Option<f64>,

@@ -54,7 +54,7 @@ fn snap(at: &str, energy_mj: Option<u64>, power_w: Option<f64>, procs: &[(u32, O
     }
 }
 
-fn row<'a>(l: &'a Ledger, pid: u32) -> &'a ProcessTotals {
+fn row(l: &Ledger, pid: u32) -> &ProcessTotals {
     l.processes.values().find(|p| p.key.pid == pid).expect("row")
 }
 
@@ -119,7 +119,10 @@ fn shares_over_one_are_scaled_and_unknown_shares_leave_energy_unattributed() {
     l.observe(&snap("2026-01-01T00:00:02Z", None, Some(150.0), &one_unknown));
     let d = &l.devices["GPU-a"];
     assert!(close(d.unattributed_energy_j, 150.0));
-    assert!(close(row(&l, 10).energy_j, 80.0), "no share of an interval it cannot be told");
+    assert!(
+        close(row(&l, 10).energy_j, 80.0),
+        "no share of an interval it cannot be told"
+    );
     assert!(close(row(&l, 10).gpu_seconds, 1.6));
 }
 
@@ -127,7 +130,12 @@ fn shares_over_one_are_scaled_and_unknown_shares_leave_energy_unattributed() {
 fn a_gap_is_not_filled_and_a_newcomer_starts_at_zero() {
     let mut l = Ledger::new(5.0);
     l.observe(&snap("2026-01-01T00:00:00Z", Some(0), None, &[(10, Some(50), None)]));
-    l.observe(&snap("2026-01-01T00:01:00Z", Some(6_000_000), None, &[(10, Some(50), None)]));
+    l.observe(&snap(
+        "2026-01-01T00:01:00Z",
+        Some(6_000_000),
+        None,
+        &[(10, Some(50), None)],
+    ));
     assert_eq!((l.gaps, l.gap_s, l.covered_s), (1, 60.0, 0.0));
     assert!(close(row(&l, 10).gpu_seconds, 0.0));
     let two = [(10, Some(50), None), (20, Some(25), None)];
