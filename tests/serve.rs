@@ -4,13 +4,13 @@
 
 mod common;
 
-use common::prometheus::{tool, wait_until, Prometheus};
+use common::prometheus::{promtool_clean, tool, wait_until, Prometheus};
 use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const USED: u64 = 5_379_194_880;
@@ -260,22 +260,7 @@ fn promtool_accepts_the_metrics() {
             && shown("gputaskman_process_unexplained_bytes"))
         .then_some(body)
     });
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "promtool: {said}\n{text}");
-    assert!(said.trim().is_empty(), "promtool lint: {said}");
+    promtool_clean(&promtool, &text);
 }
 
 #[test]

@@ -6,13 +6,12 @@
 
 mod common;
 
-use common::prometheus::{http_get, tool, wait_until, Prometheus};
+use common::prometheus::{http_get, promtool_clean, tool, wait_until, Prometheus};
 use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
 use gputaskman::record::open_recording;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const GIB: u64 = 1 << 30;
@@ -184,27 +183,6 @@ fn summary_gives_gpu_time_memory_time_energy_and_cost_per_process_and_user() {
     assert!(
         trainer_line.contains(" integrated") && trainer_line.contains(" attributed"),
         "{trainer_line}"
-    );
-}
-
-fn promtool_clean(promtool: &Path, text: &str) {
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool: {said}\n{text}"
     );
 }
 
