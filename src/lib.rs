@@ -3,6 +3,7 @@
 //! command line and calls one of the `run` functions here; tests, benches
 //! and the fuzz targets reach the same code through this API.
 
+pub mod accounting;
 pub mod cli;
 pub mod collect;
 pub mod config;

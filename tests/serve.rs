@@ -4,12 +4,13 @@
 
 mod common;
 
+use common::prometheus::{promtool_clean, tool, wait_until, Prometheus};
 use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const USED: u64 = 5_379_194_880;
@@ -142,29 +143,6 @@ fn value(text: &str, name: &str, having: &[&str]) -> Option<f64> {
     found.first().map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
 }
 
-fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        eprintln!("SKIPPED: {name} is not installed (Debian package prometheus; .ci/run installs it)");
-    }
-    found
-}
-
 #[test]
 fn metrics_carry_the_scenario_with_labels_and_nothing_for_unknowns() {
     let m = machine("NVIDIA GeForce RTX 4080 SUPER", USED);
@@ -282,22 +260,7 @@ fn promtool_accepts_the_metrics() {
             && shown("gputaskman_process_unexplained_bytes"))
         .then_some(body)
     });
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "promtool: {said}\n{text}");
-    assert!(said.trim().is_empty(), "promtool lint: {said}");
+    promtool_clean(&promtool, &text);
 }
 
 #[test]
@@ -384,11 +347,18 @@ fn series_of_an_exited_process_are_gone_from_the_next_sample() {
         &mut m.game,
         Sleeper::spawn(m.dir.path(), "other", &[]),
     ));
+    // Its gauges go with the next sample; its usage counters stay (for
+    // accounting::KEEP_EXITED_S), so increase() over a window keeps what it used.
     let text = wait_until("the game's series to go", Duration::from_secs(10), || {
         let body = get(server.port, "/metrics", &[]).body;
-        (!body.contains(&game)).then_some(body)
+        let gauges = body
+            .lines()
+            .filter(|l| l.contains(&game))
+            .all(|l| l.split('{').next().is_some_and(|name| name.ends_with("_total")));
+        gauges.then_some(body)
     });
     assert!(value(&text, "gputaskman_process_vram_bytes", &[&llama]).is_some());
+    assert!(value(&text, "gputaskman_process_gpu_seconds_total", &[&game]).is_some());
 }
 
 /// A token file readable by its owner only.
@@ -552,90 +522,6 @@ fn slow_connections_do_not_starve_a_normal_request() {
     assert_eq!(get(port, "/healthz", &[]).status, 200);
 }
 
-/// A Prometheus on loopback with its own config and storage, killed and
-/// reaped when dropped. The Debian package's service is never used.
-struct Prometheus {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prometheus {
-    fn start(binary: &Path, target_port: u16, token_file: &Path) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: gputaskman\n    scrape_interval: 1s\n    scrape_timeout: 1s\n\
-                 \x20   authorization:\n      type: Bearer\n      credentials_file: {}\n\
-                 \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n",
-                token_file.display()
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start prometheus");
-        let p = Prometheus { child, port, _dir: dir };
-        wait_until("prometheus to be ready", Duration::from_secs(60), || {
-            TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .and_then(|_| (get(port, "/-/ready", &[]).status == 200).then_some(()))
-        });
-        p
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
-    }
-
-    /// The instant vector of `query`: (labels, value) per series.
-    fn query(&self, query: &str) -> Vec<(Value, f64)> {
-        let r = get(self.port, &format!("/api/v1/query?query={}", encode(query)), &[]);
-        assert_eq!(r.status, 200, "{}", r.body);
-        let v: Value = serde_json::from_str(&r.body).unwrap();
-        assert_eq!(v["status"], "success", "{v}");
-        v["data"]["result"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                (
-                    s["metric"].clone(),
-                    s["value"][1].as_str().unwrap().parse::<f64>().unwrap(),
-                )
-            })
-            .collect()
-    }
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Percent-encoding for a query string value.
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[test]
 fn a_real_prometheus_scrapes_the_scenario() {
     let Some(prometheus) = tool("prometheus") else { return };
@@ -645,7 +531,7 @@ fn a_real_prometheus_scrapes_the_scenario() {
         m.scenario.path(),
         &["--interval", "0.5", "--token-file", file.to_str().unwrap()],
     );
-    let prom = Prometheus::start(&prometheus, server.port, &file);
+    let prom = Prometheus::start(&prometheus, server.port, Some(&file));
     let llama = m.llama.pid().to_string();
     let game = m.game.pid().to_string();
 

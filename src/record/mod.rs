@@ -12,6 +12,7 @@ pub mod codec;
 pub mod index;
 pub mod plot;
 pub mod summary;
+pub mod usage;
 pub mod write;
 
 pub use index::{open_recording, snapshots, RecordingIndex};
@@ -51,6 +52,17 @@ pub struct SummaryArgs {
     /// they are counted, not listed.
     #[arg(long)]
     pub all: bool,
+    /// What a kWh costs, in any currency: the energy figures get a cost.
+    #[arg(long, value_name = "PRICE", value_parser = price)]
+    pub price_per_kwh: Option<f64>,
+}
+
+/// A price: a finite number, not negative.
+fn price(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err(format!("{text:?} is not a price (a number, 0 or more, e.g. 0.30)")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -104,7 +116,10 @@ pub fn read_some(path: &Path) -> anyhow::Result<RecordingIndex> {
 /// `gputaskman summary FILE [--json]`.
 pub fn run_summary(args: &SummaryArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let rec = read_some(&args.file)?;
-    let s = summary::summarize(&args.file.display().to_string(), &rec);
+    let mut s = summary::summarize(&args.file.display().to_string(), &rec);
+    if let Some(price) = args.price_per_kwh {
+        s.usage.set_price(price);
+    }
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &s)?;
         writeln!(out)?;

@@ -143,6 +143,8 @@ pub struct Summary {
     pub devices: Vec<DeviceSummary>,
     pub processes: Vec<ProcessSummary>,
     pub models: Vec<ModelTimeline>,
+    /// GPU time, memory-time and energy: [`super::usage`].
+    pub usage: super::usage::Usage,
 }
 
 /// How a device is followed across snapshots.
@@ -200,7 +202,9 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
     let mut models: Vec<ModelTimeline> = Vec::new();
     let mut model_index: HashMap<ModelKey, usize> = HashMap::new();
 
+    let mut ledger = super::usage::ledger_for(rec);
     let failed = rec.for_each(|_, s| {
+        ledger.observe(&s);
         let at = times.len();
         times.push(s.taken_at.clone());
         let mut keys: HashMap<(&str, u32), (DeviceKey, String)> = HashMap::new();
@@ -306,6 +310,7 @@ pub fn summarize(file: &str, rec: &RecordingIndex) -> Summary {
             .collect(),
         processes,
         models,
+        usage: super::usage::Usage::of(&ledger),
     }
 }
 

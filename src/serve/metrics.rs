@@ -202,10 +202,10 @@ fn write_header(out: &mut String, def: &Def) {
 /// A label set being built: `a="x",b="y"`. Unknown values leave the label
 /// out (in Prometheus an empty label and a missing one are the same).
 #[derive(Clone, Default)]
-struct Labels(String);
+pub(super) struct Labels(pub(super) String);
 
 impl Labels {
-    fn add(&mut self, name: &str, value: Option<&str>) -> &mut Labels {
+    pub(super) fn add(&mut self, name: &str, value: Option<&str>) -> &mut Labels {
         let Some(value) = value else { return self };
         if value.is_empty() {
             return self;
@@ -424,7 +424,7 @@ fn process_labels(p: &Process) -> Labels {
     let runtime = p.runtimes.join(",");
     let host_pid = p.host_pid.map(|h| h.to_string());
     let c = p.container.as_ref();
-    let container = c.map(|c| c.name.clone().unwrap_or_else(|| c.id.chars().take(12).collect()));
+    let container = c.map(crate::accounting::container_label);
     let mut l = Labels::default();
     l.add("pid", Some(&p.pid.to_string()))
         .add("host_pid", host_pid.as_deref())

@@ -15,6 +15,7 @@ pub mod metrics;
 // A few of the poller's accessors serve only its tests.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod remote;
+pub mod usage;
 
 use crate::collect::Options;
 use anyhow::{bail, Context};
@@ -196,18 +197,25 @@ impl Handler for Published {
 
 /// Renders a sample for publication: the metrics text and the `--json`
 /// document, command lines dropped first with `--no-cmdline`.
-pub fn render(mut snap: crate::snapshot::Snapshot, no_cmdline: bool, sample_s: f64) -> Rendered {
+/// The usage counters of `ledger` follow the sample's metrics.
+pub fn render(
+    mut snap: crate::snapshot::Snapshot,
+    no_cmdline: bool,
+    sample_s: f64,
+    ledger: &crate::accounting::Ledger,
+) -> Rendered {
     if no_cmdline {
         for p in &mut snap.processes {
             p.cmdline = None;
         }
     }
-    let metrics = metrics::render(
+    let mut metrics = metrics::render(
         &snap,
         metrics::SampleInfo {
             duration_s: Some(sample_s),
         },
     );
+    usage::render(ledger, &mut metrics);
     let mut json = serde_json::to_vec_pretty(&snap).unwrap_or_default();
     json.push(b'\n');
     Rendered {
@@ -222,8 +230,15 @@ pub fn render(mut snap: crate::snapshot::Snapshot, no_cmdline: bool, sample_s: f
 fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, published: Arc<Published>) {
     // Every process is read every sample: /snapshot lists them all.
     let every_sample = Arc::new(std::sync::atomic::AtomicU32::new(1));
+    // A sample that comes more than three periods late (a stalled
+    // machine) leaves a gap in the counters rather than a guess.
+    let mut ledger = crate::accounting::Ledger::new(interval.as_secs_f64() * 3.0 + 1.0);
     crate::collect::spawn_sampler(options, interval, every_sample, move |snap, took| {
-        published.publish(render(snap, no_cmdline, took.as_secs_f64()));
+        ledger.observe(&snap);
+        if let Some(now) = ledger.last_at {
+            ledger.prune(now, crate::accounting::KEEP_EXITED_S);
+        }
+        published.publish(render(snap, no_cmdline, took.as_secs_f64(), &ledger));
         true
     });
 }
@@ -333,10 +348,10 @@ mod tests {
     #[test]
     fn no_cmdline_drops_command_lines_from_both_renderings() {
         let snap = metrics::tests::snapshot();
-        let kept = render(snap.clone(), false, 0.01);
+        let kept = render(snap.clone(), false, 0.01, &Default::default());
         assert!(String::from_utf8_lossy(&kept.metrics).contains("cmdline=\""));
         assert!(String::from_utf8_lossy(&kept.snapshot).contains("--api-key <redacted>"));
-        let dropped = render(snap, true, 0.01);
+        let dropped = render(snap, true, 0.01, &Default::default());
         assert!(!String::from_utf8_lossy(&dropped.metrics).contains("cmdline="));
         let json: serde_json::Value = serde_json::from_slice(&dropped.snapshot).unwrap();
         assert!(json["processes"]
@@ -351,7 +366,7 @@ mod tests {
         let p = Published::new(Duration::from_millis(100));
         assert_eq!(p.get("/healthz").unwrap().status, 503);
         assert_eq!(p.get("/metrics").unwrap().status, 503);
-        p.publish(render(metrics::tests::snapshot(), false, 0.0));
+        p.publish(render(metrics::tests::snapshot(), false, 0.0, &Default::default()));
         assert_eq!(p.get("/healthz").unwrap().status, 200);
         assert_eq!(p.get("/metrics").unwrap().status, 200);
         assert!(p.get("/other").is_none());

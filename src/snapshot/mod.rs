@@ -138,6 +138,11 @@ pub struct Device {
     pub temperature_c: Option<u32>,
     pub power_w: Option<f64>,
     pub power_limit_w: Option<f64>,
+    /// Measured: the driver's energy counter, millijoules since it loaded
+    /// (NVML's total energy consumption); null where there is none. It
+    /// restarts when the driver reloads (`accounting` detects that).
+    #[serde(default)]
+    pub energy_mj: Option<u64>,
     pub fan_percent: Option<u32>,
     pub clocks: Option<Clocks>,
     pub pcie: Option<Pcie>,

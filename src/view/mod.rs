@@ -8,6 +8,7 @@ pub mod safe_text;
 pub mod summary;
 pub mod text;
 pub mod tui;
+pub mod usage;
 
 /// How text tells a device apart: its UUID, else its PCI bus id.
 pub fn device_ident<'a>(uuid: Option<&'a str>, pci_bus_id: Option<&'a str>) -> &'a str {

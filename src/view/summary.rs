@@ -89,6 +89,7 @@ pub fn render(s: &Summary, all: bool) -> String {
 
     processes_section(&mut out, s, all, &header);
     models_section(&mut out, s);
+    crate::view::usage::render(&mut out, &s.usage);
     out
 }
 

@@ -2,6 +2,7 @@
 //! child processes whose PIDs go into them.
 #![allow(dead_code)] // each test binary uses its own subset
 
+pub mod prometheus;
 pub mod tmux;
 pub mod wine;
 

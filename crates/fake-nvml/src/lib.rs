@@ -4,6 +4,7 @@
 //! GPU. See README.md for the scenario format and semantics.
 
 mod abi;
+mod energy;
 mod exports;
 mod processes;
 mod scenario;

@@ -56,6 +56,8 @@ pub struct Device {
     pub temperature_thresholds: TemperatureThresholds,
     pub power_mw: Option<u32>,
     pub power_limit_mw: Option<u32>,
+    /// The energy counter (nvmlDeviceGetTotalEnergyConsumption).
+    pub energy: Option<crate::energy::Energy>,
     /// Defaults to `power_limit_mw`.
     pub power_management_limit_mw: Option<u32>,
     pub power_limit_constraints_mw: Option<MinMax>,

@@ -502,6 +502,8 @@ fn read_properties(r: &mut Reader<'_>, nvml: &Nvml, handle: &NvmlDevice, device:
     device.temperature_c = r.get("temperature", handle.temperature(TemperatureSensor::Gpu));
     device.power_w = r.get("power usage", handle.power_usage()).map(milliwatts);
     device.power_limit_w = r.get("power limit", handle.enforced_power_limit()).map(milliwatts);
+    // mJ since the driver loaded (Volta and later); `accounting` reads it.
+    device.energy_mj = r.get("total energy", handle.total_energy_consumption());
     device.fan_percent = r.get("fan speed", handle.fan_speed(0));
     device.driver_model = r.get("driver model", driver_model(nvml, handle));
     let clocks = Clocks {
