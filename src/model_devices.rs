@@ -8,6 +8,8 @@ use std::io::Write;
 use gguf::{Backend, ComputeEstimate, Estimate, Placement};
 use serde::Serialize;
 
+use crate::view::safe_text::safe;
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// `"host"` or a GPU's index.
@@ -30,6 +32,11 @@ impl Serialize for DeviceId {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Device {
     pub device: DeviceId,
+    /// The GPU's name as NVML reports it; null for the host or when no GPU
+    /// was found.
+    pub name: Option<String>,
+    /// Layers it holds (the output layer counting as one); null for the host.
+    pub layers: Option<u32>,
     pub weights_bytes: Option<u64>,
     pub kv_bytes: u64,
     pub recurrent_state_bytes: Option<u64>,
@@ -57,6 +64,8 @@ fn device(
         .and_then(|b| b.checked_add(output?));
     Device {
         device: id,
+        name: None,
+        layers: None,
         weights_bytes: side.weights_bytes,
         kv_bytes: side.kv_bytes,
         recurrent_state_bytes: side.recurrent_state_bytes,
@@ -94,29 +103,12 @@ pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>, place:
         };
         return vec![device(DeviceId::Host, &all, c.compute_bytes, c.output_bytes, Some(0))];
     }
-    // With no layer offloaded llama.cpp still reserves a device compute
-    // buffer (large batches are offloaded op by op), whose size is not
-    // modelled: unknown.
-    let mut gpu_compute = if e.offload.n_gpu_layers == 0 {
-        None
-    } else {
-        c.compute_bytes
-    };
-    let mut host_compute = c.host_compute_bytes;
+    let gpu_compute = gguf::placement::gpu_compute(c, e.offload.n_gpu_layers, true, place.no_kv_offload);
+    let host_compute = gguf::placement::host_compute(c, place.no_kv_offload);
     let (mut gpu, mut host) = (e.offload.gpu.clone(), e.offload.cpu.clone());
     if place.no_kv_offload {
-        // src/llama-kv-cache.cpp puts every layer's cache on the CPU when
-        // offload_kqv is off, and the attention ops run beside it: the
-        // scores and masks move to the host buffer; the device keeps the
-        // larger of the feed-forward block and the logits, without masks.
         host.kv_bytes = host.kv_bytes.saturating_add(gpu.kv_bytes);
         gpu.kv_bytes = 0;
-        let without_masks = |b: Option<u64>| b.map(|b| b.saturating_sub(c.masks_bytes));
-        let device_side = without_masks(c.feed_forward_bytes)
-            .zip(without_masks(c.logits_bytes))
-            .map(|(f, l)| f.max(l));
-        gpu_compute = gpu_compute.and(device_side);
-        host_compute = host_compute.zip(c.attention_bytes).map(|(h, a)| h.saturating_add(a));
     }
     match place.host_override_bytes {
         Some(moved) => {
@@ -128,10 +120,40 @@ pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>, place:
             host.weights_bytes = None;
         }
     }
+    let mut gpu_row = device(DeviceId::Gpu(gpu_index.unwrap_or(0)), &gpu, gpu_compute, Some(0), None);
+    gpu_row.layers = Some(e.offload.n_gpu_layers);
     vec![
-        device(DeviceId::Gpu(gpu_index.unwrap_or(0)), &gpu, gpu_compute, Some(0), None),
+        gpu_row,
         device(DeviceId::Host, &host, host_compute, c.output_bytes, Some(0)),
     ]
+}
+
+/// The rows of a multi-GPU placement ([`gguf::place`]): one per GPU the
+/// split uses, named as NVML names it (`gpus` in the split's order; an
+/// empty list numbers them from 0), then the host with its compute buffer
+/// and the output buffer (pinned host memory, llama-context.cpp
+/// `output_reserve`).
+pub fn placed(p: &gguf::Placed, c: &ComputeEstimate, gpus: &[crate::model_args::GpuFree]) -> Vec<Device> {
+    let mut rows: Vec<Device> = p
+        .gpus
+        .iter()
+        .map(|g| {
+            let found = gpus.get(g.gpu);
+            let id = found.map_or(g.gpu as u32, |f| f.index);
+            let mut row = device(DeviceId::Gpu(id), &g.placement, g.compute_bytes, Some(0), None);
+            row.name = found.map(|f| f.name.clone());
+            row.layers = Some(g.layers);
+            row
+        })
+        .collect();
+    rows.push(device(
+        DeviceId::Host,
+        &p.host,
+        p.host_compute_bytes,
+        c.output_bytes,
+        Some(0),
+    ));
+    rows
 }
 
 /// The sum of one field over the devices; null when one is unknown.
@@ -166,14 +188,15 @@ pub fn text(out: &mut dyn Write, c: &ComputeEstimate, devices: &[Device]) -> std
     writeln!(out, "  {why}")?;
     writeln!(
         out,
-        "  {:<12}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
-        "device", "weights", "KV+state", "compute", "output", "buffers", "total"
+        "  {:<12}{:>7}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
+        "device", "layers", "weights", "KV+state", "compute", "output", "buffers", "total"
     )?;
     for d in devices {
         let name = match d.device {
             DeviceId::Gpu(i) => format!("GPU {i}"),
             DeviceId::Host => "host".to_string(),
         };
+        let layers = d.layers.map_or_else(String::new, |l| format!("{l}"));
         let kv = d.recurrent_state_bytes.and_then(|s| d.kv_bytes.checked_add(s));
         let total = match (d.total_bytes, d.driver_context_bytes) {
             (Some(t), _) => mib(Some(t)),
@@ -182,8 +205,9 @@ pub fn text(out: &mut dyn Write, c: &ComputeEstimate, devices: &[Device]) -> std
         };
         writeln!(
             out,
-            "  {:<12}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
+            "  {:<12}{:>7}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
             name,
+            layers,
             mib(d.weights_bytes),
             mib(kv),
             mib(d.compute_bytes),
@@ -191,6 +215,12 @@ pub fn text(out: &mut dyn Write, c: &ComputeEstimate, devices: &[Device]) -> std
             mib(d.buffers_bytes),
             total
         )?;
+    }
+    for d in devices {
+        if let (DeviceId::Gpu(i), Some(name)) = (d.device, &d.name) {
+            // NVML's names are the driver's (or a stand-in's) text.
+            writeln!(out, "  GPU {i}: {}", safe(name))?;
+        }
     }
     Ok(())
 }

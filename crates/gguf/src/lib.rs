@@ -38,6 +38,7 @@ pub mod fit;
 mod hparams;
 pub mod memory;
 mod model;
+pub mod placement;
 mod reader;
 pub mod regular_file;
 mod split;
@@ -48,18 +49,21 @@ pub mod walk;
 #[cfg(test)]
 mod compute_tests;
 #[cfg(test)]
+mod placement_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
 
 pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
-pub use fit::{fit_device, DeviceFit, DEFAULT_MARGIN_BYTES};
+pub use fit::{fit_device, DeviceFit, FitQuery, GpuFit, LlamaCppFit, DEFAULT_MARGIN_BYTES};
 pub use memory::{
     estimate, fit, gpu_bytes_matching, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit,
     KvEstimate, KvSettings, Offload, Placement,
 };
 pub use model::{is_gguf, open, open_until, Kind, Model, ModelInfo, Part, PerLayer};
+pub use placement::{place, GpuShare, Placed, Split, SplitMode};
 pub use reader::{read_header, read_header_within, Header, TensorInfo};
 pub use types::{FileType, GgmlType, TypeInfo, ValueType};
 pub use value::{
