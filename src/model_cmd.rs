@@ -63,11 +63,18 @@ pub fn run(args: &ModelArgs, gpus: Vec<GpuFree>, gpu_asked: bool, out: &mut dyn 
         Some(c) if c.backend != gguf::Backend::Cpu => Some(gguf::place(&model, &settings, c, &split)?),
         _ => None,
     };
-    let devices = match (&estimate, &compute, &placed) {
+    let mut devices = match (&estimate, &compute, &placed) {
         (_, Some(c), Some(p)) => crate::model_devices::placed(p, c, &gpus),
         (Some(e), Some(c), None) => crate::model_devices::devices(e, c, None, Default::default()),
         _ => Vec::new(),
     };
+    let projector = match &args.mmproj {
+        Some(path) => Some(projector(path, args, &devices)?),
+        None => None,
+    };
+    if let Some(p) = &projector {
+        crate::model_devices::add_projector(&mut devices, p);
+    }
     // One GPU: the weights-and-KV line against it; several: every GPU the
     // split uses is checked, with the compute buffers.
     let fit = match (&gpus[..], &estimate) {
@@ -91,6 +98,7 @@ pub fn run(args: &ModelArgs, gpus: Vec<GpuFree>, gpu_asked: bool, out: &mut dyn 
         device_fit: device_fit.as_ref(),
         devices: &devices,
         placed: placed.as_ref(),
+        projector: projector.as_ref(),
         unavailable: unavailable.as_deref(),
         gpu: if gpus.len() == 1 { gpus.first() } else { None },
         fit: fit.as_ref(),
@@ -106,6 +114,27 @@ pub fn run(args: &ModelArgs, gpus: Vec<GpuFree>, gpu_asked: bool, out: &mut dyn 
         Some(None) => anyhow::bail!("whether it fits is unknown: a part of a GPU's estimate is unknown"),
         _ => Ok(()),
     }
+}
+
+/// The projector of `--mmproj` and the device clip.cpp loads it on: the
+/// first GPU row, else (CPU backend, `--no-mmproj-offload`) the host.
+fn projector(
+    path: &std::path::Path,
+    args: &ModelArgs,
+    rows: &[crate::model_devices::Device],
+) -> Result<crate::model_devices::Projector> {
+    use crate::model_devices::DeviceId;
+    let file = gguf::open(path)?;
+    let first_gpu = rows.iter().map(|d| d.device).find(|d| matches!(d, DeviceId::Gpu(_)));
+    Ok(crate::model_devices::Projector {
+        path: path.display().to_string(),
+        device: match first_gpu {
+            Some(gpu) if !args.no_mmproj_offload => gpu,
+            _ => DeviceId::Host,
+        },
+        weights_bytes: file.info().weights_bytes,
+        compute_bytes: None,
+    })
 }
 
 /// The split over the GPUs found; on a GPU backend with none found (an
@@ -157,6 +186,7 @@ struct Report<'a> {
     compute: Option<&'a gguf::ComputeEstimate>,
     devices: &'a [crate::model_devices::Device],
     placed: Option<&'a gguf::Placed>,
+    projector: Option<&'a crate::model_devices::Projector>,
     unavailable: Option<&'a str>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
@@ -197,6 +227,7 @@ struct Json<'a> {
     /// input copies are not in the compute figures); null on the CPU.
     split_mode: Option<gguf::SplitMode>,
     pipeline_parallel: Option<bool>,
+    mmproj: Option<&'a crate::model_devices::Projector>,
     devices: &'a [crate::model_devices::Device],
 }
 
@@ -272,6 +303,7 @@ impl Report<'_> {
             compute: self.compute,
             split_mode: self.placed.map(|_| self.args.split_mode),
             pipeline_parallel: self.placed.map(|p| p.pipeline_parallel),
+            mmproj: self.projector,
             devices: self.devices,
         }
     }
@@ -335,6 +367,18 @@ impl Report<'_> {
         self.text_offload(out, e)?;
         if let Some(c) = self.compute {
             crate::model_devices::text(out, c, self.devices)?;
+        }
+        if let Some(p) = self.projector {
+            let on = match p.device {
+                crate::model_devices::DeviceId::Gpu(i) => format!("GPU {i}"),
+                crate::model_devices::DeviceId::Host => "host".to_string(),
+            };
+            let line = format!(
+                "  projector {}: {} of weights on {on}; its compute buffer is not estimated, so that row's compute and total are n/a",
+                p.path,
+                p.weights_bytes.map_or_else(|| "n/a".into(), size)
+            );
+            writeln!(out, "{}", safe(&line))?;
         }
         if self.placed.is_some_and(|p| p.pipeline_parallel) {
             writeln!(

@@ -156,6 +156,34 @@ pub fn placed(p: &gguf::Placed, c: &ComputeEstimate, gpus: &[crate::model_args::
     rows
 }
 
+/// A multimodal projector (`--mmproj`) loaded beside the model.
+/// tools/mtmd/clip.cpp puts it on the first GPU backend device (or
+/// `MTMD_BACKEND_DEVICE`), on the CPU with `--no-mmproj-offload`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Projector {
+    pub path: String,
+    pub device: DeviceId,
+    pub weights_bytes: Option<u64>,
+    /// The vision encoder's compute buffer (clip.cpp reserves it for the
+    /// largest image batch): not estimated, so null.
+    pub compute_bytes: Option<u64>,
+}
+
+/// Adds the projector to its device's row: its weights, and that row's
+/// compute (so its buffers and total) become unknown, as the projector's
+/// compute buffer is not estimated; never a figure that leaves it out.
+pub fn add_projector(rows: &mut [Device], p: &Projector) {
+    if let Some(row) = rows.iter_mut().find(|d| d.device == p.device) {
+        row.weights_bytes = row
+            .weights_bytes
+            .zip(p.weights_bytes)
+            .and_then(|(a, b)| a.checked_add(b));
+        row.compute_bytes = None;
+        row.buffers_bytes = None;
+        row.total_bytes = None;
+    }
+}
+
 /// The sum of one field over the devices; null when one is unknown.
 pub fn sum(devices: &[Device], field: impl Fn(&Device) -> Option<u64>) -> Option<u64> {
     if devices.is_empty() {

@@ -175,3 +175,88 @@ fn fit_checks_every_gpu_and_names_the_one_short_of_room() {
     assert_eq!(j["devices"][5]["compute_bytes"], Value::Null);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Writes a projector GGUF (arch `clip`, a Gemma 3 style vision input
+/// projection) with the gguf package, its data a hole: 7,252,992 bytes of
+/// F16 weights.
+fn projector(python: &Path, out: &Path) {
+    let script = r#"
+import sys
+import numpy as np
+from gguf import GGMLQuantizationType as T, GGUFWriter
+w = GGUFWriter(sys.argv[1], "clip")
+w.add_bool("clip.has_vision_encoder", True)
+w.add_string("clip.projector_type", "gemma3")
+data = 0
+for name, ne in [("v.patch_embd.weight", [14, 14, 3, 1152]), ("mm.input_projection.weight", [1152, 2560])]:
+    nbytes = int(np.prod(ne)) * 2
+    w.add_tensor_info(name, list(reversed(ne)), np.dtype(np.float16), nbytes, raw_dtype=T.F16)
+    data += -(-nbytes // 32) * 32
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_ti_data_to_file()
+w.close()
+with open(sys.argv[1], "r+b") as f:
+    f.seek(0, 2)
+    f.truncate(-(-f.tell() // 32) * 32 + data)
+"#;
+    let st = std::process::Command::new(python)
+        .args(["-c", script])
+        .arg(out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "projector writer");
+}
+
+#[test]
+fn mmproj_weights_go_to_the_first_gpu_and_its_compute_is_unknown() {
+    let Some((dir, model)) = qwen3() else {
+        return;
+    };
+    let python = common::test_python().unwrap();
+    let mmproj = dir.path().join("mmproj.gguf");
+    projector(&python, &mmproj);
+    let mmproj = mmproj.to_str().unwrap();
+    let weights = 14 * 14 * 3 * 1152 * 2 + 1152 * 2560 * 2;
+    let s = h100s(&[40 * GIB, 40 * GIB]);
+    let base = s.json(&["model", &model, "-c", "4096", "--json"]);
+    let j = s.json(&["model", &model, "-c", "4096", "--mmproj", mmproj, "--json"]);
+    assert_eq!(j["mmproj"]["device"], 0);
+    assert_eq!(j["mmproj"]["weights_bytes"], weights);
+    assert_eq!(j["mmproj"]["compute_bytes"], Value::Null);
+    let (before, after) = (&base["devices"][0], &j["devices"][0]);
+    assert_eq!(
+        after["weights_bytes"].as_u64().unwrap(),
+        before["weights_bytes"].as_u64().unwrap() + weights
+    );
+    // Its compute buffer is not estimated: that GPU's compute is unknown,
+    // never the model's alone; the other GPU is untouched.
+    assert!(before["compute_bytes"].as_u64().is_some());
+    assert_eq!(after["compute_bytes"], Value::Null);
+    assert_eq!(after["buffers_bytes"], Value::Null);
+    assert_eq!(j["devices"][1], base["devices"][1]);
+    let out = s
+        .command()
+        .args(["model", &model, "-c", "4096", "--mmproj", mmproj])
+        .output()
+        .unwrap();
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        t.contains("6.92 MiB of weights on GPU 0; its compute buffer is not estimated"),
+        "{t}"
+    );
+    // --no-mmproj-offload: on the host instead.
+    let j = s.json(&[
+        "model",
+        &model,
+        "-c",
+        "4096",
+        "--mmproj",
+        mmproj,
+        "--no-mmproj-offload",
+        "--json",
+    ]);
+    assert_eq!(j["mmproj"]["device"], "host");
+    assert_eq!(j["devices"][0], base["devices"][0]);
+    assert_eq!(j["devices"][2]["compute_bytes"], Value::Null);
+}
