@@ -48,6 +48,23 @@ pub fn run(args: &ModelArgs, gpus: Vec<GpuFree>, gpu_asked: bool, out: &mut dyn 
         return crate::model_dir::run(args, &batch, &gpus, out);
     }
     let model = gguf::open(&args.file)?;
+    // `-fa auto` becomes what the backend's rule says, for every figure below.
+    let auto_flash = (args.flash_attn == crate::model_args::FlashAttn::Auto)
+        .then(|| gguf::resolve_auto(&model, batch.backend, args.cache_type_k, args.cache_type_v));
+    let resolved;
+    let args = match &auto_flash {
+        Some(a) => {
+            let mut r = args.clone();
+            r.flash_attn = if a.on {
+                crate::model_args::FlashAttn::On
+            } else {
+                crate::model_args::FlashAttn::Off
+            };
+            resolved = r;
+            &resolved
+        }
+        None => args,
+    };
     let settings = args.kv_settings();
     let (estimate, unavailable) = match gguf::estimate(&model, &settings) {
         Ok(e) => (Some(e), None),
@@ -99,6 +116,7 @@ pub fn run(args: &ModelArgs, gpus: Vec<GpuFree>, gpu_asked: bool, out: &mut dyn 
         devices: &devices,
         placed: placed.as_ref(),
         projector: projector.as_ref(),
+        auto_flash: auto_flash.as_ref(),
         unavailable: unavailable.as_deref(),
         gpu: if gpus.len() == 1 { gpus.first() } else { None },
         fit: fit.as_ref(),
@@ -187,6 +205,8 @@ struct Report<'a> {
     devices: &'a [crate::model_devices::Device],
     placed: Option<&'a gguf::Placed>,
     projector: Option<&'a crate::model_devices::Projector>,
+    /// What `-fa auto` became, when it was auto.
+    auto_flash: Option<&'a gguf::AutoFlash>,
     unavailable: Option<&'a str>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
@@ -228,7 +248,17 @@ struct Json<'a> {
     split_mode: Option<gguf::SplitMode>,
     pipeline_parallel: Option<bool>,
     mmproj: Option<&'a crate::model_devices::Projector>,
+    /// `-fa auto` resolved for the backend: on, whether the backend's rule
+    /// was checked, why; null when -fa was on or off.
+    flash_attn_auto: Option<AutoFlashJson<'a>>,
     devices: &'a [crate::model_devices::Device],
+}
+
+#[derive(Serialize)]
+struct AutoFlashJson<'a> {
+    on: bool,
+    checked: bool,
+    why: &'a str,
 }
 
 /// `fit`: the weights-and-KV check against the roomiest GPU, or with
@@ -304,6 +334,11 @@ impl Report<'_> {
             split_mode: self.placed.map(|_| self.args.split_mode),
             pipeline_parallel: self.placed.map(|p| p.pipeline_parallel),
             mmproj: self.projector,
+            flash_attn_auto: self.auto_flash.map(|a| AutoFlashJson {
+                on: a.on,
+                checked: a.checked,
+                why: &a.why,
+            }),
             devices: self.devices,
         }
     }
@@ -367,6 +402,14 @@ impl Report<'_> {
         self.text_offload(out, e)?;
         if let Some(c) = self.compute {
             crate::model_devices::text(out, c, self.devices)?;
+        }
+        if let Some(a) = self.auto_flash {
+            writeln!(
+                out,
+                "  flash attention auto -> {}: {}",
+                if a.on { "on" } else { "off" },
+                a.why
+            )?;
         }
         if let Some(p) = self.projector {
             let on = match p.device {

@@ -670,3 +670,63 @@ fn a_directory_is_a_table_of_its_models() {
         .unwrap();
     assert!(String::from_utf8_lossy(&t.stdout).contains("gemma.gguf"));
 }
+
+/// `-fa auto` (the default) resolves per backend: on for the CPU; on CUDA
+/// off for head sizes it has no kernel for (192 here), and said so.
+#[test]
+fn flash_attention_auto_resolves_per_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("head-192.gguf");
+    std::fs::write(
+        &path,
+        common::gguf_bytes(&[
+            ("general.architecture", common::Kv::Str(b"llama")),
+            ("llama.block_count", common::Kv::U32(4)),
+            ("llama.embedding_length", common::Kv::U32(1536)),
+            ("llama.attention.head_count", common::Kv::U32(8)),
+            ("llama.attention.head_count_kv", common::Kv::U32(8)),
+            ("llama.attention.key_length", common::Kv::U32(192)),
+            ("llama.attention.value_length", common::Kv::U32(192)),
+        ]),
+    )
+    .unwrap();
+    let run = |backend: &str| -> Value {
+        let out = gputaskman()
+            .arg("model")
+            .arg(&path)
+            .args(["-c", "4096", "--backend", backend, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let cpu = run("cpu");
+    assert_eq!(cpu["flash_attn_auto"]["on"], true);
+    assert_eq!(cpu["kv"]["flash_attn"], true);
+    let cuda = run("cuda");
+    assert_eq!(cuda["flash_attn_auto"]["on"], false, "{:#}", cuda["flash_attn_auto"]);
+    assert_eq!(
+        cuda["flash_attn_auto"]["why"],
+        "no CUDA kernel for K/V head sizes 192/192"
+    );
+    assert_eq!(cuda["kv"]["flash_attn"], false);
+    // Asked for explicitly, it is not resolved.
+    let out = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "--backend", "cuda", "-fa", "on", "--json"])
+        .output()
+        .unwrap();
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&j["flash_attn_auto"], &j["kv"]["flash_attn"]),
+        (&Value::Null, &json!(true))
+    );
+    let t = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "--backend", "cuda"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&t.stdout).contains("flash attention auto -> off: no CUDA kernel"));
+}

@@ -35,6 +35,7 @@
 pub mod compute;
 mod error;
 pub mod fit;
+pub mod flash_auto;
 mod hparams;
 pub mod memory;
 mod model;
@@ -58,6 +59,7 @@ mod testutil;
 pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
 pub use fit::{fit_device, DeviceFit, FitQuery, GpuFit, LlamaCppFit, DEFAULT_MARGIN_BYTES};
+pub use flash_auto::{resolve_auto, AutoFlash};
 pub use memory::{
     estimate, fit, gpu_bytes_matching, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit,
     KvEstimate, KvSettings, Offload, Placement,
