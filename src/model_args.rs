@@ -95,8 +95,8 @@ pub struct ModelArgs {
     #[arg(long, visible_alias = "mg", value_name = "I", default_value_t = 0)]
     pub main_gpu: usize,
 
-    /// A multimodal projector GGUF loaded beside the model (llama-server's --mmproj): its weights go to the main
-    /// GPU
+    /// A multimodal projector GGUF loaded beside the model (llama-server's --mmproj): its weights go to the first
+    /// GPU, as tools/mtmd/clip.cpp puts them
     #[arg(long, value_name = "FILE")]
     pub mmproj: Option<PathBuf>,
 
@@ -110,7 +110,7 @@ pub struct ModelArgs {
     #[arg(long)]
     pub fit: bool,
 
-    /// With --fit: this much free memory (e.g. 24GiB, 8000MiB) instead of the GPU's
+    /// With --fit: this much free memory on each GPU (e.g. 24GiB, 8000MiB) instead of what NVML reads
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fit")]
     pub vram: Option<u64>,
 
