@@ -36,6 +36,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped early (`| head`) took what it wanted.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
+        // `model --fit`: an answer, not a failure to give one.
+        Err(e) if e.downcast_ref::<model_cmd::DoesNotFit>().is_some() => {
+            eprintln!("gputaskman: {e}");
+            ExitCode::from(1)
+        }
         // Errors quote paths, file contents and remote answers.
         Err(e) => {
             eprintln!("gputaskman: {}", safe(&format!("{e:#}")));
@@ -68,7 +73,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         Some(Command::Schema) => oneshot::schema(&mut stdout),
         Some(Command::Model(args)) => model_cmd::run(
             args,
-            model_args::roomiest_gpu(cli.nvml_lib.as_deref(), cli.gpu),
+            model_args::gpus_free(cli.nvml_lib.as_deref(), cli.gpu),
             cli.gpu.is_some(),
             &mut stdout,
         ),

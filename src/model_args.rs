@@ -80,12 +80,37 @@ pub struct ModelArgs {
     #[arg(long, visible_alias = "ot", value_name = "PATTERN=CPU", value_parser = crate::model_devices::host_override_pattern)]
     pub override_tensor: Option<String>,
 
-    /// Answer llama.cpp's --fit question for the GPU: the largest context, then the -ngl, that fit
-    /// its free memory now less the margin; exits 1 when the settings asked for do not fit
+    /// Share of the model per GPU, comma-separated, in the order of the GPUs' indices (llama.cpp's -ts, e.g.
+    /// 3,1); default: llama.cpp's, each GPU's free memory
+    #[arg(long, visible_alias = "ts", value_name = "N0,N1,...", value_parser = parse_tensor_split)]
+    pub tensor_split: Option<TensorSplit>,
+
+    /// How the model spreads over several GPUs: layer (whole layers per GPU), row (matrices split by rows, KV
+    /// on the main GPU) or none (the main GPU only); llama.cpp's -sm
+    #[arg(long, visible_alias = "sm", value_name = "layer|row|none", default_value = "layer")]
+    pub split_mode: gguf::SplitMode,
+
+    /// The main GPU, counted among the GPUs found from 0 (llama.cpp's -mg): the whole model with -sm none, the
+    /// KV cache and intermediate results with -sm row
+    #[arg(long, visible_alias = "mg", value_name = "I", default_value_t = 0)]
+    pub main_gpu: usize,
+
+    /// A multimodal projector GGUF loaded beside the model (llama-server's --mmproj): its weights go to the first
+    /// GPU, as tools/mtmd/clip.cpp puts them
+    #[arg(long, value_name = "FILE")]
+    pub mmproj: Option<PathBuf>,
+
+    /// Keep the projector in host memory (llama-server's --no-mmproj-offload)
+    #[arg(long, requires = "mmproj")]
+    pub no_mmproj_offload: bool,
+
+    /// Answer llama.cpp's --fit question for every GPU the split uses: the largest context, the most slots, then
+    /// the -ngl, that fit each GPU's free memory now less the margin, and what llama.cpp's own --fit would do;
+    /// exit status 1 when the settings asked for do not fit, 2 when it cannot tell (or on an error)
     #[arg(long)]
     pub fit: bool,
 
-    /// With --fit: this much free memory (e.g. 24GiB, 8000MiB) instead of the GPU's
+    /// With --fit: this much free memory on each GPU (e.g. 24GiB, 8000MiB) instead of what NVML reads
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "fit")]
     pub vram: Option<u64>,
 
@@ -96,6 +121,24 @@ pub struct ModelArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// `-ts 3,1`: one non-negative share per GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorSplit(pub Vec<f64>);
+
+fn parse_tensor_split(s: &str) -> Result<TensorSplit, String> {
+    let shares = s
+        .split([',', '/'])
+        .map(|p| match p.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(format!("{p:?} is not a share (a number, 0 or more)")),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if shares.len() > 128 {
+        return Err("more shares than llama.cpp's 128 devices".into());
+    }
+    Ok(TensorSplit(shares))
 }
 
 /// `24GiB`, `8000MiB`, `512M`, `1.5G`, a bare number of MiB.
@@ -136,18 +179,19 @@ pub struct GpuFree {
     pub total_bytes: u64,
 }
 
-/// The device with the most free memory (or the one `--gpu` names), for the
-/// fit line. NVML only: nothing else is read.
-pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapshot::GpuChoice>) -> Option<GpuFree> {
+/// The GPUs with their free memory (or the one `--gpu` names), by index:
+/// llama.cpp's device order when CUDA numbers them as NVML does (identical
+/// GPUs, or CUDA_DEVICE_ORDER=PCI_BUS_ID). NVML only: nothing else is read.
+pub fn gpus_free(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapshot::GpuChoice>) -> Vec<GpuFree> {
     use crate::collect::watchdog::{Watched, DEADLINE};
     // Started on a watchdog: a driver that hangs costs the deadline, not
     // the command.
     let mut nvml = crate::collect::nvml::watched(nvml_lib, |_, _| true);
     let Watched::Fresh(sample) = nvml.sample(only.map(|choice| choice.index), Default::default(), DEADLINE) else {
-        return None;
+        return Vec::new();
     };
     let partitioned: Vec<u32> = sample.devices.iter().filter_map(|d| d.parent).collect();
-    sample
+    let mut gpus: Vec<GpuFree> = sample
         .devices
         .into_iter()
         .filter(|d| only.is_none_or(|choice| choice.matches(d)) && !partitioned.contains(&d.index))
@@ -159,14 +203,19 @@ pub fn roomiest_gpu(nvml_lib: Option<&std::path::Path>, only: Option<crate::snap
                 total_bytes: d.memory_total_bytes?,
             })
         })
-        .max_by_key(|g| g.free_bytes)
+        .collect();
+    gpus.sort_by_key(|g| g.index);
+    gpus
 }
 
 /// Rewrites llama.cpp's single-dash multi-letter options (`-np 4`, `-ctk
 /// q8_0`, `-ngl 99`, `-fa`, `-kvu`, `-ub 512`) into the long options clap
 /// parses. Other arguments pass unchanged.
 pub fn llama_cpp_spellings<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
-    const SPELLINGS: [(&str, &str); 10] = [
+    const SPELLINGS: [(&str, &str); 13] = [
+        ("-ts", "--tensor-split"),
+        ("-sm", "--split-mode"),
+        ("-mg", "--main-gpu"),
         ("-nkvo", "--no-kv-offload"),
         ("-ot", "--override-tensor"),
         ("-b", "--batch"),
@@ -211,6 +260,48 @@ impl ModelArgs {
             FlashAttn::Off => gguf::FlashAttn::Off,
             FlashAttn::Auto => gguf::FlashAttn::Auto,
         }
+    }
+
+    /// The split over `gpus` (in index order) that `-sm`, `-ts`, `-mg`,
+    /// `-nkvo` and `-ot` say; llama.cpp's default weighs each GPU by its
+    /// free memory. `-ts` with more shares than GPUs, or `-mg` past the
+    /// last GPU, are errors, as in llama.cpp.
+    pub fn split(&self, gpus: &[GpuFree]) -> anyhow::Result<gguf::Split> {
+        let weights = match &self.tensor_split {
+            Some(TensorSplit(shares)) if shares.len() > gpus.len() => anyhow::bail!(
+                "--tensor-split gives {} shares for {} GPU(s) found",
+                shares.len(),
+                gpus.len()
+            ),
+            // llama.cpp reads missing shares as 0; all 0 is its default.
+            Some(TensorSplit(shares)) if shares.iter().any(|&s| s > 0.0) => {
+                (0..gpus.len()).map(|i| shares.get(i).copied().unwrap_or(0.0)).collect()
+            }
+            _ => gpus.iter().map(|g| g.free_bytes as f64).collect(),
+        };
+        if !gpus.is_empty() && self.main_gpu >= gpus.len() {
+            anyhow::bail!(
+                "--main-gpu {}: invalid, {} GPU(s) found (llama.cpp: invalid value for main_gpu)",
+                self.main_gpu,
+                gpus.len()
+            );
+        }
+        Ok(gguf::Split {
+            mode: self.split_mode,
+            weights,
+            ids: gpus.iter().map(|g| g.index).collect(),
+            main_gpu: self.main_gpu,
+            no_kv_offload: self.no_kv_offload,
+            host_pattern: self.override_tensor.clone(),
+        })
+    }
+
+    /// `-ts` came with a share above 0 (llama.cpp's fit then leaves the
+    /// layers alone).
+    pub fn tensor_split_given(&self) -> bool {
+        self.tensor_split
+            .as_ref()
+            .is_some_and(|TensorSplit(s)| s.iter().any(|&v| v > 0.0))
     }
 
     /// `--backend`, else the kind of device found: NVML finds NVIDIA GPUs.

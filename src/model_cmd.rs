@@ -16,55 +16,91 @@ const KIB: f64 = 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-/// Runs `gputaskman model`. `gpu` is the device with the most free memory
-/// when one was found. A file that cannot be read is an error whose message
-/// names the file and the byte offset; settings llama.cpp would refuse are
-/// errors too; a model the math cannot size prints its info with the KV
-/// cache unknown.
-pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dyn Write) -> Result<()> {
-    if gpu_asked && gpu.is_none() {
+/// `--fit`'s "does not fit": exit status 1 (src/main.rs), apart from the
+/// errors (2) of a file that cannot be read or a GPU that is not there.
+#[derive(Debug)]
+pub struct DoesNotFit;
+
+impl std::fmt::Display for DoesNotFit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("does not fit at these settings (see the fit lines for what would)")
+    }
+}
+
+impl std::error::Error for DoesNotFit {}
+
+/// Runs `gputaskman model`. `gpus` are the GPUs found (by index), the one
+/// `--gpu` names when it was given. A file that cannot be read is an error
+/// whose message names the file and the byte offset; settings llama.cpp
+/// would refuse are errors too; a model the math cannot size prints its
+/// info with the KV cache unknown.
+pub fn run(args: &ModelArgs, gpus: Vec<GpuFree>, gpu_asked: bool, out: &mut dyn Write) -> Result<()> {
+    if gpu_asked && gpus.is_empty() {
         anyhow::bail!("the GPU --gpu names is not on this machine (or NVML did not answer)");
     }
+    let roomiest = gpus.iter().max_by_key(|g| g.free_bytes).cloned();
     let batch = gguf::BatchSettings {
-        backend: args.backend(gpu.as_ref()),
+        backend: args.backend(roomiest.as_ref()),
         n_batch: args.batch,
         ..gguf::BatchSettings::default()
     };
     if args.file.is_dir() {
-        return crate::model_dir::run(args, &batch, gpu.as_ref(), out);
+        return crate::model_dir::run(args, &batch, &gpus, out);
     }
     let model = gguf::open(&args.file)?;
+    // `-fa auto` becomes what the backend's rule says, for every figure below.
+    let auto_flash = (args.flash_attn == crate::model_args::FlashAttn::Auto)
+        .then(|| gguf::resolve_auto(&model, batch.backend, args.cache_type_k, args.cache_type_v));
+    let resolved;
+    let args = match &auto_flash {
+        Some(a) => {
+            let mut r = args.clone();
+            r.flash_attn = if a.on {
+                crate::model_args::FlashAttn::On
+            } else {
+                crate::model_args::FlashAttn::Off
+            };
+            resolved = r;
+            &resolved
+        }
+        None => args,
+    };
     let settings = args.kv_settings();
     let (estimate, unavailable) = match gguf::estimate(&model, &settings) {
         Ok(e) => (Some(e), None),
         Err(EstimateError::Settings(msg)) => anyhow::bail!("{}: {msg}", args.file.display()),
         Err(EstimateError::Model(reason)) => (None, Some(reason)),
     };
-    let fit = match (&gpu, &estimate) {
-        (Some(g), Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
-        _ => None,
-    };
-    let placed = match &estimate {
-        Some(e) => {
-            let launch = crate::model_devices::Launch {
-                kv: &settings,
-                flash: args.flash(),
-                batch: &batch,
-                no_kv_offload: args.no_kv_offload,
-                override_pattern: Ok(args.override_tensor.as_deref()),
-                gpu_index: gpu.as_ref().map(|g| g.index),
-            };
-            Some(crate::model_devices::estimate_devices(&model, e, &launch)?)
-        }
+    let compute = match estimate {
+        Some(_) => Some(gguf::compute(&model, &settings, args.flash(), &batch)?),
         None => None,
     };
-    let (compute, devices) = match placed {
-        Some((c, d)) => (Some(c), d),
-        None => (None, Vec::new()),
+    let split = split_for(args, &gpus, batch.backend)?;
+    let placed = match &compute {
+        Some(c) if c.backend != gguf::Backend::Cpu => Some(gguf::place(&model, &settings, c, &split)?),
+        _ => None,
     };
-    let device_fit = match (&estimate, args.fit) {
-        (Some(_), true) => Some(device_fit(&model, args, &settings, &batch, gpu.as_ref())?),
-        (None, true) => anyhow::bail!(
+    let mut devices = match (&estimate, &compute, &placed) {
+        (_, Some(c), Some(p)) => crate::model_devices::placed(p, c, &gpus),
+        (Some(e), Some(c), None) => crate::model_devices::devices(e, c, None, Default::default()),
+        _ => Vec::new(),
+    };
+    let projector = match &args.mmproj {
+        Some(path) => Some(projector(path, args, &devices)?),
+        None => None,
+    };
+    if let Some(p) = &projector {
+        crate::model_devices::add_projector(&mut devices, p);
+    }
+    // One GPU: the weights-and-KV line against it; several: every GPU the
+    // split uses is checked, with the compute buffers.
+    let fit = match (&gpus[..], &estimate) {
+        ([g], Some(_)) => Some(gguf::fit(&model, &settings, g.free_bytes)?),
+        _ => None,
+    };
+    let device_fit = match (&estimate, args.fit || (gpus.len() > 1 && placed.is_some())) {
+        (Some(_), true) => Some(device_fit(&model, args, &settings, &batch, &split, &gpus)?),
+        (None, true) if args.fit => anyhow::bail!(
             "{}: --fit needs the KV estimate: {}",
             args.file.display(),
             unavailable.unwrap_or_default()
@@ -78,8 +114,11 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dy
         compute: compute.as_ref(),
         device_fit: device_fit.as_ref(),
         devices: &devices,
+        placed: placed.as_ref(),
+        projector: projector.as_ref(),
+        auto_flash: auto_flash.as_ref(),
         unavailable: unavailable.as_deref(),
-        gpu: gpu.as_ref(),
+        gpu: if gpus.len() == 1 { gpus.first() } else { None },
         fit: fit.as_ref(),
     };
     if args.json {
@@ -88,36 +127,74 @@ pub fn run(args: &ModelArgs, gpu: Option<GpuFree>, gpu_asked: bool, out: &mut dy
     } else {
         report.text(out)?;
     }
-    if let Some(f) = &device_fit {
-        match f.fits {
-            Some(true) => {}
-            Some(false) => anyhow::bail!("does not fit at these settings (see the fit line for what would)"),
-            None => anyhow::bail!("whether it fits is unknown: a part of the device's estimate is unknown"),
-        }
+    match device_fit.as_ref().filter(|_| args.fit).map(|f| f.fits) {
+        Some(Some(false)) => Err(DoesNotFit.into()),
+        Some(None) => anyhow::bail!("whether it fits is unknown: a part of a GPU's estimate is unknown"),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
-/// `--fit`: the device's free memory (`--vram`, else the GPU found) less
+/// The projector of `--mmproj` and the device clip.cpp loads it on: the
+/// first GPU row, else (CPU backend, `--no-mmproj-offload`) the host.
+fn projector(
+    path: &std::path::Path,
+    args: &ModelArgs,
+    rows: &[crate::model_devices::Device],
+) -> Result<crate::model_devices::Projector> {
+    use crate::model_devices::DeviceId;
+    let file = gguf::open(path)?;
+    let first_gpu = rows.iter().map(|d| d.device).find(|d| matches!(d, DeviceId::Gpu(_)));
+    Ok(crate::model_devices::Projector {
+        path: path.display().to_string(),
+        device: match first_gpu {
+            Some(gpu) if !args.no_mmproj_offload => gpu,
+            _ => DeviceId::Host,
+        },
+        weights_bytes: file.info().weights_bytes,
+        compute_bytes: None,
+    })
+}
+
+/// The split over the GPUs found; on a GPU backend with none found (an
+/// estimate for another machine), one stand-in GPU 0.
+fn split_for(args: &ModelArgs, gpus: &[GpuFree], backend: gguf::Backend) -> Result<gguf::Split> {
+    let mut split = args.split(gpus)?;
+    if gpus.is_empty() && backend != gguf::Backend::Cpu {
+        split.weights = vec![1.0];
+        split.ids = vec![0];
+        split.main_gpu = 0;
+    }
+    Ok(split)
+}
+
+/// `--fit`: every GPU's free memory (`--vram` for each, else as found) less
 /// the margin, on a GPU backend.
 fn device_fit(
     model: &Model,
     args: &ModelArgs,
     settings: &KvSettings,
     batch: &gguf::BatchSettings,
-    gpu: Option<&GpuFree>,
+    split: &gguf::Split,
+    gpus: &[GpuFree],
 ) -> Result<gguf::DeviceFit> {
     if batch.backend == gguf::Backend::Cpu {
         anyhow::bail!("--fit answers for a GPU: give --backend cuda, vulkan or metal");
     }
-    let free = match (args.vram, gpu) {
-        (Some(v), _) => v,
-        (None, Some(g)) => g.free_bytes,
-        (None, None) => anyhow::bail!("--fit: no GPU found to read free memory from; give --vram SIZE"),
+    let free: Vec<u64> = match (args.vram, gpus) {
+        (Some(v), _) => vec![v; split.weights.len()],
+        (None, []) => anyhow::bail!("--fit: no GPU found to read free memory from; give --vram SIZE"),
+        (None, _) => gpus.iter().map(|g| g.free_bytes).collect(),
     };
-    let margin = args.fit_target.saturating_mul(1 << 20);
-    gguf::fit_device(model, settings, args.flash(), batch, free, margin)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))
+    let query = gguf::FitQuery {
+        kv: settings,
+        fa: args.flash(),
+        batch,
+        split,
+        free_bytes: &free,
+        margin_bytes: args.fit_target.saturating_mul(1 << 20),
+        tensor_split_given: args.tensor_split_given(),
+    };
+    gguf::fit_device(model, &query).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))
 }
 
 struct Report<'a> {
@@ -126,6 +203,10 @@ struct Report<'a> {
     estimate: Option<&'a Estimate>,
     compute: Option<&'a gguf::ComputeEstimate>,
     devices: &'a [crate::model_devices::Device],
+    placed: Option<&'a gguf::Placed>,
+    projector: Option<&'a crate::model_devices::Projector>,
+    /// What `-fa auto` became, when it was auto.
+    auto_flash: Option<&'a gguf::AutoFlash>,
     unavailable: Option<&'a str>,
     gpu: Option<&'a GpuFree>,
     fit: Option<&'a Fit>,
@@ -162,7 +243,22 @@ struct Json<'a> {
     /// What the devices need, summed; null when a part is unknown.
     total_bytes: Option<u64>,
     compute: Option<&'a gguf::ComputeEstimate>,
+    /// `-sm`, and whether llama.cpp runs the GPUs as a pipeline (its
+    /// input copies are not in the compute figures); null on the CPU.
+    split_mode: Option<gguf::SplitMode>,
+    pipeline_parallel: Option<bool>,
+    mmproj: Option<&'a crate::model_devices::Projector>,
+    /// `-fa auto` resolved for the backend: on, whether the backend's rule
+    /// was checked, why; null when -fa was on or off.
+    flash_attn_auto: Option<AutoFlashJson<'a>>,
     devices: &'a [crate::model_devices::Device],
+}
+
+#[derive(Serialize)]
+struct AutoFlashJson<'a> {
+    on: bool,
+    checked: bool,
+    why: &'a str,
 }
 
 /// `fit`: the weights-and-KV check against the roomiest GPU, or with
@@ -235,6 +331,14 @@ impl Report<'_> {
             output_bytes: crate::model_devices::sum(self.devices, |d| d.output_bytes),
             total_bytes: crate::model_devices::sum(self.devices, |d| d.total_bytes),
             compute: self.compute,
+            split_mode: self.placed.map(|_| self.args.split_mode),
+            pipeline_parallel: self.placed.map(|p| p.pipeline_parallel),
+            mmproj: self.projector,
+            flash_attn_auto: self.auto_flash.map(|a| AutoFlashJson {
+                on: a.on,
+                checked: a.checked,
+                why: &a.why,
+            }),
             devices: self.devices,
         }
     }
@@ -299,8 +403,34 @@ impl Report<'_> {
         if let Some(c) = self.compute {
             crate::model_devices::text(out, c, self.devices)?;
         }
+        if let Some(a) = self.auto_flash {
+            writeln!(
+                out,
+                "  flash attention auto -> {}: {}",
+                if a.on { "on" } else { "off" },
+                a.why
+            )?;
+        }
+        if let Some(p) = self.projector {
+            let on = match p.device {
+                crate::model_devices::DeviceId::Gpu(i) => format!("GPU {i}"),
+                crate::model_devices::DeviceId::Host => "host".to_string(),
+            };
+            let line = format!(
+                "  projector {}: {} of weights on {on}; its compute buffer is not estimated, so that row's compute and total are n/a",
+                p.path,
+                p.weights_bytes.map_or_else(|| "n/a".into(), size)
+            );
+            writeln!(out, "{}", safe(&line))?;
+        }
+        if self.placed.is_some_and(|p| p.pipeline_parallel) {
+            writeln!(
+                out,
+                "  pipeline parallel across the GPUs: llama.cpp keeps 4 copies of each GPU's graph inputs, not in these compute figures"
+            )?;
+        }
         if let Some(f) = self.device_fit {
-            writeln!(out, "{}", device_fit_line(f))?;
+            device_fit_text(out, f)?;
         }
         if let (Some(gpu), Some(fit)) = (self.gpu, self.fit) {
             row(
@@ -431,9 +561,10 @@ fn fit_line(fit: &Fit) -> String {
     )
 }
 
-/// `--fit`'s answer in one line.
-fn device_fit_line(f: &gguf::DeviceFit) -> String {
-    let verdict = match f.fits {
+/// `--fit`'s answer: the verdict naming the GPU that decides, a line per
+/// GPU when there are several, and what llama.cpp's own --fit would do.
+fn device_fit_text(out: &mut dyn Write, f: &gguf::DeviceFit) -> std::io::Result<()> {
+    let verdict = |fits: Option<bool>| match fits {
         Some(true) => "yes",
         Some(false) => "no",
         None => "unknown",
@@ -443,14 +574,34 @@ fn device_fit_line(f: &gguf::DeviceFit) -> String {
         Some(0) => "none with these layers".to_string(),
         Some(c) => c.to_string(),
     };
-    format!(
-        "fit             {verdict}: needs {} of {} free less a {} margin (weights, KV and compute on the GPU; its driver context not included); largest context that fits: {context}; slots {}; -ngl {}",
+    let parallel = match f.parallel {
+        None => "n/a".to_string(),
+        Some(0) => "none".to_string(),
+        Some(p) => p.to_string(),
+    };
+    let which = f.gpu.map_or_else(String::new, |g| format!(" on GPU {g}"));
+    writeln!(
+        out,
+        "fit             {}: needs {} of {} free{which} less a {} margin (weights, KV and compute on the GPU; its driver context not included); largest context that fits: {context}; slots at this context: {parallel}; -ngl {}",
+        verdict(f.fits),
         f.needed_bytes.map_or_else(|| "n/a".into(), size),
         size(f.free_bytes),
         size(f.margin_bytes),
-        f.parallel,
         opt(f.gpu_layers),
-    )
+    )?;
+    if f.gpus.len() > 1 {
+        for g in &f.gpus {
+            writeln!(
+                out,
+                "  GPU {:<10}{}: needs {} of {} free",
+                g.gpu,
+                verdict(g.fits),
+                g.needed_bytes.map_or_else(|| "n/a".into(), size),
+                size(g.free_bytes)
+            )?;
+        }
+    }
+    writeln!(out, "llama.cpp --fit {}", f.llama_cpp.says)
 }
 
 /// `12.00 MiB (4096 cells, 3 layers, 4/1 seqs), K (f16): 6.00 MiB, V (f16): 6.00 MiB`

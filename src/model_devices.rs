@@ -9,6 +9,8 @@ use gguf::{Backend, BatchSettings, ComputeEstimate, Estimate, EstimateError, Fla
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::view::safe_text::safe;
+
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// `"host"` or a GPU's index.
@@ -62,6 +64,11 @@ impl JsonSchema for DeviceId {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Device {
     pub device: DeviceId,
+    /// The GPU's name as NVML reports it; null for the host or when no GPU
+    /// was found.
+    pub name: Option<String>,
+    /// Layers it holds (the output layer counting as one); null for the host.
+    pub layers: Option<u32>,
     pub weights_bytes: Option<u64>,
     pub kv_bytes: u64,
     pub recurrent_state_bytes: Option<u64>,
@@ -89,6 +96,8 @@ fn device(
         .and_then(|b| b.checked_add(output?));
     Device {
         device: id,
+        name: None,
+        layers: None,
         weights_bytes: side.weights_bytes,
         kv_bytes: side.kv_bytes,
         recurrent_state_bytes: side.recurrent_state_bytes,
@@ -125,25 +134,44 @@ pub struct Launch<'a> {
     pub gpu_index: Option<u32>,
 }
 
-/// The one path from a model file and its launch to the compute estimate
-/// and the per-device rows: `gputaskman model` and a discovered server
-/// (src/models/estimate.rs) both come here, so they place the same bytes.
+/// A discovered server's compute estimate and per-device rows, from its
+/// model file and launch: on a GPU backend through the same
+/// [`gguf::place`] as `gputaskman model` (one GPU, layer split), so the two
+/// place the same bytes; an `-ot` that is not modelled keeps the split of
+/// [`devices`] with the moved bytes unknown.
 pub fn estimate_devices(
     model: &gguf::Model,
     e: &Estimate,
     launch: &Launch,
 ) -> Result<(ComputeEstimate, Vec<Device>), EstimateError> {
     let c = gguf::compute(model, launch.kv, launch.flash, launch.batch)?;
-    let host_override_bytes = match launch.override_pattern {
-        Ok(Some(p)) => gguf::gpu_bytes_matching(model, launch.kv.n_gpu_layers, p)?,
-        Ok(None) => Some(0),
-        Err(()) => None,
+    let gpu = launch.gpu_index.unwrap_or(0);
+    let rows = match launch.override_pattern {
+        Ok(pattern) if c.backend != Backend::Cpu => {
+            let split = gguf::Split {
+                mode: gguf::SplitMode::Layer,
+                weights: vec![1.0],
+                ids: vec![gpu],
+                main_gpu: 0,
+                no_kv_offload: launch.no_kv_offload,
+                host_pattern: pattern.map(str::to_string),
+            };
+            let mut rows = placed(&gguf::place(model, launch.kv, &c, &split)?, &c, &[]);
+            for row in &mut rows {
+                if let DeviceId::Gpu(_) = row.device {
+                    row.device = DeviceId::Gpu(gpu);
+                }
+            }
+            rows
+        }
+        _ => {
+            let place = HostPlacement {
+                no_kv_offload: launch.no_kv_offload,
+                host_override_bytes: launch.override_pattern.ok().map(|_| 0),
+            };
+            devices(e, &c, launch.gpu_index, place)
+        }
     };
-    let place = HostPlacement {
-        no_kv_offload: launch.no_kv_offload,
-        host_override_bytes,
-    };
-    let rows = devices(e, &c, launch.gpu_index, place);
     Ok((c, rows))
 }
 
@@ -181,29 +209,12 @@ pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>, place:
         };
         return vec![device(DeviceId::Host, &all, c.compute_bytes, c.output_bytes, Some(0))];
     }
-    // With no layer offloaded llama.cpp still reserves a device compute
-    // buffer (large batches are offloaded op by op), whose size is not
-    // modelled: unknown.
-    let mut gpu_compute = if e.offload.n_gpu_layers == 0 {
-        None
-    } else {
-        c.compute_bytes
-    };
-    let mut host_compute = c.host_compute_bytes;
+    let gpu_compute = gguf::placement::gpu_compute(c, e.offload.n_gpu_layers, true, place.no_kv_offload);
+    let host_compute = gguf::placement::host_compute(c, place.no_kv_offload);
     let (mut gpu, mut host) = (e.offload.gpu.clone(), e.offload.cpu.clone());
     if place.no_kv_offload {
-        // src/llama-kv-cache.cpp puts every layer's cache on the CPU when
-        // offload_kqv is off, and the attention ops run beside it: the
-        // scores and masks move to the host buffer; the device keeps the
-        // larger of the feed-forward block and the logits, without masks.
         host.kv_bytes = host.kv_bytes.saturating_add(gpu.kv_bytes);
         gpu.kv_bytes = 0;
-        let without_masks = |b: Option<u64>| b.map(|b| b.saturating_sub(c.masks_bytes));
-        let device_side = without_masks(c.feed_forward_bytes)
-            .zip(without_masks(c.logits_bytes))
-            .map(|(f, l)| f.max(l));
-        gpu_compute = gpu_compute.and(device_side);
-        host_compute = host_compute.zip(c.attention_bytes).map(|(h, a)| h.saturating_add(a));
     }
     match place.host_override_bytes {
         Some(moved) => {
@@ -215,10 +226,68 @@ pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>, place:
             host.weights_bytes = None;
         }
     }
+    let mut gpu_row = device(DeviceId::Gpu(gpu_index.unwrap_or(0)), &gpu, gpu_compute, Some(0), None);
+    gpu_row.layers = Some(e.offload.n_gpu_layers);
     vec![
-        device(DeviceId::Gpu(gpu_index.unwrap_or(0)), &gpu, gpu_compute, Some(0), None),
+        gpu_row,
         device(DeviceId::Host, &host, host_compute, c.output_bytes, Some(0)),
     ]
+}
+
+/// The rows of a multi-GPU placement ([`gguf::place`]): one per GPU the
+/// split uses, named as NVML names it (`gpus` in the split's order; an
+/// empty list numbers them from 0), then the host with its compute buffer
+/// and the output buffer (pinned host memory, llama-context.cpp
+/// `output_reserve`).
+pub fn placed(p: &gguf::Placed, c: &ComputeEstimate, gpus: &[crate::model_args::GpuFree]) -> Vec<Device> {
+    let mut rows: Vec<Device> = p
+        .gpus
+        .iter()
+        .map(|g| {
+            let found = gpus.get(g.gpu);
+            let id = found.map_or(g.gpu as u32, |f| f.index);
+            let mut row = device(DeviceId::Gpu(id), &g.placement, g.compute_bytes, Some(0), None);
+            row.name = found.map(|f| f.name.clone());
+            row.layers = Some(g.layers);
+            row
+        })
+        .collect();
+    rows.push(device(
+        DeviceId::Host,
+        &p.host,
+        p.host_compute_bytes,
+        c.output_bytes,
+        Some(0),
+    ));
+    rows
+}
+
+/// A multimodal projector (`--mmproj`) loaded beside the model.
+/// tools/mtmd/clip.cpp puts it on the first GPU backend device (or
+/// `MTMD_BACKEND_DEVICE`), on the CPU with `--no-mmproj-offload`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Projector {
+    pub path: String,
+    pub device: DeviceId,
+    pub weights_bytes: Option<u64>,
+    /// The vision encoder's compute buffer (clip.cpp reserves it for the
+    /// largest image batch): not estimated, so null.
+    pub compute_bytes: Option<u64>,
+}
+
+/// Adds the projector to its device's row: its weights, and that row's
+/// compute (so its buffers and total) become unknown, as the projector's
+/// compute buffer is not estimated; never a figure that leaves it out.
+pub fn add_projector(rows: &mut [Device], p: &Projector) {
+    if let Some(row) = rows.iter_mut().find(|d| d.device == p.device) {
+        row.weights_bytes = row
+            .weights_bytes
+            .zip(p.weights_bytes)
+            .and_then(|(a, b)| a.checked_add(b));
+        row.compute_bytes = None;
+        row.buffers_bytes = None;
+        row.total_bytes = None;
+    }
 }
 
 /// The sum of one field over the devices; null when one is unknown.
@@ -253,14 +322,15 @@ pub fn text(out: &mut dyn Write, c: &ComputeEstimate, devices: &[Device]) -> std
     writeln!(out, "  {why}")?;
     writeln!(
         out,
-        "  {:<12}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
-        "device", "weights", "KV+state", "compute", "output", "buffers", "total"
+        "  {:<12}{:>7}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
+        "device", "layers", "weights", "KV+state", "compute", "output", "buffers", "total"
     )?;
     for d in devices {
         let name = match d.device {
             DeviceId::Gpu(i) => format!("GPU {i}"),
             DeviceId::Host => "host".to_string(),
         };
+        let layers = d.layers.map_or_else(String::new, |l| format!("{l}"));
         let kv = d.recurrent_state_bytes.and_then(|s| d.kv_bytes.checked_add(s));
         let total = match (d.total_bytes, d.driver_context_bytes) {
             (Some(t), _) => mib(Some(t)),
@@ -269,8 +339,9 @@ pub fn text(out: &mut dyn Write, c: &ComputeEstimate, devices: &[Device]) -> std
         };
         writeln!(
             out,
-            "  {:<12}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
+            "  {:<12}{:>7}{:>14}{:>14}{:>14}{:>14}{:>14}{:>14}",
             name,
+            layers,
             mib(d.weights_bytes),
             mib(kv),
             mib(d.compute_bytes),
@@ -278,6 +349,12 @@ pub fn text(out: &mut dyn Write, c: &ComputeEstimate, devices: &[Device]) -> std
             mib(d.buffers_bytes),
             total
         )?;
+    }
+    for d in devices {
+        if let (DeviceId::Gpu(i), Some(name)) = (d.device, &d.name) {
+            // NVML's names are the driver's (or a stand-in's) text.
+            writeln!(out, "  GPU {i}: {}", safe(name))?;
+        }
     }
     Ok(())
 }

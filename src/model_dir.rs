@@ -56,13 +56,32 @@ fn gguf_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn at(
+/// Whether every GPU the split uses keeps its margin; null without a GPU.
+fn fits(
     model: &gguf::Model,
     args: &ModelArgs,
-    ctx: Option<u32>,
+    kv: &KvSettings,
     batch: &BatchSettings,
-    gpu: Option<&GpuFree>,
-) -> AtContext {
+    gpus: &[GpuFree],
+) -> Option<bool> {
+    if gpus.is_empty() {
+        return None;
+    }
+    let split = args.split(gpus).ok()?;
+    let free: Vec<u64> = gpus.iter().map(|g| g.free_bytes).collect();
+    let query = gguf::FitQuery {
+        kv,
+        fa: args.flash(),
+        batch,
+        split: &split,
+        free_bytes: &free,
+        margin_bytes: args.fit_target.saturating_mul(1 << 20),
+        tensor_split_given: args.tensor_split_given(),
+    };
+    gguf::fit_device(model, &query).ok()?.fits
+}
+
+fn at(model: &gguf::Model, args: &ModelArgs, ctx: Option<u32>, batch: &BatchSettings, gpus: &[GpuFree]) -> AtContext {
     let kv = KvSettings {
         ctx,
         ..args.kv_settings()
@@ -84,12 +103,7 @@ fn at(
             .checked_add(c.host_compute_bytes?)?
             .checked_add(c.output_bytes?)
     });
-    let fits = gpu.and_then(|g| {
-        let margin = args.fit_target.saturating_mul(1 << 20);
-        gguf::fit_device(model, &kv, args.flash(), batch, g.free_bytes, margin)
-            .ok()?
-            .fits
-    });
+    let fits = fits(model, args, &kv, batch, gpus);
     AtContext {
         context: Some(e.kv.context),
         buffers_bytes: buffers,
@@ -97,7 +111,7 @@ fn at(
     }
 }
 
-fn row(path: &Path, args: &ModelArgs, batch: &BatchSettings, gpu: Option<&GpuFree>) -> Row {
+fn row(path: &Path, args: &ModelArgs, batch: &BatchSettings, gpus: &[GpuFree]) -> Row {
     let mut r = Row {
         path: path.display().to_string(),
         architecture: None,
@@ -115,21 +129,21 @@ fn row(path: &Path, args: &ModelArgs, batch: &BatchSettings, gpu: Option<&GpuFre
         Ok(m) => {
             r.architecture = m.info().architecture.clone();
             r.weights_bytes = m.info().weights_bytes;
-            r.at_training_context = at(&m, args, None, batch, gpu);
-            r.at_requested_context = args.ctx.filter(|&c| c > 0).map(|c| at(&m, args, Some(c), batch, gpu));
+            r.at_training_context = at(&m, args, None, batch, gpus);
+            r.at_requested_context = args.ctx.filter(|&c| c > 0).map(|c| at(&m, args, Some(c), batch, gpus));
         }
     }
     r
 }
 
 /// Runs `model DIR`.
-pub fn run(args: &ModelArgs, batch: &BatchSettings, gpu: Option<&GpuFree>, out: &mut dyn Write) -> Result<()> {
+pub fn run(args: &ModelArgs, batch: &BatchSettings, gpus: &[GpuFree], out: &mut dyn Write) -> Result<()> {
     let rows: Vec<Row> = gguf_files(&args.file)?
         .iter()
-        .map(|p| row(p, args, batch, gpu))
+        .map(|p| row(p, args, batch, gpus))
         .collect();
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "models": rows, "gpu": gpu }))?;
+        serde_json::to_writer_pretty(&mut *out, &serde_json::json!({ "models": rows, "gpus": gpus }))?;
         writeln!(out)?;
         return Ok(());
     }
@@ -180,7 +194,7 @@ pub fn run(args: &ModelArgs, batch: &BatchSettings, gpu: Option<&GpuFree>, out: 
     }
     writeln!(
         out,
-        "(estimated; needs = weights, KV, compute and output buffers on every device; fits = the GPU's side within its free memory less {} MiB; the driver context is not included)",
+        "(estimated; needs = weights, KV, compute and output buffers on every device; fits = every GPU's side within its free memory less {} MiB; the driver context is not included)",
         args.fit_target
     )?;
     Ok(())

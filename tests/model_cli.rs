@@ -250,8 +250,9 @@ fn gpu_split_with_n_gpu_layers() {
     assert!(t.contains("-ngl 14: 14 of 29 on the GPU (28 layers + output"), "{t}");
 }
 
+/// One GPU (`--gpu 1` of two): the weights-and-KV line against it.
 #[test]
-fn fit_against_the_freest_gpu() {
+fn fit_line_against_the_gpu_named() {
     let s = common::Scenario::new(&json!({
         "driver_version": "580.159.03",
         "devices": [
@@ -263,7 +264,7 @@ fn fit_against_the_freest_gpu() {
     }));
     let model = fixture("qwen3-0.6b-shape.gguf");
     let model = model.to_str().unwrap();
-    let j = s.json(&["model", model, "--ctx", "4096", "--json"]);
+    let j = s.json(&["model", model, "--gpu", "1", "--ctx", "4096", "--json"]);
     assert_eq!(j["gpu"]["name"], "Big GPU");
     assert_eq!(j["fit"]["free_bytes"], 512 * MIB);
     // 448 MiB of KV + 256 bytes of weights on the GPU (blk.0 norm and
@@ -272,7 +273,11 @@ fn fit_against_the_freest_gpu() {
     assert_eq!(j["fit"]["fits"], true);
     // 112 KiB per token: 4608 tokens need 504 MiB, 4864 need 532 MiB.
     assert_eq!(j["fit"]["max_context"], 4608);
-    let out = s.command().args(["model", model, "--ctx", "8192"]).output().unwrap();
+    let out = s
+        .command()
+        .args(["model", model, "--gpu", "1", "--ctx", "8192"])
+        .output()
+        .unwrap();
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(
         t.contains(
@@ -464,7 +469,8 @@ fn real_gemma_3_270m_compute_output_and_devices() {
 
 /// `--fit` on a fake-NVML GPU with the real gemma-3-270m file: the context
 /// it answers fits within the free memory less llama.cpp's 1024 MiB margin,
-/// one step more does not (exit 1), and a GPU that is not there is an error.
+/// one step more does not (exit 1), and a GPU that is not there is an error
+/// (exit 2).
 #[test]
 fn fit_answers_the_largest_context_for_the_gpus_free_memory() {
     let Some(path) = gemma_or_skip("fit_answers_the_largest_context_for_the_gpus_free_memory") else {
@@ -483,8 +489,23 @@ fn fit_answers_the_largest_context_for_the_gpus_free_memory() {
     assert_eq!(fit["free_bytes"], 1400 * MIB);
     assert_eq!(fit["margin_bytes"], 1024 * MIB);
     assert_eq!(fit["fits"], true, "{fit:#}");
-    assert_eq!(fit["parallel"], 1);
+    assert_eq!(fit["gpu"], 0);
     assert_eq!(fit["gpu_layers"], 19, "18 layers + output");
+    // The most slots at -c 4096: that many fit, one more does not (each
+    // slot's sliding-window cache is a window and a batch of its own).
+    let parallel = fit["parallel"].as_u64().unwrap();
+    assert!(parallel > 1, "{fit:#}");
+    let with_slots = |n: u64| {
+        let out = s
+            .command()
+            .args(["model", model, "--fit", "-c", "4096", "-np", &n.to_string()])
+            .output()
+            .unwrap();
+        out.status.code()
+    };
+    assert_eq!(with_slots(parallel), Some(0));
+    assert_eq!(with_slots(parallel + 1), Some(1));
+    assert_eq!(fit["llama_cpp"]["says"], "no changes: every GPU keeps its margin");
     let context = fit["context"].as_u64().unwrap();
     assert!(context > 4096 && context % 256 == 0, "{context}");
     let budget = (1400 - 1024) * MIB;
@@ -495,15 +516,29 @@ fn fit_answers_the_largest_context_for_the_gpus_free_memory() {
             .output()
             .unwrap();
         let j: Value = serde_json::from_slice(&out.stdout).unwrap();
-        (out.status.success(), j["fit"]["needed_bytes"].as_u64().unwrap())
+        (out.status.code(), j["fit"]["needed_bytes"].as_u64().unwrap(), j)
     };
-    let (ok, needed) = at(context);
-    assert!(ok && needed <= budget, "{needed} > {budget}");
-    let (ok, needed) = at(context + 256);
-    assert!(!ok && needed > budget, "{needed} <= {budget}");
+    let (code, needed, _) = at(context);
+    assert!(code == Some(0) && needed <= budget, "{needed} > {budget}");
+    let (code, needed, j) = at(context + 256);
+    assert!(code == Some(1) && needed > budget, "{code:?}: {needed} <= {budget}");
+    // -c was given: llama.cpp's own fit keeps it and moves layers off.
+    let says = j["fit"]["llama_cpp"]["says"].as_str().unwrap();
+    assert!(
+        says.starts_with(&format!(
+            "keeps -c {} (set by you), then moves layers to the CPU: -ngl ",
+            context + 256
+        )),
+        "{says}"
+    );
+    // No -c: it would lower the context, to about the largest that fits.
+    let out = s.command().args(["model", model, "--fit", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["fit"]["llama_cpp"]["context"], context);
 
     let out = s.command().args(["model", model, "--gpu", "5"]).output().unwrap();
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--gpu"), "{out:?}");
 }
 
@@ -634,4 +669,64 @@ fn a_directory_is_a_table_of_its_models() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&t.stdout).contains("gemma.gguf"));
+}
+
+/// `-fa auto` (the default) resolves per backend: on for the CPU; on CUDA
+/// off for head sizes it has no kernel for (192 here), and said so.
+#[test]
+fn flash_attention_auto_resolves_per_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("head-192.gguf");
+    std::fs::write(
+        &path,
+        common::gguf_bytes(&[
+            ("general.architecture", common::Kv::Str(b"llama")),
+            ("llama.block_count", common::Kv::U32(4)),
+            ("llama.embedding_length", common::Kv::U32(1536)),
+            ("llama.attention.head_count", common::Kv::U32(8)),
+            ("llama.attention.head_count_kv", common::Kv::U32(8)),
+            ("llama.attention.key_length", common::Kv::U32(192)),
+            ("llama.attention.value_length", common::Kv::U32(192)),
+        ]),
+    )
+    .unwrap();
+    let run = |backend: &str| -> Value {
+        let out = gputaskman()
+            .arg("model")
+            .arg(&path)
+            .args(["-c", "4096", "--backend", backend, "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let cpu = run("cpu");
+    assert_eq!(cpu["flash_attn_auto"]["on"], true);
+    assert_eq!(cpu["kv"]["flash_attn"], true);
+    let cuda = run("cuda");
+    assert_eq!(cuda["flash_attn_auto"]["on"], false, "{:#}", cuda["flash_attn_auto"]);
+    assert_eq!(
+        cuda["flash_attn_auto"]["why"],
+        "no CUDA kernel for K/V head sizes 192/192"
+    );
+    assert_eq!(cuda["kv"]["flash_attn"], false);
+    // Asked for explicitly, it is not resolved.
+    let out = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "--backend", "cuda", "-fa", "on", "--json"])
+        .output()
+        .unwrap();
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&j["flash_attn_auto"], &j["kv"]["flash_attn"]),
+        (&Value::Null, &json!(true))
+    );
+    let t = gputaskman()
+        .arg("model")
+        .arg(&path)
+        .args(["-c", "4096", "--backend", "cuda"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&t.stdout).contains("flash attention auto -> off: no CUDA kernel"));
 }

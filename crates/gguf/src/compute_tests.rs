@@ -20,7 +20,7 @@ fn model(b: &Builder) -> Model {
 
 /// Qwen3-0.6B's shape: 28 layers, 1024 wide, 16 heads (8 KV) of 128,
 /// FFN 3072, 151936 tokens.
-fn qwen3() -> Builder {
+pub(crate) fn qwen3() -> Builder {
     Builder::default()
         .arch(
             "qwen3",

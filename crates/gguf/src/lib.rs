@@ -35,9 +35,11 @@
 pub mod compute;
 mod error;
 pub mod fit;
+pub mod flash_auto;
 mod hparams;
 pub mod memory;
 mod model;
+pub mod placement;
 mod reader;
 pub mod regular_file;
 mod split;
@@ -48,6 +50,8 @@ pub mod walk;
 #[cfg(test)]
 mod compute_tests;
 #[cfg(test)]
+mod placement_tests;
+#[cfg(test)]
 mod tests;
 /// The test writer, for the workspace's own tests (feature `testutil`).
 #[cfg(any(test, feature = "testutil"))]
@@ -55,12 +59,14 @@ pub mod testutil;
 
 pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
-pub use fit::{fit_device, DeviceFit, DEFAULT_MARGIN_BYTES};
+pub use fit::{fit_device, DeviceFit, FitQuery, GpuFit, LlamaCppFit, DEFAULT_MARGIN_BYTES};
+pub use flash_auto::{resolve_auto, AutoFlash};
 pub use memory::{
     estimate, fit, gpu_bytes_matching, max_context, CacheEstimate, CacheKind, CacheType, Estimate, EstimateError, Fit,
     KvEstimate, KvSettings, Offload, Placement,
 };
 pub use model::{is_gguf, open, open_until, Kind, Model, ModelInfo, Part, PerLayer};
+pub use placement::{place, GpuShare, Placed, Split, SplitMode};
 pub use reader::{read_header, read_header_within, Header, TensorInfo};
 pub use types::{FileType, GgmlType, TypeInfo, ValueType};
 pub use value::{

@@ -229,3 +229,13 @@ impl Builder {
         f.set_len(data_offset + data).unwrap();
     }
 }
+
+impl Builder {
+    /// Writes the model to a temporary file and opens it.
+    pub fn open(&self) -> crate::Model {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model.gguf");
+        self.write(&path);
+        crate::open(&path).expect("valid test model")
+    }
+}
