@@ -415,6 +415,8 @@ mod tests {
             buffers_bytes: None,
             driver_context_bytes: None,
             total_bytes: None,
+            layers: None,
+            name: None,
         };
         Model {
             estimate: Some(ModelEstimate {

@@ -230,6 +230,9 @@ impl Builder {
     }
 }
 
+/// The crate's own tests only: tempfile is a dev-dependency, and the
+/// `testutil` feature is built for other crates' tests without it.
+#[cfg(test)]
 impl Builder {
     /// Writes the model to a temporary file and opens it.
     pub fn open(&self) -> crate::Model {

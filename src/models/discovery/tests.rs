@@ -380,7 +380,7 @@ fn an_ollama_runner_places_its_weights_as_model_does() {
         panic!("not the model command")
     };
     let mut out = Vec::new();
-    crate::model_cmd::run(&args, None, false, &mut out).unwrap();
+    crate::model_cmd::run(&args, Vec::new(), false, &mut out).unwrap();
     let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
     // The same rows, but for the GPU's compute buffer: `model` sizes a
     // llama-server's (one logit row per slot), an Ollama runner is a

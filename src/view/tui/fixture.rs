@@ -30,6 +30,8 @@ fn estimate_devices() -> Vec<crate::model_devices::Device> {
             buffers_bytes: Some(gpu_buffers),
             driver_context_bytes: None,
             total_bytes: None,
+            layers: None,
+            name: None,
         },
         Device {
             device: DeviceId::Host,
@@ -41,6 +43,8 @@ fn estimate_devices() -> Vec<crate::model_devices::Device> {
             buffers_bytes: Some(OUTPUT),
             driver_context_bytes: Some(0),
             total_bytes: Some(OUTPUT),
+            layers: None,
+            name: None,
         },
     ]
 }
