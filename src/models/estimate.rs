@@ -43,6 +43,7 @@ pub(super) fn estimate(m: &gguf::Model, settings: &mut ModelSettings) -> Result<
         kv_bytes_without_window: without_window
             .then(|| gguf::estimate(m, &full).ok().map(|f| f.kv.bytes))
             .flatten(),
+        kv_pool_blocks: None,
     };
     Ok((estimate, u64::from(e.kv.context)))
 }

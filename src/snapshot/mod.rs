@@ -13,6 +13,7 @@ pub mod load;
 mod pairing;
 pub mod reconcile;
 pub mod reconciliation;
+pub mod runtime_report;
 
 pub use pairing::Match;
 use schemars::JsonSchema;
@@ -476,6 +477,9 @@ pub struct Model {
     pub settings: Option<ModelSettings>,
     pub estimate: Option<ModelEstimate>,
     pub reported: Option<ModelReported>,
+    /// The server's own figures of its KV pool and work (vLLM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<runtime_report::RuntimeReport>,
     /// What the runtime is doing now, as its API says; null when no API
     /// answered.
     #[serde(default)]
@@ -621,6 +625,10 @@ pub struct ModelEstimate {
     /// whole context (llama.cpp's `--swa-full`, and what calculators that
     /// ignore the window say). Null for models without sliding windows.
     pub kv_bytes_without_window: Option<u64>,
+    /// The blocks of the KV pool vLLM makes of the memory it gives the
+    /// cache (`kv_bytes`), from the per-token cost (runtimes::vllm_log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_pool_blocks: Option<u64>,
 }
 
 /// What the runtime said about itself (log lines, API): never summed.

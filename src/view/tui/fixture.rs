@@ -92,7 +92,9 @@ pub fn qwen() -> Model {
             kv_bytes_per_token: Some(114_688),
             recurrent_state_bytes: None,
             kv_bytes_without_window: None,
+            kv_pool_blocks: None,
         }),
+        runtime: None,
         activity: Some(ModelActivity {
             requests_running: Some(1),
             requests_waiting: Some(0),
