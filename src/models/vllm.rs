@@ -85,9 +85,12 @@ pub(super) fn probe(
                     }
                 });
             let cache_dtype = metrics.as_ref().and_then(|m| m.cache_dtype.as_deref());
-            let named_by_cmdline = folder
-                .as_ref()
-                .is_some_and(|f| launch.model_paths.iter().any(|p| PathBuf::from(p) == *f));
+            let named_by_cmdline = folder.as_ref().is_some_and(|f| {
+                launch
+                    .model_paths
+                    .iter()
+                    .any(|p| std::path::Path::new(p) == f.as_path())
+            });
             Served {
                 name: m.id,
                 named_by_cmdline,
