@@ -22,3 +22,8 @@ fi
 
 echo "export GPUTASKMAN_GEMMA_GGUF=$model"
 echo "export GPUTASKMAN_TEST_PYTHON=$PWD/$venv/bin/python"
+# The real vLLM (scripts/vllm-env.sh, which .ci/run runs), when installed
+# whole: tests/real_vllm.rs skips loudly without it.
+if [ -e .venv-vllm/.complete ]; then
+  echo "export GPUTASKMAN_VLLM_PYTHON=$PWD/.venv-vllm/bin/python"
+fi

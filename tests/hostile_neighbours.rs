@@ -41,8 +41,10 @@ const FORGE: &str = "\x1b]52;c;cHduZWQ=\x07\x1b]0;owned\x07\x1b[2J\r\nFORGED ROW
 const NOBODY: u32 = 65534;
 
 /// A hostile process: `sh` exec'd through a symlink named `comm` (the
-/// process's name), with `args` after sh's `-c 'read _' NAME0`, as user and
-/// group `uid` when given. It waits on its stdin and is killed when dropped.
+/// process's name) with `argv[0]` NAME0 (a runtime's name makes it one:
+/// the words after a program that is no loader name no runtime), `args`
+/// after sh's `-c 'read _'`, as user and group `uid` when given. It waits
+/// on its stdin and is killed when dropped.
 struct Hostile {
     child: Child,
 }
@@ -55,7 +57,8 @@ impl Hostile {
             std::os::unix::fs::symlink("/bin/sh", &exe).unwrap();
         }
         let mut cmd = Command::new(&exe);
-        cmd.args(["-c", "read _", name0])
+        cmd.arg0(name0)
+            .args(["-c", "read _"])
             .args(args)
             .current_dir(dir)
             .stdin(Stdio::piped());

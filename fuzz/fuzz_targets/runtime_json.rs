@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
             if let Ok(config) = vllm::parse_hf_config(body) {
                 let _ = (config.kv_heads(), config.head_dim());
                 for dtype in [None, Some("auto"), Some("fp8"), Some("bfloat16")] {
-                    let _ = vllm::kv_bytes_per_token(&config, dtype);
+                    let _ = vllm::kv_bytes_per_token(&config, dtype, dtype);
                 }
             }
         }

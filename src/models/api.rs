@@ -4,7 +4,7 @@
 //! `/slots`, `/metrics`) for [`LIVE_INTERVAL`], with the token rates
 //! between two samples of its counters.
 
-use super::access::{Access, Want};
+use super::access::Access;
 use super::budget::ByteBudget;
 use super::cmdline::LaunchSettings;
 use super::hf_folder;
@@ -13,6 +13,7 @@ use super::probe::{self, Prober};
 use super::round::{ProcessKey, Round};
 use super::runtimes::{self, llamacpp::ServerState};
 use super::sockets;
+use super::vllm;
 use crate::procs::ProcInfo;
 use crate::snapshot::{ModelReported, NameSource};
 use std::collections::HashMap;
@@ -54,9 +55,8 @@ pub(super) struct ApiModel {
     pub(super) architecture: Option<String>,
     pub(super) file_type: Option<String>,
     pub(super) context: Option<u64>,
-    /// Estimated from the model folder's safetensors headers (vLLM).
-    pub(super) weights_bytes: Option<u64>,
-    pub(super) kv_bytes_per_token: Option<u64>,
+    /// What a vLLM server serves (its model is described by super::vllm).
+    pub(super) vllm: Option<Box<vllm::Served>>,
     pub(super) reported: Option<ModelReported>,
     /// What the runtime says the model is doing (Ollama: when it unloads).
     pub(super) activity: Option<crate::snapshot::ModelActivity>,
@@ -151,6 +151,14 @@ impl ApiAnswer {
     }
 }
 
+/// vLLM's engine core and its workers, renamed by setproctitle
+/// (vllm/utils `bind_process_name`: `VLLM::EngineCore`, `VLLM::Worker_TP0`;
+/// the kernel keeps 15 bytes of it as the name). Their API server, the
+/// parent, answers for the model.
+pub(super) fn is_vllm_engine(name: &str) -> bool {
+    name.starts_with("VLLM::")
+}
+
 /// The runtime APIs gputaskman knows.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Api {
@@ -161,18 +169,31 @@ pub(super) enum Api {
 }
 
 impl Api {
-    /// The API to ask, from the runtimes found in the process; llama.cpp's
-    /// server (and servers built on it) otherwise.
-    pub(super) fn for_runtimes(runtimes: &[String]) -> Api {
-        let has = |r: &str| runtimes.iter().any(|x| x == r);
+    /// The API to ask a process, from the runtimes found in it; None for a
+    /// process that is none of these servers (a PyTorch trainer, vLLM's
+    /// engine core and workers, whose ports are its own ZMQ sockets): its
+    /// ports are not probed as another runtime's.
+    pub(super) fn for_process(info: &ProcInfo, launch: &LaunchSettings) -> Option<Api> {
+        let has = |r: &str| info.runtimes.iter().any(|x| x == r);
         if has("ollama") {
-            Api::Ollama
+            Some(Api::Ollama)
         } else if has("lm-studio") {
-            Api::LmStudio
+            Some(Api::LmStudio)
+        } else if is_vllm_engine(&info.name) {
+            None
         } else if has("vllm") {
-            Api::Vllm
+            Some(Api::Vllm)
+        } else if ["llama.cpp", "ggml", "koboldcpp"].iter().any(|r| has(r))
+            || launch
+                .model_paths
+                .iter()
+                .any(|p| p.to_ascii_lowercase().ends_with(".gguf"))
+        {
+            // llama.cpp's server and those built on it (llama-cpp-python,
+            // koboldcpp), known by library, name, mapped or named GGUF.
+            Some(Api::LlamaCpp)
         } else {
-            Api::LlamaCpp
+            None
         }
     }
 
@@ -247,7 +268,9 @@ impl Apis {
     }
 
     fn probe(&self, info: &ProcInfo, launch: &LaunchSettings, round: &Round, access: &Access) -> ApiAnswer {
-        let api = Api::for_runtimes(&info.runtimes);
+        let Some(api) = Api::for_process(info, launch) else {
+            return ApiAnswer::default();
+        };
         let mut answer = ApiAnswer {
             // What Ollama has pulled, by tag: `ollama serve` lists it, and
             // a runner's blob is named by it.
@@ -307,8 +330,20 @@ impl Apis {
                         probe: &ByteBudget::new("this probe", PROBE_BYTES),
                         round: &round.bytes,
                     };
-                    self.probe_vllm(addr, key, access, &budgets, &mut answer.notes)
-                        .map(|models| answer.models = models)
+                    let vllm_launch = vllm::Launch {
+                        api_key: key,
+                        dtype: launch.dtype.as_deref(),
+                        model_paths: &launch.model_paths,
+                    };
+                    vllm::probe(&self.prober, addr, &vllm_launch, (access, &budgets), &mut answer.notes).map(|served| {
+                        answer.models = served
+                            .into_iter()
+                            .map(|s| ApiModel {
+                                vllm: Some(Box::new(s)),
+                                ..ApiModel::default()
+                            })
+                            .collect()
+                    })
                 }
             };
             match result {
@@ -374,8 +409,7 @@ impl Apis {
                 architecture: m.family.clone(),
                 file_type: m.quantization_level.clone(),
                 context: m.context_length,
-                weights_bytes: None,
-                kv_bytes_per_token: None,
+                vllm: None,
                 reported: Some(ModelReported {
                     total_bytes: m.size,
                     device_bytes: m.size_vram,
@@ -415,84 +449,6 @@ impl Apis {
                 file_type: m.quantization,
                 context: m.loaded_context_length,
                 ..ApiModel::default()
-            })
-            .collect())
-    }
-
-    /// vLLM: /v1/models names the model (a Hugging Face id or folder);
-    /// config.json in that folder gives the KV cost per token, and /metrics
-    /// the KV capacity vLLM reserved, in blocks.
-    fn probe_vllm(
-        &self,
-        addr: SocketAddr,
-        key: Option<&str>,
-        access: &Access,
-        budgets: &hf_folder::Budgets,
-        notes: &mut Vec<String>,
-    ) -> Result<Vec<ApiModel>, String> {
-        use runtimes::vllm;
-        let models = vllm::parse_models(&self.prober.get(addr, "/v1/models", key)?)?;
-        let metrics = self
-            .prober
-            .get(addr, "/metrics", key)
-            .and_then(|b| vllm::parse_metrics(&String::from_utf8_lossy(&b)))
-            .ok();
-        Ok(models
-            .into_iter()
-            .map(|m| {
-                // A repository id is no folder here; a folder the process
-                // could not list itself is not read for it.
-                let folder = m
-                    .root
-                    .as_deref()
-                    .or(m.id.as_deref())
-                    .map(PathBuf::from)
-                    .filter(|p| p.is_absolute() && p.is_dir())
-                    .filter(|p| match access.check(p, Want::List) {
-                        Ok(()) => true,
-                        Err(why) => {
-                            notes.push(format!("{}: {why}", p.display()));
-                            false
-                        }
-                    });
-                let config = folder
-                    .as_ref()
-                    .and_then(|f| hf_folder::config(f, access, budgets, notes));
-                let weights =
-                    folder
-                        .as_deref()
-                        .and_then(|f| match hf_folder::safetensors_weights(f, access, budgets) {
-                            Ok(weights) => weights,
-                            Err(why) => {
-                                notes.push(why);
-                                None
-                            }
-                        });
-                let dtype = metrics.as_ref().and_then(|m| m.cache_dtype.as_deref());
-                let per_token = config.as_ref().and_then(|c| vllm::kv_bytes_per_token(c, dtype));
-                let capacity = metrics.as_ref().and_then(|m| m.kv_capacity_tokens());
-                ApiModel {
-                    path: None,
-                    name: m.id,
-                    name_source: Some(NameSource::Api),
-                    architecture: None,
-                    file_type: None,
-                    context: m.max_model_len,
-                    weights_bytes: weights,
-                    kv_bytes_per_token: per_token,
-                    reported: capacity.map(|tokens| ModelReported {
-                        kv_bytes: per_token.and_then(|p| p.checked_mul(tokens)),
-                        source: format!("api:/metrics ({tokens} KV tokens reserved)"),
-                        ..ModelReported::default()
-                    }),
-                    activity: metrics.as_ref().map(|m| crate::snapshot::ModelActivity {
-                        requests_running: m.requests_running,
-                        requests_waiting: m.requests_waiting,
-                        kv_cache_used_ratio: m.kv_cache_usage,
-                        source: "api:/metrics".into(),
-                        ..Default::default()
-                    }),
-                }
             })
             .collect())
     }

@@ -75,6 +75,10 @@ pub struct LaunchSettings {
     pub gpu_memory_utilization: Option<f64>,
     /// vLLM `--tensor-parallel-size`.
     pub tensor_parallel: Option<u32>,
+    /// vLLM `--dtype`: the dtype the weights and activations run in
+    /// (`auto`, `float32`, `bfloat16`, `half`), which its KV cache takes
+    /// too when `--kv-cache-dtype` is `auto`.
+    pub dtype: Option<String>,
 }
 
 impl fmt::Debug for LaunchSettings {
@@ -102,6 +106,7 @@ impl fmt::Debug for LaunchSettings {
             .field("mmap", &self.mmap)
             .field("gpu_memory_utilization", &self.gpu_memory_utilization)
             .field("tensor_parallel", &self.tensor_parallel)
+            .field("dtype", &self.dtype)
             .finish()
     }
 }
@@ -140,6 +145,8 @@ enum Flag {
     Batch,
     NoKvOffload,
     OverrideTensor,
+    /// vLLM `--dtype`.
+    Dtype,
     Host,
     Port,
     ApiKey,
@@ -244,6 +251,7 @@ const FLAGS: &[(&str, Flag)] = &[
     ("--gpu-memory-utilization", Flag::GpuMemoryUtilization),
     ("-tp", Flag::TensorParallel),
     ("--tensor-parallel-size", Flag::TensorParallel),
+    ("--dtype", Flag::Dtype),
 ];
 
 /// Reads the launch settings of an LLM runtime from its argv (`argv[0]` is
@@ -445,6 +453,7 @@ fn apply(settings: &mut LaunchSettings, flag: Flag, args: &[String], i: &mut usi
             settings.gpu_memory_utilization = value.parse().ok().filter(|f: &f64| f.is_finite() && *f > 0.0)
         }
         Flag::TensorParallel => settings.tensor_parallel = value.parse().ok(),
+        Flag::Dtype => settings.dtype = Some(value.to_string()),
         // Switches, handled above.
         Flag::KvUnified(_)
         | Flag::SwaFull
@@ -695,9 +704,12 @@ mod tests {
         assert_eq!(s.cache_type_k.as_deref(), Some("fp8"));
         assert_eq!(s.cache_type_v.as_deref(), Some("fp8"));
         assert_eq!(s.gpu_memory_utilization, Some(0.85));
+        assert_eq!(s.dtype, None);
         assert_eq!(s.tensor_parallel, Some(2));
         assert_eq!(s.model_alias.as_deref(), Some("qwen"));
         assert_eq!(s.parallel, Some(64));
+        let s = parse("vllm serve /models/tiny --dtype=float32");
+        assert_eq!(s.dtype.as_deref(), Some("float32"));
 
         let s = parse("vllm serve /models/llama --max_model_len=2K -tp 4");
         assert_eq!(s.model_paths, ["/models/llama"]);

@@ -16,8 +16,9 @@ use super::logs;
 use super::ollama_folder::{self, Installed};
 use super::round::{Listening, ProcessKey, Round, RoundCache};
 use super::settings::resolve_settings;
+use super::vllm;
 use crate::procs::ProcInfo;
-use crate::snapshot::{Model, ModelEstimate, NameSource, SettingSource};
+use crate::snapshot::{Model, NameSource, SettingSource};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -353,7 +354,7 @@ impl Discovery {
                 model
             })
             .collect();
-        models.extend(models_without_file(&answer));
+        models.extend(models_without_file(&answer, log.as_ref()));
         if launch.model_paths.is_empty() {
             // What Ollama has pulled but not loaded: named, never confirmed.
             let installed = self.not_loaded(&answer, &models, round);
@@ -518,26 +519,26 @@ impl Discovery {
 }
 
 /// The models an API names without a file here (Ollama names whose blob is
-/// elsewhere, vLLM repositories, LM Studio ids).
-fn models_without_file(answer: &ApiAnswer) -> Vec<Model> {
+/// elsewhere, LM Studio ids), and what vLLM serves (a folder here, or a
+/// repository id), with what its log says.
+fn models_without_file(answer: &ApiAnswer, log: Option<&(String, logs::LogReport)>) -> Vec<Model> {
     let api_only = answer.models.iter().filter(|m| m.path.is_none());
+    let vllm_log = log.and_then(|(source, report)| Some((source.as_str(), report.vllm.as_ref()?)));
     api_only
-        .map(|api| Model {
-            name: api.name.clone(),
-            name_source: api.name.as_ref().and(api.name_source),
-            architecture: api.architecture.clone(),
-            file_type: api.file_type.clone(),
-            evidence: vec![Evidence::Api.as_str().into()],
-            context: api.context,
-            server_url: answer.server_url.clone(),
-            estimate: (api.kv_bytes_per_token.is_some() || api.weights_bytes.is_some()).then(|| ModelEstimate {
-                weights_bytes: api.weights_bytes,
-                kv_bytes_per_token: api.kv_bytes_per_token,
-                ..ModelEstimate::default()
-            }),
-            reported: api.reported.clone(),
-            activity: api.activity.clone(),
-            ..Model::default()
+        .map(|api| match &api.vllm {
+            Some(served) => vllm::model(served, answer.server_url.clone(), vllm_log),
+            None => Model {
+                name: api.name.clone(),
+                name_source: api.name.as_ref().and(api.name_source),
+                architecture: api.architecture.clone(),
+                file_type: api.file_type.clone(),
+                evidence: vec![Evidence::Api.as_str().into()],
+                context: api.context,
+                server_url: answer.server_url.clone(),
+                reported: api.reported.clone(),
+                activity: api.activity.clone(),
+                ..Model::default()
+            },
         })
         .collect()
 }

@@ -8,7 +8,7 @@
 //! word is no source.
 
 use super::access::Access;
-use super::api::{Api, ApiAnswer};
+use super::api::ApiAnswer;
 use crate::procs::ProcInfo;
 use std::path::{Path, PathBuf};
 
@@ -75,7 +75,9 @@ pub(super) fn add_api_paths(
 ) {
     // Ollama's blobs are found in its own folders, not named by the
     // process: `ollama serve` never holds them (its runners do).
-    let paths_named_by_api = !matches!(Api::for_runtimes(&info.runtimes), Api::Ollama);
+    // (Ollama is the API asked of any process it is among the runtimes of:
+    // `Api::for_process`.)
+    let paths_named_by_api = !info.runtimes.iter().any(|r| r == "ollama");
     for path in answer.models.iter().filter_map(|m| m.path.as_deref()) {
         // A server in a container names the file as its mount namespace
         // sees it; the same file name among what we found is that file.

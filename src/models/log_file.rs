@@ -54,7 +54,7 @@ pub(super) fn read_log(
         {
             Ok(text) => {
                 let report = logs::parse_log(&text);
-                if !report.buffers.is_empty() || !report.kv_caches.is_empty() || !report.ollama_memory.is_empty() {
+                if !report.is_empty() {
                     return Some((path.display().to_string(), report));
                 }
             }
@@ -63,8 +63,7 @@ pub(super) fn read_log(
     }
     let (source, text) = log_sources::elsewhere(root, info.pid, info.ppid, notes)?;
     let report = logs::parse_log(&text);
-    (!report.buffers.is_empty() || !report.kv_caches.is_empty() || !report.ollama_memory.is_empty())
-        .then_some((source, report))
+    (!report.is_empty()).then_some((source, report))
 }
 
 /// A log describes a model when it names this file, or names none.

@@ -126,9 +126,16 @@ pub struct LogReport {
     /// llama.cpp's memory-breakdown tables, allocation and `--fit`
     /// projection apart (super::breakdown).
     pub memory_breakdown: super::breakdown::MemoryBreakdown,
+    /// vLLM's memory lines (runtimes::vllm_log), when it wrote any.
+    pub vllm: Option<super::runtimes::vllm_log::VllmLogReport>,
 }
 
 impl LogReport {
+    /// Whether the log said nothing of a model's memory that is read here.
+    pub fn is_empty(&self) -> bool {
+        self.buffers.is_empty() && self.kv_caches.is_empty() && self.ollama_memory.is_empty() && self.vllm.is_none()
+    }
+
     /// Bytes of one kind, from llama.cpp's lines when the load printed any,
     /// else from Ollama's summary; with `device_only`, only device memory.
     /// `None` when the log reported no buffer of that kind at all; `Some(0)`
@@ -173,6 +180,7 @@ pub fn parse_log(text: &str) -> LogReport {
         }
     }
     parser.report.memory_breakdown = super::breakdown::parse(text);
+    parser.report.vllm = super::runtimes::vllm_log::parse_vllm_log(text);
     parser.report
 }
 

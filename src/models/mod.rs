@@ -5,7 +5,8 @@
 //!
 //! The rooms, lowest first (each uses only those above it in this list):
 //! `round` (a discovery round and the caches that live by rounds),
-//! `ollama_folder` (Ollama's manifests), `api` (the runtime APIs and their
+//! `ollama_folder` (Ollama's manifests), `vllm` (a vLLM server asked and
+//! its model described), `api` (the runtime APIs and their
 //! answers), `evidence` (what says a process runs a file), `settings` (what
 //! it runs with, and from where), `estimate` (what it costs, estimated and
 //! reported), `log_file` (the runtime's log, read), and `discovery` (the
@@ -29,6 +30,7 @@ mod round;
 pub mod runtimes;
 mod settings;
 pub mod sockets;
+mod vllm;
 
 pub use api::{LIVE_INTERVAL, PROBE_INTERVAL};
 pub use discovery::{Discovered, Discovery, DEADLINE};

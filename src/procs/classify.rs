@@ -224,14 +224,20 @@ pub fn could_hold_runtime(comm: &str, exe: Option<&str>, argv: &[String]) -> boo
     if !named.is_empty() || kind(comm, exe, argv, &named) != ProcessKind::Other {
         return true;
     }
-    let exe_name = exe.map(file_name).unwrap_or(comm);
-    if [comm, exe_name]
-        .iter()
-        .any(|n| n == &"R" || LOADERS.iter().any(|l| n.starts_with(l)))
-    {
+    if is_loader(comm, exe, None) {
         return true;
     }
     !exe.is_some_and(|e| SYSTEM_DIRS.iter().any(|d| e.starts_with(d)))
+}
+
+/// Whether the program (its name, executable or `argv[0]`) is one of
+/// [`LOADERS`], which run what their arguments name.
+fn is_loader(comm: &str, exe: Option<&str>, argv0: Option<&str>) -> bool {
+    let exe_name = exe.map(file_name).unwrap_or(comm);
+    [Some(comm), Some(exe_name), argv0.map(file_name)]
+        .iter()
+        .flatten()
+        .any(|n| *n == "R" || LOADERS.iter().any(|l| n.starts_with(l)))
 }
 
 /// A Windows image name without its `.exe`, whatever its case.
@@ -320,8 +326,16 @@ pub fn runtimes_from_libraries<'a>(paths: impl IntoIterator<Item = &'a str>, run
 pub fn runtimes_from_names(comm: &str, exe: Option<&str>, argv: &[String], runtimes: &mut Vec<String>) {
     let mut names = vec![comm];
     names.extend(exe.map(file_name));
-    // `python -m vllm.entrypoints...`, `vllm serve`, `ollama runner`.
-    names.extend(argv.iter().take(4).map(|a| file_name(a)));
+    // `vllm serve`, `ollama runner`: the program itself. Its arguments name
+    // what runs only for a loader (`python -m vllm.entrypoints...`,
+    // `python3 /venv/bin/vllm serve`): `timeout 300 vllm serve` is a
+    // wrapper whose child is the runtime, not the runtime itself.
+    let words = if is_loader(comm, exe, argv.first().map(String::as_str)) {
+        4
+    } else {
+        1
+    };
+    names.extend(argv.iter().take(words).map(|a| file_name(a)));
     for name in names {
         let stem = name.strip_suffix(".exe").unwrap_or(name);
         for (exe_name, runtime) in NAME_RUNTIMES {
@@ -385,7 +399,17 @@ mod tests {
         assert!(!could("bash", Some("/bin/bash"), &["-bash"]));
         // A runtime's name, an interpreter, a browser, a compositor.
         assert!(could("llama-server", Some("/usr/bin/llama-server"), &[]));
-        assert!(could("sh", Some("/bin/dash"), &["sh", "-c", "x", "vllm"]));
+        assert!(could(
+            "vllm",
+            Some("/opt/venv/bin/python3"),
+            &["/opt/venv/bin/vllm", "serve"]
+        ));
+        // A wrapper whose argument is a runtime is not that runtime.
+        assert!(!could(
+            "timeout",
+            Some("/usr/bin/timeout"),
+            &["timeout", "300", "vllm", "serve"]
+        ));
         assert!(could(
             "python3.12",
             Some("/usr/bin/python3.12"),
@@ -510,6 +534,16 @@ mod tests {
             &mut r,
         );
         assert_eq!(r, ["vllm"]);
+        // `timeout 300 vllm serve` runs vLLM as its child; `sh -c x vllm` names it.
+        for (comm, exe, argv) in [
+            ("timeout", "/usr/bin/timeout", &["timeout", "300", "vllm", "serve"][..]),
+            ("sh", "/bin/dash", &["sh", "-c", "x", "vllm"][..]),
+        ] {
+            let mut r = vec![];
+            runtimes_from_names(comm, Some(exe), &strings(argv), &mut r);
+            assert!(r.is_empty(), "{argv:?}: {r:?}");
+            assert_eq!(kind(comm, Some(exe), &strings(argv), &r), ProcessKind::Other);
+        }
     }
 
     #[test]

@@ -647,11 +647,17 @@ fn read_cmdline(path: &Path) -> std::io::Result<(Vec<String>, bool)> {
 }
 
 /// NUL-separated arguments (the last NUL is a terminator), lossily.
+/// Trailing NULs are padding, not empty arguments: a process that renames
+/// itself with setproctitle (vLLM's `VLLM::EngineCore`, `VLLM::Worker`)
+/// writes its title over the start of the argv area and fills the rest
+/// with NULs, which the kernel still returns (fs/proc/base.c
+/// get_mm_cmdline reads up to the end of the area when its last byte is
+/// NUL), hundreds of them. A real trailing `""` argument is dropped too.
 pub fn split_cmdline(bytes: &[u8]) -> Vec<String> {
-    let bytes = bytes.strip_suffix(b"\0").unwrap_or(bytes);
-    if bytes.is_empty() {
+    let Some(last) = bytes.iter().rposition(|b| *b != 0) else {
         return Vec::new();
-    }
+    };
+    let bytes = &bytes[..=last];
     bytes
         .split(|b| *b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())

@@ -14,6 +14,7 @@ mod model_estimate;
 mod pairing;
 pub mod reconcile;
 pub mod reconciliation;
+pub mod runtime_report;
 
 pub use model_estimate::ModelEstimate;
 pub use pairing::Match;
@@ -483,6 +484,9 @@ pub struct Model {
     pub settings: Option<ModelSettings>,
     pub estimate: Option<ModelEstimate>,
     pub reported: Option<ModelReported>,
+    /// The server's own figures of its KV pool and work (vLLM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<runtime_report::RuntimeReport>,
     /// What the runtime is doing now, as its API says; null when no API
     /// answered.
     #[serde(default)]

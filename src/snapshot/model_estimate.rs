@@ -18,6 +18,10 @@ pub struct ModelEstimate {
     /// whole context (llama.cpp's `--swa-full`, and what calculators that
     /// ignore the window say). Null for models without sliding windows.
     pub kv_bytes_without_window: Option<u64>,
+    /// The blocks of the KV pool vLLM makes of the memory it gives the
+    /// cache (`kv_bytes`), from the per-token cost (runtimes::vllm_log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_pool_blocks: Option<u64>,
     /// The backend the compute buffers and placement are estimated for
     /// (`cpu`, `cuda`, `vulkan`, `metal`: the GPU library the process
     /// maps); null when it is unknown (its maps are not readable).

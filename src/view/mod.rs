@@ -78,6 +78,26 @@ pub fn activity(a: &crate::snapshot::ModelActivity) -> String {
     parts.join(" · ")
 }
 
+/// A server's KV pool in its own figures (vLLM), `n/a` where it does not
+/// say: `KV pool 1048576 tokens (CPU), 8192 blocks of 128 · 2048.00x
+/// requests of 512 tokens · memory utilization 0.5`.
+pub fn runtime_pool(r: &crate::snapshot::runtime_report::RuntimeReport) -> String {
+    let count = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into());
+    let device = r.kv_pool_device.as_ref().map(|d| format!(" ({d})")).unwrap_or_default();
+    let mut parts = vec![format!(
+        "KV pool {} tokens{device}, {} blocks of {}",
+        count(r.kv_tokens),
+        count(r.kv_blocks),
+        count(r.kv_block_size)
+    )];
+    parts.extend(
+        r.max_concurrency
+            .map(|c| format!("{c:.2}x requests of {} tokens", count(r.max_model_len))),
+    );
+    parts.extend(r.memory_utilization.map(|u| format!("memory utilization {u}")));
+    parts.join(" · ")
+}
+
 /// A process's memory on one device set against its parts, as words:
 /// `measured 1.66 GiB (nvml) = weights 604.15 MiB reported + ... +
 /// unexplained +12.00 MiB`. A comparison, never a sum: each part keeps its

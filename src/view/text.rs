@@ -472,6 +472,9 @@ fn render_model(out: &mut String, m: &crate::snapshot::Model, width: Option<usiz
     if let Some(a) = &m.activity {
         wrapped(out, 16, "now: ", &super::activity(a), width);
     }
+    if let Some(r) = &m.runtime {
+        wrapped(out, 16, "", &super::runtime_pool(r), width);
+    }
     let _ = writeln!(
         out,
         "{:>16}{:<10} {:>10} {:>10} {:>10}",

@@ -15,6 +15,7 @@ pub mod llamacpp;
 pub mod lmstudio;
 pub mod ollama;
 pub mod vllm;
+pub mod vllm_log;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};

@@ -53,12 +53,31 @@ pub struct VllmMetrics {
     pub num_gpu_blocks: Option<u64>,
     pub block_size: Option<u64>,
     pub cache_dtype: Option<String>,
+    /// `gpu_memory_utilization` as it runs, also a label of `cache_config_info`.
+    pub gpu_memory_utilization: Option<f64>,
+    /// The bytes given to the KV cache when its size was set, not
+    /// profiled (`kv_cache_memory_bytes`: `--kv-cache-memory-bytes`, the
+    /// CPU build's `VLLM_CPU_KVCACHE_SPACE`); `None` otherwise.
+    pub kv_cache_memory_bytes: Option<u64>,
+    /// Counters since it started (vllm/v1/metrics/loggers.py): preemptions,
+    /// prefix-cache queries and hits (tokens), prompt and generated tokens.
+    pub preemptions: Option<u64>,
+    pub prefix_cache_queries: Option<u64>,
+    pub prefix_cache_hits: Option<u64>,
+    pub prompt_tokens: Option<u64>,
+    pub generation_tokens: Option<u64>,
 }
 
 impl VllmMetrics {
     /// Tokens the KV cache holds: blocks × tokens per block.
     pub fn kv_capacity_tokens(&self) -> Option<u64> {
         self.num_gpu_blocks?.checked_mul(self.block_size?)
+    }
+
+    /// Prefix-cache hits over queries, 0 to 1; None before any query.
+    pub fn prefix_cache_hit_ratio(&self) -> Option<f64> {
+        let (hits, queries) = (self.prefix_cache_hits?, self.prefix_cache_queries?);
+        (queries > 0 && hits <= queries).then(|| hits as f64 / queries as f64)
     }
 }
 
@@ -77,10 +96,20 @@ pub fn parse_metrics(text: &str) -> Result<VllmMetrics, String> {
             }
             "vllm:num_requests_running" => add(&mut metrics.requests_running, sample.value),
             "vllm:num_requests_waiting" => add(&mut metrics.requests_waiting, sample.value),
+            "vllm:num_preemptions_total" => add(&mut metrics.preemptions, sample.value),
+            "vllm:prefix_cache_queries_total" => add(&mut metrics.prefix_cache_queries, sample.value),
+            "vllm:prefix_cache_hits_total" => add(&mut metrics.prefix_cache_hits, sample.value),
+            "vllm:prompt_tokens_total" => add(&mut metrics.prompt_tokens, sample.value),
+            "vllm:generation_tokens_total" => add(&mut metrics.generation_tokens, sample.value),
             "vllm:cache_config_info" => {
                 metrics.num_gpu_blocks = sample.label("num_gpu_blocks").and_then(|v| v.parse().ok());
                 metrics.block_size = sample.label("block_size").and_then(|v| v.parse().ok());
                 metrics.cache_dtype = sample.label("cache_dtype").map(String::from);
+                metrics.gpu_memory_utilization = sample
+                    .label("gpu_memory_utilization")
+                    .and_then(|v| v.parse().ok())
+                    .filter(|u: &f64| u.is_finite() && (0.0..=1.0).contains(u));
+                metrics.kv_cache_memory_bytes = sample.label("kv_cache_memory_bytes").and_then(|v| v.parse().ok());
             }
             _ => {}
         }
@@ -189,19 +218,25 @@ pub fn parse_hf_config(body: &[u8]) -> Result<HfConfig, String> {
 /// attention (`kv_lora_rank`) one vector of `kv_lora_rank +
 /// qk_rope_head_dim` per layer, as vLLM's MLA backends store it.
 ///
-/// `kv_dtype` is `--kv-cache-dtype`: `None` or `auto` means the model's
-/// dtype, with float32 models served in 16 bits as vLLM's `--dtype auto`
-/// does; `fp8*` is 1 byte; `bfloat16`/`float16` 2. Sliding windows are not
+/// `kv_dtype` is `--kv-cache-dtype`: `None` or `auto` means the dtype the
+/// model runs in (vllm/utils/torch_utils.py `kv_cache_dtype_str_to_dtype`
+/// maps `auto` to the model's dtype): `served_dtype`, its `--dtype`, when
+/// given and not `auto` (a float32 model served `--dtype float32` keeps 4
+/// bytes), else the config's, float32 served in 16 bits as `--dtype auto`
+/// does (vllm/config/model.py `_resolve_auto_dtype`); `fp8*` is 1 byte;
+/// `bfloat16`/`float16` 2. Sliding windows are not
 /// applied: this is the cost in a full-attention layer set, per token of
 /// context. `None` when a needed field is unknown or the dtype is not one
 /// of those.
-pub fn kv_bytes_per_token(config: &HfConfig, kv_dtype: Option<&str>) -> Option<u64> {
-    let element_bytes = match kv_dtype.map(str::to_ascii_lowercase).as_deref() {
-        None | Some("auto") => match dtype_bytes(config.dtype.as_deref()?)? {
+pub fn kv_bytes_per_token(config: &HfConfig, served_dtype: Option<&str>, kv_dtype: Option<&str>) -> Option<u64> {
+    let is_auto = |d: &Option<&str>| d.is_none_or(|d| d.eq_ignore_ascii_case("auto"));
+    let element_bytes = match (is_auto(&kv_dtype), is_auto(&served_dtype)) {
+        (false, _) => dtype_bytes(kv_dtype?)?,
+        (true, false) => dtype_bytes(served_dtype?)?,
+        (true, true) => match dtype_bytes(config.dtype.as_deref()?)? {
             4 => 2,
             n => n,
         },
-        Some(name) => dtype_bytes(name)?,
     };
     let layers = config.num_hidden_layers?;
     let per_layer = match config.kv_lora_rank {
@@ -383,6 +418,9 @@ mod tests {
                 num_gpu_blocks: Some(27487),
                 block_size: Some(16),
                 cache_dtype: Some("auto".into()),
+                gpu_memory_utilization: Some(0.9),
+                prompt_tokens: Some(1234),
+                ..VllmMetrics::default()
             }
         );
         assert_eq!(metrics.kv_capacity_tokens(), Some(439_792));
@@ -398,6 +436,34 @@ mod tests {
         assert_eq!(metrics.kv_capacity_tokens(), None);
     }
 
+    /// `/metrics` of the real vLLM 0.32 CPU server of tests/real_vllm.rs
+    /// (its `vllm:` families), after one completion of a 3-token prompt
+    /// and 8 generated tokens.
+    #[test]
+    fn metrics_of_a_real_cpu_server() {
+        let metrics = parse_metrics(include_str!("../../../tests/data/vllm/metrics-cpu-0.32.txt")).unwrap();
+        assert_eq!(
+            metrics,
+            VllmMetrics {
+                kv_cache_usage: Some(0.0),
+                requests_running: Some(0),
+                requests_waiting: Some(0),
+                num_gpu_blocks: Some(8192),
+                block_size: Some(128),
+                cache_dtype: Some("auto".into()),
+                gpu_memory_utilization: Some(0.5),
+                kv_cache_memory_bytes: Some(1 << 30),
+                preemptions: Some(0),
+                prefix_cache_queries: Some(3),
+                prefix_cache_hits: Some(0),
+                prompt_tokens: Some(3),
+                generation_tokens: Some(8),
+            }
+        );
+        assert_eq!(metrics.kv_capacity_tokens(), Some(1_048_576));
+        assert_eq!(metrics.prefix_cache_hit_ratio(), Some(0.0));
+    }
+
     #[test]
     fn config_fixture_and_kv_cost() {
         let config = fixture_config();
@@ -410,32 +476,47 @@ mod tests {
         assert_eq!(config.max_position_embeddings, Some(40960));
         // 2 × 28 × 8 × 128 × 2 = 114688: the 448 MiB per 4096 cells that
         // llama.cpp logs for Qwen3-0.6B.
-        assert_eq!(kv_bytes_per_token(&config, None), Some(114_688));
-        assert_eq!(kv_bytes_per_token(&config, None).map(|b| b * 4096), Some(448 << 20));
-        assert_eq!(kv_bytes_per_token(&config, Some("auto")), Some(114_688));
-        assert_eq!(kv_bytes_per_token(&config, Some("fp8_e4m3")), Some(57_344));
-        assert_eq!(kv_bytes_per_token(&config, Some("FP8")), Some(57_344));
-        assert_eq!(kv_bytes_per_token(&config, Some("int3")), None);
+        assert_eq!(kv_bytes_per_token(&config, None, None), Some(114_688));
+        assert_eq!(
+            kv_bytes_per_token(&config, None, None).map(|b| b * 4096),
+            Some(448 << 20)
+        );
+        assert_eq!(kv_bytes_per_token(&config, None, Some("auto")), Some(114_688));
+        assert_eq!(kv_bytes_per_token(&config, None, Some("fp8_e4m3")), Some(57_344));
+        assert_eq!(kv_bytes_per_token(&config, None, Some("FP8")), Some(57_344));
+        assert_eq!(kv_bytes_per_token(&config, None, Some("int3")), None);
 
         // No head_dim, no KV heads: hidden / heads, MHA. float32 served in 16 bits.
         let llama2 = parse_hf_config(
             br#"{"num_hidden_layers":32,"num_attention_heads":32,"hidden_size":4096,"torch_dtype":"float32"}"#,
         )
         .unwrap();
-        assert_eq!(kv_bytes_per_token(&llama2, None), Some(2 * 32 * 32 * 128 * 2));
+        assert_eq!(kv_bytes_per_token(&llama2, None, None), Some(2 * 32 * 32 * 128 * 2));
+        // Served `--dtype float32`, its KV cache is float32 too, unless
+        // `--kv-cache-dtype` says otherwise.
+        let full = 2 * 32 * 32 * 128 * 4;
+        assert_eq!(kv_bytes_per_token(&llama2, Some("float32"), None), Some(full));
+        assert_eq!(kv_bytes_per_token(&llama2, Some("float32"), Some("auto")), Some(full));
+        assert_eq!(kv_bytes_per_token(&llama2, Some("AUTO"), None), Some(full / 2));
+        assert_eq!(
+            kv_bytes_per_token(&llama2, Some("float32"), Some("fp8")),
+            Some(full / 4)
+        );
+        assert_eq!(kv_bytes_per_token(&llama2, Some("half"), None), Some(full / 2));
+        assert_eq!(kv_bytes_per_token(&llama2, Some("int7"), None), None);
         // Multimodal: the text model's shape under text_config; transformers' new `dtype`.
         let gemma = parse_hf_config(
             br#"{"model_type":"gemma3","dtype":"bfloat16","text_config":{"num_hidden_layers":34,"num_attention_heads":8,"num_key_value_heads":4,"head_dim":256,"sliding_window":1024}}"#,
         )
         .unwrap();
         assert_eq!(gemma.sliding_window, Some(1024));
-        assert_eq!(kv_bytes_per_token(&gemma, None), Some(2 * 34 * 4 * 256 * 2));
+        assert_eq!(kv_bytes_per_token(&gemma, None, None), Some(2 * 34 * 4 * 256 * 2));
         // Latent attention: one 512 + 64 vector per layer.
         let deepseek = parse_hf_config(
             br#"{"num_hidden_layers":27,"num_attention_heads":16,"kv_lora_rank":512,"qk_rope_head_dim":64,"torch_dtype":"bfloat16"}"#,
         )
         .unwrap();
-        assert_eq!(kv_bytes_per_token(&deepseek, None), Some(27 * 576 * 2));
+        assert_eq!(kv_bytes_per_token(&deepseek, None, None), Some(27 * 576 * 2));
     }
 
     #[test]
@@ -447,14 +528,14 @@ mod tests {
         let odd = parse_hf_config(br#"{"num_hidden_layers":"28","architectures":"x","head_dim":-1,"text_config":[1]}"#)
             .unwrap();
         assert_eq!(odd, HfConfig::default());
-        assert_eq!(kv_bytes_per_token(&odd, None), None);
+        assert_eq!(kv_bytes_per_token(&odd, None, None), None);
         let zero_heads = parse_hf_config(br#"{"hidden_size":1024,"num_attention_heads":0}"#).unwrap();
         assert_eq!(zero_heads.head_dim(), None);
         let huge = parse_hf_config(
             br#"{"num_hidden_layers":18446744073709551615,"num_key_value_heads":8,"head_dim":128,"torch_dtype":"bfloat16"}"#,
         )
         .unwrap();
-        assert_eq!(kv_bytes_per_token(&huge, None), None, "overflow is unknown");
+        assert_eq!(kv_bytes_per_token(&huge, None, None), None, "overflow is unknown");
         // Nesting deeper than serde_json's limit is an error, not a crash.
         let deep = format!(
             "{{\"text_config\":{}1{}}}",

@@ -251,6 +251,17 @@ fn argv_is_split_lossily_and_never_lost_for_one_bad_byte() {
     );
     assert!(split_cmdline(b"").is_empty());
     assert_eq!(split_cmdline(b"a\0\0b"), ["a", "", "b"]);
+    assert!(split_cmdline(b"\0\0\0").is_empty());
+}
+
+/// vLLM's engine core and workers rename themselves with setproctitle:
+/// the title, then NULs to the end of the old argv area.
+#[test]
+fn a_setproctitle_title_is_the_title_alone() {
+    let mut area = b"VLLM::EngineCore".to_vec();
+    area.resize(4096, 0);
+    assert_eq!(split_cmdline(&area), ["VLLM::EngineCore"]);
+    assert_eq!(split_cmdline(b"VLLM::Worker_TP0\0\0\0\0"), ["VLLM::Worker_TP0"]);
 }
 
 #[test]

@@ -136,7 +136,9 @@ pub fn qwen() -> Model {
             total_bytes: None,
             compute_why: Some("attention scores dominate".into()),
             devices: estimate_devices(),
+            kv_pool_blocks: None,
         }),
+        runtime: None,
         activity: Some(ModelActivity {
             requests_running: Some(1),
             requests_waiting: Some(0),
