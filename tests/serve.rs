@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
+use common::{fake_nvml, free_port, tool, Daemon, Scenario, Sleeper};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -151,18 +151,6 @@ fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join(name))
-            .find(|p| p.is_file())
-    });
-    if found.is_none() {
-        eprintln!("SKIPPED: {name} is not installed (Debian package prometheus; .ci/run installs it)");
-    }
-    found
 }
 
 #[test]

@@ -243,6 +243,20 @@ impl Drop for Daemon {
     }
 }
 
+/// A program on PATH, or None after a loud SKIPPED line (promtool:
+/// Debian's prometheus package, which .ci/run installs).
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        eprintln!("SKIPPED: {name} is not installed (Debian package prometheus; .ci/run installs it)");
+    }
+    found
+}
+
 /// A free loopback port (bound, read, released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -5,6 +5,7 @@
 
 mod abi;
 mod exports;
+mod health;
 mod processes;
 mod scenario;
 mod state;

@@ -52,5 +52,6 @@ macro_rules! lookup_fn {
 }
 
 mod device;
+mod health;
 mod processes;
 mod system;
