@@ -400,3 +400,36 @@ fn the_shipped_alert_rules_fire_on_a_fake_gpus_series_under_promtool() {
     assert!(out.status.success(), "promtool test rules: {said}\n{tests:#}");
     assert!(said.contains("SUCCESS"), "{said}");
 }
+
+#[test]
+fn diff_names_the_errors_that_are_new_between_two_snapshots() {
+    let dir = tempfile::tempdir().unwrap();
+    let llama = Sleeper::spawn(dir.path(), "llama-server", &["-m", "/nonexistent/m.gguf"]);
+    let mut calm = scenario(llama.pid(), json!({}));
+    calm["devices"][0]["ecc"]["volatile_uncorrected"] = json!(0);
+    calm["devices"][0]["health"] = json!({"clock_event_reasons": 1,
+        "remapped_rows": {"correctable": 0, "uncorrectable": 0}});
+    let before = Scenario::new(&calm).json(&["--json"]);
+    let after = Scenario::new(&scenario(llama.pid(), json!({}))).json(&["--json"]);
+    let (b, a) = (dir.path().join("before.json"), dir.path().join("after.json"));
+    std::fs::write(&b, before.to_string()).unwrap();
+    std::fs::write(&a, after.to_string()).unwrap();
+    let out = assert_cmd::Command::cargo_bin("gputaskman")
+        .unwrap()
+        .arg("diff")
+        .args([&b, &a])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    for line in [
+        "      ! health: uncorrected ECC errors (volatile): 0 -> 3 (+3)",
+        "      ! health: rows remapped (uncorrectable): 0 -> 1 (+1)",
+        "      ! health: row remapping failed",
+        "      ! health: throttled now: power cap",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+    }
+    // The GeForce is as it was: nothing said of it.
+    assert_eq!(text.matches("! health:").count(), 4, "{text}");
+}

@@ -288,6 +288,88 @@ impl Health {
     }
 }
 
+/// What got worse between two readings of one device (`diff`): errors
+/// counted since, a remap or retirement newly failed or pending, XIDs in
+/// the later one, a GPU lost since, throttling that started. A count
+/// unknown on the earlier side is said as such, never taken for 0.
+pub fn news(before: Option<&Health>, after: Option<&Health>) -> Vec<String> {
+    let Some(a) = after else { return Vec::new() };
+    let empty = Health::default();
+    let b = before.unwrap_or(&empty);
+    let mut out = Vec::new();
+    let mut grew = |what: &str, then: Option<u64>, now: Option<u64>, known_before: bool| match (then, now) {
+        (Some(t), Some(n)) if n > t => out.push(format!("{what}: {t} -> {n} (+{})", n - t)),
+        (None, Some(n)) if n > 0 => out.push(format!(
+            "{what}: {n} ({})",
+            if known_before { "n/a before" } else { "not read before" }
+        )),
+        _ => {}
+    };
+    let known = before.is_some();
+    let (be, ae) = (b.ecc.clone().unwrap_or_default(), a.ecc.clone().unwrap_or_default());
+    grew(
+        "uncorrected ECC errors (volatile)",
+        be.volatile_uncorrected,
+        ae.volatile_uncorrected,
+        known,
+    );
+    grew(
+        "uncorrected ECC errors (aggregate)",
+        be.aggregate_uncorrected,
+        ae.aggregate_uncorrected,
+        known,
+    );
+    grew(
+        "corrected ECC errors (aggregate)",
+        be.aggregate_corrected,
+        ae.aggregate_corrected,
+        known,
+    );
+    let rows = |h: &Health, f: fn(&RemappedRows) -> u32| h.remapped_rows.as_ref().map(|r| u64::from(f(r)));
+    grew(
+        "rows remapped (uncorrectable)",
+        rows(b, |r| r.uncorrectable),
+        rows(a, |r| r.uncorrectable),
+        known,
+    );
+    let pages = |h: &Health| h.retired_pages.as_ref().map(|p| u64::from(p.single_bit + p.double_bit));
+    grew("pages retired", pages(b), pages(a), known);
+    let flag = |h: &Health, f: fn(&Health) -> bool| f(h);
+    for (what, f) in [
+        (
+            "row remapping failed",
+            (|h: &Health| h.remapped_rows.as_ref().is_some_and(|r| r.failure)) as fn(&Health) -> bool,
+        ),
+        ("row remap pending a reset", |h: &Health| {
+            h.remapped_rows.as_ref().is_some_and(|r| r.pending)
+        }),
+        ("page retirement pending a reboot", |h: &Health| {
+            h.retired_pages.as_ref().is_some_and(|p| p.pending)
+        }),
+    ] {
+        if flag(a, f) && !flag(b, f) {
+            out.push(what.to_string());
+        }
+    }
+    out.extend(a.xid_events.iter().map(|x| match &x.meaning {
+        Some(m) => format!("XID {} ({m}) at {}", x.xid, x.seen_at),
+        None => format!("XID {} at {}", x.xid, x.seen_at),
+    }));
+    if let (Some(since), None) = (&a.lost_since, &b.lost_since) {
+        out.push(format!("lost since {since}"));
+    }
+    let was = b.throttling();
+    let started: Vec<String> = a
+        .throttling()
+        .into_iter()
+        .filter(|t| !was.iter().any(|w| w.split(' ').next() == t.split(' ').next()))
+        .collect();
+    if !started.is_empty() {
+        out.push(format!("throttled now: {}", started.join(", ")));
+    }
+    out
+}
+
 fn plural(n: u64) -> &'static str {
     if n == 1 {
         ""
@@ -355,6 +437,48 @@ mod tests {
         );
         health.lost_since = Some("2026-01-01T00:00:01Z".into());
         assert_eq!(health.mark(), Mark::Lost);
+    }
+
+    #[test]
+    fn news_says_what_got_worse_and_an_unknown_count_is_not_zero() {
+        let before = Health {
+            ecc: Some(EccCounts {
+                volatile_uncorrected: Some(1),
+                aggregate_corrected: None,
+                ..EccCounts::default()
+            }),
+            ..Health::default()
+        };
+        let after = Health {
+            ecc: Some(EccCounts {
+                volatile_uncorrected: Some(3),
+                aggregate_corrected: Some(5),
+                ..EccCounts::default()
+            }),
+            remapped_rows: Some(RemappedRows {
+                correctable: 0,
+                uncorrectable: 1,
+                pending: false,
+                failure: true,
+            }),
+            throttle_reasons: Some(reason_names(0x4)),
+            lost_since: Some("2026-12-02T04:00:00Z".into()),
+            ..Health::default()
+        };
+        assert_eq!(
+            news(Some(&before), Some(&after)),
+            [
+                "uncorrected ECC errors (volatile): 1 -> 3 (+2)",
+                "corrected ECC errors (aggregate): 5 (n/a before)",
+                "rows remapped (uncorrectable): 1 (n/a before)",
+                "row remapping failed",
+                "lost since 2026-12-02T04:00:00Z",
+                "throttled now: power cap",
+            ]
+        );
+        // The same reading twice: nothing new.
+        assert!(news(Some(&after), Some(&after)).is_empty());
+        assert!(news(Some(&after), None).is_empty());
     }
 
     #[test]
