@@ -85,6 +85,15 @@ const FUNCTIONS: &[&str] = &[
     "nvmlDeviceGetProcessUtilization",
     "nvmlDeviceGetProcessesUtilizationInfo",
     "nvmlDeviceGetRunningProcessDetailList",
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetViolationStatus",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceRegisterEvents",
+    "nvmlEventSetCreate",
+    "nvmlEventSetWait_v2",
 ];
 
 /// Calls whose figures every sample shows: their failure must be said (a

@@ -324,6 +324,11 @@ pub fn render(snap: &Snapshot, info: SampleInfo) -> String {
 
     let mut text = String::with_capacity(out.bodies.iter().map(|b| b.len()).sum::<usize>() + 16 * 1024);
     out.finish(&mut text);
+    let health = snap.devices.iter().filter_map(|d| {
+        let labels = device_labels(&d.backend, d.index, Some(d)).0;
+        Some((d.health.as_ref()?, labels))
+    });
+    super::health_metrics::render(&mut text, health);
     // The render's own cost, measured up to here, closes the exposition.
     write_header(&mut text, &DEFS[F::RENDER_DURATION as usize]);
     let _ = writeln!(
@@ -944,7 +949,8 @@ pub(crate) mod tests {
         assert!(names.len() > 10, "{names:?}");
         for name in names {
             assert!(
-                DEFS.iter().any(|d| d.name == name),
+                DEFS.iter().any(|d| d.name == name)
+                    || super::super::health_metrics::FAMILIES.iter().any(|f| f.0 == name),
                 "the dashboard uses {name}, which is not exported"
             );
         }

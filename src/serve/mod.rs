@@ -10,6 +10,7 @@
 //! they never cause a sample, a probe or a render.
 
 pub mod answer;
+pub mod health_metrics;
 pub mod http;
 pub mod metrics;
 // A few of the poller's accessors serve only its tests.

@@ -198,6 +198,9 @@ pub struct DeviceDiff {
     pub memory_free_bytes: Bytes,
     pub memory_reserved_bytes: Bytes,
     pub shared_memory_used_bytes: Bytes,
+    /// What got worse in its health (new errors, lost, throttling that
+    /// started), in words; see `health::news`.
+    pub health_news: Vec<String>,
 }
 
 /// How two process entries were judged to be the same process.
@@ -737,6 +740,7 @@ fn diff_devices<'a>(
             memory_free_bytes: field(|d| d.memory_free_bytes),
             memory_reserved_bytes: field(|d| d.memory_reserved_bytes),
             shared_memory_used_bytes: field(|d| d.shared_memory_used_bytes),
+            health_news: super::health::news(db.and_then(|d| d.health.as_ref()), da.and_then(|d| d.health.as_ref())),
         });
     }
     (devices, dev_b, dev_a)
@@ -828,7 +832,8 @@ pub fn process_shown(p: &ProcessDiff) -> bool {
 }
 
 pub fn device_shown(d: &DeviceDiff) -> bool {
-    d.before.is_none()
+    !d.health_news.is_empty()
+        || d.before.is_none()
         || d.after.is_none()
         || [
             &d.memory_total_bytes,

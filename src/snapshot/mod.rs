@@ -9,6 +9,7 @@
 //! - only measured bytes are summed (see [`Attribution`]).
 
 pub mod diff;
+pub mod health;
 pub mod load;
 mod model_estimate;
 mod pairing;
@@ -158,6 +159,10 @@ pub struct Device {
     /// The driver stopped answering: these are the last values it gave.
     #[serde(default)]
     pub stale: bool,
+    /// Throttling, errors and whether it answers (NVML); null where the
+    /// source reads no health.
+    #[serde(default)]
+    pub health: Option<health::Health>,
 }
 
 /// A PCI function's identity, the same for every card of one model and

@@ -137,6 +137,9 @@ fn write_devices(out: &mut String, d: &Diff) {
                 let _ = writeln!(out, "      {label:<12} {}", fmt_change(c, bytes_text));
             }
         }
+        for news in &dev.health_news {
+            let _ = writeln!(out, "      ! health: {}", safe(news));
+        }
     }
     if !any {
         let _ = writeln!(out, "  no move of {} or more", bytes_text(Some(HIDE_BELOW)));

@@ -14,6 +14,7 @@ pub const ERROR_NOT_SUPPORTED: Ret = 3;
 pub const ERROR_NOT_FOUND: Ret = 6;
 pub const ERROR_INSUFFICIENT_SIZE: Ret = 7;
 pub const ERROR_DRIVER_NOT_LOADED: Ret = 9;
+pub const ERROR_TIMEOUT: Ret = 10;
 pub const ERROR_GPU_IS_LOST: Ret = 15;
 pub const ERROR_ARGUMENT_VERSION_MISMATCH: Ret = 25;
 pub const ERROR_UNKNOWN: Ret = 999;
@@ -100,6 +101,38 @@ pub const MEMORY_ERROR_TYPE_UNCORRECTED: c_uint = 1;
 // nvmlEccCounterType_t
 pub const VOLATILE_ECC: c_uint = 0;
 pub const AGGREGATE_ECC: c_uint = 1;
+
+// nvmlPageRetirementCause_t
+pub const PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT: u32 = 0;
+pub const PAGE_RETIREMENT_CAUSE_DOUBLE_BIT: u32 = 1;
+
+/// nvmlEventTypeXidCriticalError.
+pub const EVENT_TYPE_XID_CRITICAL_ERROR: u64 = 0x8;
+
+/// Opaque target of `nvmlEventSet_t`.
+#[repr(C)]
+pub struct EventSetSt {
+    _unused: [u8; 0],
+}
+
+/// `nvmlViolationTime_t`.
+#[repr(C)]
+pub struct ViolationTime {
+    /// CPU timestamp (µs).
+    pub reference_time: u64,
+    /// Time held down (ns).
+    pub violation_time: u64,
+}
+
+/// `nvmlEventData_t`.
+#[repr(C)]
+pub struct EventData {
+    pub device: Handle,
+    pub event_type: u64,
+    pub event_data: u64,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+}
 
 // nvmlProcessDetailList_t.mode
 pub const PROCESS_MODE_COMPUTE: c_uint = 0;
@@ -259,5 +292,7 @@ mod tests {
         assert_eq!(size_of::<ProcessUtilizationInfoV1>(), 40);
         assert_eq!(size_of::<ProcessesUtilizationInfoV1>(), 24);
         assert_eq!(size_of::<ProcessDetailListV1>(), 24);
+        assert_eq!(size_of::<ViolationTime>(), 16);
+        assert_eq!(size_of::<EventData>(), 32);
     }
 }

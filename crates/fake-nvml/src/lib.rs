@@ -6,6 +6,7 @@
 mod abi;
 mod energy;
 mod exports;
+mod health;
 mod processes;
 mod scenario;
 mod state;

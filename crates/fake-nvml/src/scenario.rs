@@ -79,6 +79,8 @@ pub struct Device {
     pub display_mode: Option<bool>,
     #[serde(default)]
     pub ecc: Ecc,
+    #[serde(default)]
+    pub health: crate::health::Health,
     pub mig_mode: Option<CurrentPending>,
     /// nvmlDeviceGetMaxMigDeviceCount; defaults to the number of
     /// `mig_devices` when `mig_mode` is given.

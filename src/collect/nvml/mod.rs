@@ -19,6 +19,9 @@
 //! MIG handle, and its processes are that instance's. NVML has no
 //! utilization per instance (nor per process in MIG mode): those are null.
 
+mod health;
+
+use self::health::HealthTracker;
 pub use super::sample::{GpuProcess, Sample};
 use super::source::{Owner, Report, Round, Source};
 use super::watchdog::{Request, Watchdog, Watched, DEADLINE};
@@ -46,6 +49,8 @@ pub struct NvmlSource {
     nvml: Nvml,
     /// Per device: the newest process-utilization sample seen (µs).
     last_util_us: HashMap<u32, u64>,
+    /// Health kept across samples: violation counters, XIDs, lost GPUs.
+    health: HealthTracker,
 }
 
 /// The library nvml-wrapper loads when no path is given.
@@ -69,6 +74,7 @@ impl NvmlSource {
             Ok(nvml) => Ok(NvmlSource {
                 nvml,
                 last_util_us: HashMap::new(),
+                health: HealthTracker::default(),
             }),
             Err(NvmlError::LibloadingError(e)) => Err(Backend {
                 name: "nvml".into(),
@@ -132,6 +138,7 @@ impl NvmlSource {
             .map_err(|e| format!("cannot count devices: {e}"))?;
         let (driver_version, cuda_version) = self.driver_versions();
         let mut sample = Sample::default();
+        self.health.drain_events(&self.nvml, &|d| d.index().ok());
         // MIG instances are numbered after every GPU.
         let mut next_instance = count;
         for index in (0..count).filter(|i| only.is_none_or(|o| o == *i)) {
@@ -170,17 +177,24 @@ impl NvmlSource {
                             });
                         }
                         let last = self.last_util_us.get(&index).copied();
-                        let (processes, newest) = read_device(&self.nvml, &handle, &mut device, last, pid_visible);
+                        let (processes, newest) =
+                            read_device(&self.nvml, &handle, &mut device, (last, &mut self.health), pid_visible);
                         if let Some(ts) = newest {
                             self.last_util_us.insert(index, ts);
                         }
                         sample.processes.extend(processes);
                     }
                 },
-                Err(e) => device.errors.push(QueryError {
-                    query: "device handle".into(),
-                    message: describe(&e),
-                }),
+                Err(e) => {
+                    device.errors.push(QueryError {
+                        query: "device handle".into(),
+                        message: describe(&e),
+                    });
+                    let mut kept = Vec::new();
+                    self.health
+                        .settle(&mut device, &mut kept, matches!(e, NvmlError::GpuLost));
+                    sample.processes.extend(kept);
+                }
             }
             sample.devices.push(device);
             sample.devices.extend(instances);
@@ -232,7 +246,7 @@ fn read_device(
     nvml: &Nvml,
     handle: &NvmlDevice,
     device: &mut Device,
-    last_util_us: Option<u64>,
+    (last_util_us, health): (Option<u64>, &mut HealthTracker),
     pid_visible: &dyn Fn(u32) -> bool,
 ) -> (Vec<GpuProcess>, Option<u64>) {
     let mut errors = Vec::new();
@@ -241,6 +255,11 @@ fn read_device(
         lost: false,
     };
     read_properties(&mut r, nvml, handle, device);
+    if !r.lost {
+        let (read, lost) = health.read(nvml, handle, device.index, r.errors);
+        device.health = Some(read);
+        r.lost |= lost;
+    }
 
     let (mut by_pid, complete) = read_lists(&mut r, nvml, handle, device, pid_visible);
     device.process_list_complete = complete && !r.lost;
@@ -273,8 +292,11 @@ fn read_device(
         }
     }
     // After any the caller noted (MIG devices that could not be listed).
+    let lost = r.lost;
     device.errors.extend(errors);
-    (listed_processes(by_pid), newest)
+    let mut processes = listed_processes(by_pid);
+    health.settle(device, &mut processes, lost);
+    (processes, newest)
 }
 
 /// The entries of a device's lists as processes: exact where the PID is ours.
@@ -679,6 +701,16 @@ impl Sample {
     /// As a source's reading: the PIDs are the driver's, decided on by the
     /// collector's PID stage.
     pub fn into_reading(self) -> Report {
+        let lost: HashMap<u32, String> = self
+            .devices
+            .iter()
+            .filter_map(|d| Some((d.index, health::lost_note(d)?)))
+            .collect();
+        let notes = self
+            .processes
+            .iter()
+            .filter_map(|g| Some((g.pid, vec![lost.get(&g.usage.device)?.clone()])))
+            .collect();
         Report {
             devices: self.devices,
             usage: self
@@ -686,7 +718,7 @@ impl Sample {
                 .into_iter()
                 .map(|g| (Owner::Local(g.pid), g.usage))
                 .collect(),
-            notes: BTreeMap::new(),
+            notes,
         }
     }
 }

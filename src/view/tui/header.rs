@@ -140,7 +140,7 @@ fn dense_line(snap: &Snapshot, d: &Device, theme: Theme, width: u16) -> Line<'st
         bytes(d.memory_used_bytes),
         bytes(d.memory_total_bytes)
     ));
-    let mut flags = Vec::new();
+    let mut flags: Vec<Span<'static>> = super::health_mark::mark(d, theme).into_iter().collect();
     if d.stale {
         flags.push(Span::styled(" ! STALE", theme.warn()));
     }
@@ -229,6 +229,7 @@ fn readings_line(d: &Device, theme: Theme, width: u16, narrow: bool) -> Line<'st
             theme.bold(),
         ),
     ];
+    first.extend(super::health_mark::mark(d, theme));
     if !narrow {
         first.push(Span::raw(escape(format!(
             "  driver {}  CUDA {}",

@@ -24,6 +24,7 @@ pub mod describe;
 mod detail;
 pub mod feed;
 mod header;
+mod health_mark;
 pub mod history;
 mod model_rows;
 mod overlay;

@@ -53,5 +53,6 @@ macro_rules! lookup_fn {
 
 mod device;
 mod energy;
+mod health;
 mod processes;
 mod system;
