@@ -14,6 +14,7 @@ use gputaskman::snapshot;
 use serde_json::Value;
 use snapshot_builder::{device, gpu, process, snapshot, MIB};
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -51,14 +52,17 @@ fn assert_no_forged_rows(what: &str, out: &str) {
     );
 }
 
-/// A llama-server look-alike (its `$0`) whose name, set by writing
+/// A llama-server look-alike (its argv[0]) whose name, set by writing
 /// /proc/self/comm from the shell itself (a builtin, no exec after it),
 /// is [`COMM`] and whose arguments are [`ARGS`].
 struct Hostile(Child);
 
 impl Hostile {
     fn spawn() -> Hostile {
+        // argv[0] is llama-server's (words after it name a runtime only
+        // after a loader such as python, so `sh -c … llama-server` is sh).
         let child = Command::new("sh")
+            .arg0("llama-server")
             .arg("-c")
             .arg(r"printf '\033]0;pw\007\r\n\342\200\256' > /proc/self/comm; read _")
             .arg("llama-server")

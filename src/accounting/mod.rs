@@ -186,12 +186,14 @@ pub fn busy_share(g: &GpuUsage) -> Option<(f64, Obtained)> {
         return g
             .engines
             .get("sm")
-            .map(|sm| (f64::from(*sm) / 100.0, Obtained::Integrated));
+            .map(|sm| (f64::from((*sm).min(100)) / 100.0, Obtained::Integrated));
     }
+    // Clamped: a share over 100% (plausible::check should have refused it)
+    // would book more GPU time than wall time.
     g.engines
         .values()
         .max()
-        .map(|v| (f64::from(*v) / 100.0, Obtained::Measured))
+        .map(|v| (f64::from((*v).min(100)) / 100.0, Obtained::Measured))
 }
 
 /// Per (device index in this snapshot): each process's entry on it, the one
@@ -282,9 +284,12 @@ impl Ledger {
         self.last_at = Some(at);
         self.last = Some(Reading {
             at,
+            // A stale device (lost, or its driver hung) repeats its last
+            // values: no interval starts or ends on them.
             devices: snap
                 .devices
                 .iter()
+                .filter(|d| !d.stale)
                 .map(|d| (device_id(d), (d.energy_mj, d.power_w)))
                 .collect(),
             held: entries
@@ -342,7 +347,7 @@ impl Ledger {
     /// One device over one interval.
     fn interval(&mut self, before: &Reading, snap: &Snapshot, d: &Device, on: &[(&Process, &GpuUsage)], dt: f64) {
         let id = device_id(d);
-        let Some(&readings) = before.devices.get(&id) else {
+        let Some(&readings) = before.devices.get(&id).filter(|_| !d.stale) else {
             return;
         };
         let totals = self.devices.get_mut(&id).expect("noted");

@@ -172,3 +172,27 @@ fn a_model_found_later_starts_a_row_of_its_own_and_exited_rows_are_pruned() {
     l.prune(unix_seconds("2026-01-01T00:00:03Z").unwrap() + 300.0, 300.0);
     assert_eq!(l.processes.len(), 1, "the row last seen at 00:00:01 is gone");
 }
+
+#[test]
+fn a_stale_device_repeating_its_last_values_adds_nothing() {
+    let mut l = Ledger::new(10.0);
+    let procs = [(10, Some(50), Some(GIB))];
+    l.observe(&snap("2026-01-01T00:00:00Z", Some(1_000_000), Some(200.0), &procs));
+    l.observe(&snap("2026-01-01T00:00:02Z", Some(1_400_000), Some(200.0), &procs));
+    // Lost (or hung): the same figures again, marked stale, twice.
+    for at in ["2026-01-01T00:00:04Z", "2026-01-01T00:00:06Z"] {
+        let mut s = snap(at, Some(1_400_000), Some(200.0), &procs);
+        s.devices[0].stale = true;
+        l.observe(&s);
+    }
+    // Back: the interval from a stale reading is not counted either.
+    l.observe(&snap("2026-01-01T00:00:08Z", Some(2_600_000), Some(200.0), &procs));
+    let d = &l.devices["GPU-a"];
+    assert!(close(d.energy_counter_j, 400.0), "{:?}", d.energy_counter_j);
+    assert!(
+        close(row(&l, 10).gpu_seconds, 0.5 * 2.0),
+        "{:?}",
+        row(&l, 10).gpu_seconds
+    );
+    assert!(close(row(&l, 10).memory_byte_seconds, GIB as f64 * 2.0));
+}

@@ -24,13 +24,18 @@ pub(super) fn describe_header(model: &mut Model, m: &gguf::Model) {
 /// from ggml-cuda's sources: ggml/src/ggml-hip/CMakeLists.txt), Vulkan, on
 /// macOS Metal (llama.cpp's default there, GGML_METAL in
 /// ggml/CMakeLists.txt), else the CPU. `None` when the process's maps could
-/// not be read: which library it loaded is unknown.
+/// not be read (which library it loaded is unknown) or it maps another GPU
+/// runtime (ROCm without HIP, Level Zero, OpenCL, CANN, D3D12).
 pub(super) fn backend_of(runtimes: &[String], maps_readable: bool) -> Option<gguf::Backend> {
     let has = |names: &[&str]| runtimes.iter().any(|r| names.contains(&r.as_str()));
     if has(&["cuda", "cudart", "hip"]) {
         Some(gguf::Backend::Cuda)
     } else if has(&["vulkan"]) {
         Some(gguf::Backend::Vulkan)
+    } else if has(&["rocm", "level-zero", "opencl", "ascendcl", "dxcore", "d3d12"]) {
+        // A GPU runtime whose ggml backend is not modelled (SYCL, OpenCL,
+        // CANN, DirectML): not the CPU's, so unknown.
+        None
     } else if cfg!(target_os = "macos") {
         Some(gguf::Backend::Metal)
     } else {
@@ -92,7 +97,7 @@ pub(super) fn estimate(
             notes,
         ),
         None => notes.push(
-            "compute and placement not estimated: the backend is unknown (the process's maps are not readable)".into(),
+            "compute and placement not estimated: the backend is unknown (the process's maps are not readable, or it maps a GPU runtime whose ggml backend is not modelled)".into(),
         ),
     }
     Ok((estimate, u64::from(e.kv.context)))

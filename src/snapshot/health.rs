@@ -332,7 +332,11 @@ pub fn news(before: Option<&Health>, after: Option<&Health>) -> Vec<String> {
         rows(a, |r| r.uncorrectable),
         known,
     );
-    let pages = |h: &Health| h.retired_pages.as_ref().map(|p| u64::from(p.single_bit + p.double_bit));
+    let pages = |h: &Health| {
+        h.retired_pages
+            .as_ref()
+            .map(|p| u64::from(p.single_bit) + u64::from(p.double_bit))
+    };
     grew("pages retired", pages(b), pages(a), known);
     let flag = |h: &Health, f: fn(&Health) -> bool| f(h);
     for (what, f) in [

@@ -24,7 +24,7 @@ pub struct ModelEstimate {
     pub kv_pool_blocks: Option<u64>,
     /// The backend the compute buffers and placement are estimated for
     /// (`cpu`, `cuda`, `vulkan`, `metal`: the GPU library the process
-    /// maps); null when it is unknown (its maps are not readable).
+    /// maps); null when it is unknown (its maps are not readable, or another GPU runtime is mapped).
     #[serde(default)]
     pub backend: Option<String>,
     /// As `gputaskman model --json` names them: the compute buffers of every

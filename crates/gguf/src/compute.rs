@@ -218,7 +218,9 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
     let n_head_kv = u64::from(hp.n_head_kv.iter().copied().max().unwrap_or(0));
     let n_ff_active = match key_u64(model, arch, "expert_count").unwrap_or(0) {
         0 => need("feed_forward_length")?,
-        _ => need("expert_feed_forward_length")? * need("expert_used_count")?,
+        _ => need("expert_feed_forward_length")?
+            .checked_mul(need("expert_used_count")?)
+            .ok_or_else(|| format!("{arch}: implausible expert widths"))?,
     };
     // The vocabulary is the token embedding's rows (src/llama-model.cpp
     // creates tok_embd as {n_embd, n_vocab}).
@@ -227,14 +229,30 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
         .iter()
         .find(|t| t.name == "token_embd.weight")
         .and_then(|t| t.dims.get(1).copied());
-    Ok(Widths {
+    // The header is outside input (discovery sizes the file any process
+    // maps): widths no real model comes near are refused, so the products
+    // below stay far inside u64 (the largest real ones are ~2^17).
+    const MAX_WIDTH: u64 = 1 << 24;
+    let w = Widths {
         n_embd,
         n_head,
-        n_q: n_head * u64::from(hp.head_k),
-        n_kv_dim: n_head_kv * u64::from(hp.head_k.max(hp.head_v)),
+        n_q: n_head.saturating_mul(u64::from(hp.head_k)),
+        n_kv_dim: n_head_kv.saturating_mul(u64::from(hp.head_k.max(hp.head_v))),
         n_ff_active,
         n_vocab,
-    })
+    };
+    let widest = [
+        w.n_embd,
+        w.n_head,
+        w.n_q,
+        w.n_kv_dim,
+        w.n_ff_active,
+        w.n_vocab.unwrap_or(0),
+    ];
+    if widest.iter().any(|&x| x > MAX_WIDTH) {
+        return Err(format!("{arch}: implausible widths in the header (over {MAX_WIDTH})"));
+    }
+    Ok(w)
 }
 
 /// Estimates the compute and output buffers llama.cpp reserves for `model`.
@@ -266,7 +284,14 @@ pub fn compute(
     let t = u64::from(n_tokens);
 
     let mask_bytes = if fa { F16 } else { F32 };
-    let masks_bytes: u64 = est.kv.caches.iter().map(|c| u64::from(c.cells) * t * mask_bytes).sum();
+    // Saturating: cells and tokens come from a process's settings, and a
+    // sum past u64 is refused below as implausible.
+    let masks_bytes: u64 = est
+        .kv
+        .caches
+        .iter()
+        .map(|c| u64::from(c.cells).saturating_mul(t).saturating_mul(mask_bytes))
+        .fold(0, u64::saturating_add);
     let n_kv_max = est.kv.caches.iter().map(|c| u64::from(c.cells)).max().unwrap_or(0);
 
     let mut out = ComputeEstimate {
@@ -298,9 +323,25 @@ pub fn compute(
     let output_width = w.n_vocab.map(|v| v + if batch.embeddings { w.n_embd } else { 0 });
     out.output_bytes = output_width.map(|width| width * output_rows * F32);
 
-    let scores = if fa { 0 } else { n_kv_max * t * w.n_head * F32 };
-    let attention = scores + t * beside_scores(batch.backend, &w) * F32 + masks_bytes;
-    let feed_forward = t * (3 * w.n_ff_active + 5 * w.n_embd) * F32 + masks_bytes;
+    // In u128: n_kv and t are each below 2^32 and the widths below 2^24
+    // (`widths`), so no product overflows; a total past u64 is no real
+    // configuration and is refused with why.
+    let (t128, f32) = (u128::from(t), u128::from(F32));
+    let scores = if fa {
+        0
+    } else {
+        u128::from(n_kv_max) * t128 * u128::from(w.n_head) * f32
+    };
+    let attention = scores + t128 * u128::from(beside_scores(batch.backend, &w)) * f32 + u128::from(masks_bytes);
+    let feed_forward = t128 * u128::from(3 * w.n_ff_active + 5 * w.n_embd) * f32 + u128::from(masks_bytes);
+    let (Ok(attention), Ok(feed_forward), false) = (
+        u64::try_from(attention),
+        u64::try_from(feed_forward),
+        masks_bytes == u64::MAX,
+    ) else {
+        out.why = "implausible settings: the graph's buffers would pass 2^64 bytes".into();
+        return Ok(out);
+    };
     // The output head (`build_inp_out_ids` prunes the last layer to the
     // n_outputs rows, then `result_norm` and `result_output`): the logits
     // beside the normed hidden state they are read from. The masks are
@@ -332,7 +373,7 @@ pub fn compute(
     // the host buffer holds the masks and the n_embd x n_tokens lookup.
     out.host_compute_bytes = Some(match batch.backend {
         Backend::Cpu => 0,
-        _ => masks_bytes + t * w.n_embd * F32,
+        _ => masks_bytes.saturating_add(t * w.n_embd * F32),
     });
     out.why = why(peak, &w, n_kv_max, n_tokens, n_outputs, fa);
     Ok(out)

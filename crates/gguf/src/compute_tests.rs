@@ -327,3 +327,43 @@ fn tensors_kept_on_the_host_count_only_offloaded_layers() {
     assert_eq!(gpu_bytes_matching(&m, None, "exps").unwrap(), Some(512));
     assert_eq!(gpu_bytes_matching(&m, Some(0), "exps").unwrap(), Some(0));
 }
+
+/// The header is a neighbour's file (discovery sizes what any process
+/// maps) and the settings its argv: sizes no model comes near give an
+/// unknown with why, never an overflow (a panic in debug builds, a wrapped
+/// figure in release ones).
+#[test]
+fn implausible_widths_or_settings_are_unknown_not_an_overflow() {
+    let wide = Builder::default()
+        .arch(
+            "qwen3",
+            &[
+                ("block_count", 28),
+                ("context_length", 40960),
+                ("embedding_length", 1024),
+                ("feed_forward_length", 4_000_000_000),
+                ("attention.head_count", 16),
+                ("attention.head_count_kv", 8),
+                ("attention.key_length", 128),
+                ("attention.value_length", 128),
+            ],
+        )
+        .tensor("token_embd.weight", &[1024, 151936], F32);
+    let e = cpu(&wide, kv(4096, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.compute_bytes, None);
+    assert!(e.why.contains("implausible widths"), "{}", e.why);
+
+    // 2^31 cells x 2^31 tokens x 16 heads of f32 scores: 2^68 bytes.
+    let huge = KvSettings {
+        ctx: Some(1 << 31),
+        n_ubatch: 1 << 31,
+        ..KvSettings::default()
+    };
+    let batch = BatchSettings {
+        n_batch: 1 << 31,
+        ..BatchSettings::default()
+    };
+    let e = compute(&model(&qwen3()), &huge, FlashAttn::Off, &batch).expect("estimate");
+    assert_eq!(e.compute_bytes, None);
+    assert!(e.why.contains("implausible settings"), "{}", e.why);
+}

@@ -97,10 +97,11 @@ pub fn gpu_compute(c: &ComputeEstimate, layers: u32, holds_output: bool, no_kv_o
         return None;
     }
     if no_kv_offload {
-        let without_masks = |b: Option<u64>| b.map(|b| b.saturating_sub(c.masks_bytes));
-        let ff = without_masks(c.feed_forward_bytes)?;
+        // The feed-forward block is sized beside the masks; the logits are
+        // not (compute.rs: the masks are freed by the output head).
+        let ff = c.feed_forward_bytes?.saturating_sub(c.masks_bytes);
         return if holds_output {
-            Some(ff.max(without_masks(c.logits_bytes)?))
+            Some(ff.max(c.logits_bytes?))
         } else {
             Some(ff)
         };

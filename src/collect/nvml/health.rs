@@ -241,7 +241,10 @@ impl HealthTracker {
         }
         let health = device.health.get_or_insert_with(Health::default);
         health.lost_since = Some(since);
-        health.xid_events.extend(self.xids.remove(&index).unwrap_or_default());
+        // This sample's XIDs (a lost GPU's 79 is the one that matters), not
+        // the last good sample's again, and the count that includes them.
+        health.xid_events = self.xids.remove(&index).unwrap_or_default();
+        health.xid_count = self.xid_count.get(&index).copied().unwrap_or(0);
     }
 }
 

@@ -12,7 +12,9 @@ pub(super) fn mark(d: &Device, theme: Theme) -> Option<Span<'static>> {
     let health = d.health.as_ref()?;
     Some(match health.mark() {
         Mark::Ok => Span::styled("  ok", theme.dim()),
-        Mark::Throttled(reasons) => Span::styled(format!("  ! throttled: {}", reasons.join(", ")), theme.warn()),
+        Mark::Throttled(reasons) => {
+            Span::styled(escape(format!("  ! throttled: {}", reasons.join(", "))), theme.warn())
+        }
         Mark::Errors(errors) => Span::styled(escape(format!("  ! errors: {}", errors.join(", "))), theme.warn()),
         Mark::Lost => Span::styled(
             escape(format!(
