@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/test-env.sh)"
-cargo test --workspace "$@"
+# Every test binary runs, so one failure never hides another's.
+cargo test --workspace --no-fail-fast "$@"

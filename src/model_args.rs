@@ -6,7 +6,6 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use gguf::{CacheType, KvSettings};
-use serde::Serialize;
 
 const KIB: f64 = 1024.0;
 const MIB: f64 = 1024.0 * 1024.0;
@@ -168,16 +167,7 @@ pub enum FlashAttn {
     Auto,
 }
 
-/// The GPU the fit is checked against: the device with the most free
-/// memory. A GPU in MIG mode is not one: a process runs on one of its
-/// instances, which are candidates of their own.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct GpuFree {
-    pub index: u32,
-    pub name: String,
-    pub free_bytes: u64,
-    pub total_bytes: u64,
-}
+pub use crate::model_devices::GpuFree;
 
 /// The GPUs with their free memory (or the one `--gpu` names), by index:
 /// llama.cpp's device order when CUDA numbers them as NVML does (identical

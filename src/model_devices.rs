@@ -13,6 +13,19 @@ use crate::view::safe_text::safe;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
+/// A GPU found, with its free memory: what `model` sizes a model for
+/// (`model_args::gpus_free` reads them from NVML). Here, below the
+/// snapshot's estimate rows that name a GPU, not beside the reader. A GPU
+/// in MIG mode is not one: a process runs on one of its instances, which
+/// are candidates of their own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GpuFree {
+    pub index: u32,
+    pub name: String,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
 /// `"host"` or a GPU's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceId {
@@ -239,7 +252,7 @@ pub fn devices(e: &Estimate, c: &ComputeEstimate, gpu_index: Option<u32>, place:
 /// empty list numbers them from 0), then the host with its compute buffer
 /// and the output buffer (pinned host memory, llama-context.cpp
 /// `output_reserve`).
-pub fn placed(p: &gguf::Placed, c: &ComputeEstimate, gpus: &[crate::model_args::GpuFree]) -> Vec<Device> {
+pub fn placed(p: &gguf::Placed, c: &ComputeEstimate, gpus: &[GpuFree]) -> Vec<Device> {
     let mut rows: Vec<Device> = p
         .gpus
         .iter()

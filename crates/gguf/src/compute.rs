@@ -323,22 +323,7 @@ pub fn compute(
     let output_width = w.n_vocab.map(|v| v + if batch.embeddings { w.n_embd } else { 0 });
     out.output_bytes = output_width.map(|width| width * output_rows * F32);
 
-    // In u128: n_kv and t are each below 2^32 and the widths below 2^24
-    // (`widths`), so no product overflows; a total past u64 is no real
-    // configuration and is refused with why.
-    let (t128, f32) = (u128::from(t), u128::from(F32));
-    let scores = if fa {
-        0
-    } else {
-        u128::from(n_kv_max) * t128 * u128::from(w.n_head) * f32
-    };
-    let attention = scores + t128 * u128::from(beside_scores(batch.backend, &w)) * f32 + u128::from(masks_bytes);
-    let feed_forward = t128 * u128::from(3 * w.n_ff_active + 5 * w.n_embd) * f32 + u128::from(masks_bytes);
-    let (Ok(attention), Ok(feed_forward), false) = (
-        u64::try_from(attention),
-        u64::try_from(feed_forward),
-        masks_bytes == u64::MAX,
-    ) else {
+    let Some((attention, feed_forward)) = layer_peaks(&w, batch.backend, (n_kv_max, t), masks_bytes, fa) else {
         out.why = "implausible settings: the graph's buffers would pass 2^64 bytes".into();
         return Ok(out);
     };
@@ -377,6 +362,25 @@ pub fn compute(
     });
     out.why = why(peak, &w, n_kv_max, n_tokens, n_outputs, fa);
     Ok(out)
+}
+
+/// The live sets at the attention and at the feed-forward block, in bytes.
+/// In u128: n_kv and t are each below 2^32 and the widths below 2^24
+/// (`widths`), so no product overflows; a total past u64 is no real
+/// configuration (its settings are a process's argv): None.
+fn layer_peaks(w: &Widths, backend: Backend, (n_kv, t): (u64, u64), masks_bytes: u64, fa: bool) -> Option<(u64, u64)> {
+    if masks_bytes == u64::MAX {
+        return None; // saturated
+    }
+    let (t, f32, masks) = (u128::from(t), u128::from(F32), u128::from(masks_bytes));
+    let scores = if fa {
+        0
+    } else {
+        u128::from(n_kv) * t * u128::from(w.n_head) * f32
+    };
+    let attention = scores + t * u128::from(beside_scores(backend, w)) * f32 + masks;
+    let feed_forward = t * u128::from(3 * w.n_ff_active + 5 * w.n_embd) * f32 + masks;
+    Some((u64::try_from(attention).ok()?, u64::try_from(feed_forward).ok()?))
 }
 
 /// Floats per token alive beside the attention scores (the layer's
