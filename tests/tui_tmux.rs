@@ -148,7 +148,7 @@ fn the_live_view_in_a_terminal_answers_keys() {
         "the view runs in the alternate screen"
     );
     assert!(
-        s.contains("GPU 0 NVIDIA GeForce RTX 4080 SUPER  driver 580.159.03  CUDA 13.0"),
+        s.contains("GPU 0 NVIDIA GeForce RTX 4080 SUPER  ok  driver 580.159.03  CUDA 13.0"),
         "{s}"
     );
     assert!(s.contains("gpu 15%  mem act 30%  37 °C  power 26 W of 320 W"), "{s}");
