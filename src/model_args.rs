@@ -195,6 +195,14 @@ pub fn gpus_free(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapsho
         })
         .collect();
     gpus.sort_by_key(|g| g.index);
+    // A CUDA process enumerates one MIG instance at most (NVIDIA's MIG user
+    // guide, "CUDA Device Enumeration"), so llama.cpp never splits across
+    // them: where MIG is on, the roomiest candidate alone is sized.
+    if !partitioned.is_empty() {
+        if let Some(roomiest) = gpus.iter().max_by_key(|g| g.free_bytes).cloned() {
+            gpus = vec![roomiest];
+        }
+    }
     gpus
 }
 
