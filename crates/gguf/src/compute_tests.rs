@@ -10,14 +10,6 @@ use crate::*;
 const MIB: u64 = 1 << 20;
 const F32: u32 = 0;
 
-/// The tensor data is a hole (Builder::write makes the file sparse).
-fn model(b: &Builder) -> Model {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("shape.gguf");
-    b.write(&path);
-    open(&path).expect("valid test model")
-}
-
 /// Qwen3-0.6B's shape: 28 layers, 1024 wide, 16 heads (8 KV) of 128,
 /// FFN 3072, 151936 tokens.
 pub(crate) fn qwen3() -> Builder {
@@ -49,7 +41,7 @@ fn kv(ctx: u32, n_ubatch: u32, n_seq: u32, kv_unified: bool) -> KvSettings {
 }
 
 fn cpu(b: &Builder, kv: KvSettings, fa: FlashAttn) -> ComputeEstimate {
-    compute(&model(b), &kv, fa, &BatchSettings::default()).expect("estimate")
+    compute(&b.open(), &kv, fa, &BatchSettings::default()).expect("estimate")
 }
 
 fn mib(bytes: Option<u64>) -> f64 {
@@ -119,7 +111,7 @@ fn a_logit_row_per_token_makes_the_logits_the_peak() {
     };
     // Ours: 512 rows of 151936 logits (296.75 MiB) beside the 1024 x 512
     // normed hidden state they are read from (2 MiB): -0.67%.
-    let e = compute(&model(&qwen3()), &kv(4096, 512, 1, false), FlashAttn::Auto, &batch).unwrap();
+    let e = compute(&qwen3().open(), &kv(4096, 512, 1, false), FlashAttn::Auto, &batch).unwrap();
     assert_eq!(e.peak, Some(Peak::Logits), "{}", e.why);
     assert!((mib(e.compute_bytes) - 298.75).abs() < 0.01, "{}", mib(e.compute_bytes));
     // The host side: the f16 mask and the 1024 x 512 embedding lookup.
@@ -223,7 +215,7 @@ fn capture_model(shape: &serde_json::Value) -> Model {
     if let (Some(embd), Some(vocab)) = (shape["n_embd"].as_u64(), shape["n_vocab"].as_u64()) {
         b = b.tensor("token_embd.weight", &[embd, vocab], F32);
     }
-    model(&b)
+    b.open()
 }
 
 /// One capture's estimate with that build's settings; `None` when the
@@ -322,7 +314,7 @@ fn tensors_kept_on_the_host_count_only_offloaded_layers() {
         .tensor("blk.0.ffn_up_exps.weight", &[4, 8, 2], F32)
         .tensor("blk.1.ffn_up_exps.weight", &[4, 8, 2], F32)
         .tensor("blk.1.attn_q.weight", &[4, 4], F32);
-    let m = model(&b);
+    let m = b.open();
     assert_eq!(gpu_bytes_matching(&m, Some(2), "exps").unwrap(), Some(256));
     assert_eq!(gpu_bytes_matching(&m, None, "exps").unwrap(), Some(512));
     assert_eq!(gpu_bytes_matching(&m, Some(0), "exps").unwrap(), Some(0));
@@ -363,7 +355,7 @@ fn implausible_widths_or_settings_are_unknown_not_an_overflow() {
         n_batch: 1 << 31,
         ..BatchSettings::default()
     };
-    let e = compute(&model(&qwen3()), &huge, FlashAttn::Off, &batch).expect("estimate");
+    let e = compute(&qwen3().open(), &huge, FlashAttn::Off, &batch).expect("estimate");
     assert_eq!(e.compute_bytes, None);
     assert!(e.why.contains("implausible settings"), "{}", e.why);
 }
