@@ -111,6 +111,18 @@ pub struct ProcessKey {
     pub model: Option<String>,
 }
 
+impl ProcessKey {
+    /// A process's row on a device: its model by the first label it has.
+    fn of(p: &Process, device: String) -> ProcessKey {
+        ProcessKey {
+            pid: p.pid,
+            start_time: p.start_time.clone(),
+            device,
+            model: p.models.iter().find_map(|m| m.label()).map(str::to_string),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ProcessTotals {
     #[serde(flatten)]
@@ -317,12 +329,7 @@ impl Ledger {
             let Some(on) = entries.get(&d.index) else { continue };
             let energy_known = d.energy_mj.is_some() || d.power_w.is_some();
             for (p, g) in on {
-                let key = ProcessKey {
-                    pid: p.pid,
-                    start_time: p.start_time.clone(),
-                    device: device_id(d),
-                    model: p.models.iter().find_map(|m| m.label()).map(str::to_string),
-                };
+                let key = ProcessKey::of(p, device_id(d));
                 let share = busy_share(g);
                 let row = self.processes.entry(key.clone()).or_insert_with(|| ProcessTotals {
                     key,
@@ -374,12 +381,7 @@ impl Ledger {
         }
         for ((p, g), share) in on.iter().zip(&shares) {
             let was_here = before.held.get(&(p.pid, p.start_time.clone(), id.clone()));
-            let key = ProcessKey {
-                pid: p.pid,
-                start_time: p.start_time.clone(),
-                device: id.clone(),
-                model: p.models.iter().find_map(|m| m.label()).map(str::to_string),
-            };
+            let key = ProcessKey::of(p, id.clone());
             let row = self.processes.get_mut(&key).filter(|r| r.first_seen <= before.at);
             let (Some(held_before), Some(row)) = (was_here, row) else {
                 // Seen only now: its share of this interval is nobody's.
