@@ -259,6 +259,13 @@ mod tests {
         assert_eq!(token.file_name().unwrap(), "tok");
         assert_eq!(token.parent(), cli.config.as_deref().unwrap().parent());
         assert!(with_config("theme = \"no-color\"\n", &[]).unwrap().no_color);
+        let usage = with_config("sort = \"gpu-time\"\ncolumns = [\"pid\", \"energy\"]\n", &[]).unwrap();
+        assert_eq!(usage.sort, Some(SortKey::GpuTime));
+        assert_eq!(usage.columns, Some(vec![Column::Pid, Column::Energy]));
+        assert_eq!(
+            with_config("", &["--sort", "energy"]).unwrap().sort,
+            Some(SortKey::Energy)
+        );
     }
 
     #[test]

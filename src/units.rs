@@ -47,6 +47,18 @@ pub fn duration(s: f64) -> String {
     }
 }
 
+/// Energy in J, kJ or MJ: `0.4 J`, `812 J`, `12.3 kJ`, `2.52 MJ`.
+pub fn joules(j: Option<f64>) -> String {
+    match j {
+        None => "n/a".into(),
+        Some(j) if !j.is_finite() => "n/a".into(),
+        Some(j) if j.abs() < 100.0 => format!("{j:.1} J"),
+        Some(j) if j.abs() < 1_000.0 => format!("{j:.0} J"),
+        Some(j) if j.abs() < 1_000_000.0 => format!("{:.1} kJ", j / 1e3),
+        Some(j) => format!("{:.2} MJ", j / 1e6),
+    }
+}
+
 /// RFC 3339 UTC with millisecond precision.
 pub fn format_unix_nanos(unix_nanos: i128) -> Option<String> {
     let t = time::OffsetDateTime::from_unix_timestamp_nanos(unix_nanos - unix_nanos % 1_000_000).ok()?;
@@ -139,6 +151,22 @@ fn local_offset(_unix: i64) -> Option<time::UtcOffset> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn energy_reads_in_j_kj_and_mj() {
+        let said: Vec<String> = [
+            None,
+            Some(0.44),
+            Some(812.4),
+            Some(12_345.0),
+            Some(2_520_000.0),
+            Some(f64::NAN),
+        ]
+        .into_iter()
+        .map(joules)
+        .collect();
+        assert_eq!(said, ["n/a", "0.4 J", "812 J", "12.3 kJ", "2.52 MJ", "n/a"]);
+    }
 
     #[test]
     fn a_time_on_screen_is_local_with_its_offset() {

@@ -249,3 +249,52 @@ fn prometheus_increase_over_the_run_matches_the_summary() {
         );
     }
 }
+
+/// The energy cell of the process's row (`72.0 J`, `1.2 kJ`), in joules.
+fn energy_cell(screen: &str, pid: u32) -> Option<f64> {
+    let line = screen.lines().find(|l| {
+        l.split_whitespace().next() == Some(&format!("{pid}*")[..]) || l.trim_start().starts_with(&format!("{pid} "))
+    })?;
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "J" || *w == "kJ")?;
+    let v: f64 = words.get(at.checked_sub(1)?)?.parse().ok()?;
+    Some(if words[at] == "kJ" { v * 1000.0 } else { v })
+}
+
+#[test]
+fn the_live_view_sorts_by_energy_with_each_process_share() {
+    let Some(tmux) = common::tmux::tmux_path() else { return };
+    let m = machine();
+    let t = common::tmux::Tmux::new(tmux, "usage");
+    t.start(&format!(
+        "env FAKE_NVML_SCENARIO={} GPUTASKMAN_NVML_LIB={} NO_COLOR=1 {} --sort energy --interval 0.5; sleep 600",
+        m.scenario.path().display(),
+        fake_nvml().display(),
+        env!("CARGO_BIN_EXE_gputaskman"),
+    ));
+    let (server, trainer) = (m.server.pid(), m.trainer.pid());
+    // A second or more of counting at 200 W: tens of joules each.
+    let screen = t.wait_for("both rows' energy", Duration::from_secs(60), |s| {
+        energy_cell(s, trainer).is_some_and(|j| j >= 50.0) && energy_cell(s, server).is_some()
+    });
+    assert!(
+        screen.contains("ENERGY↓"),
+        "sorted by it, and its column shown:\n{screen}"
+    );
+    let place = |pid: u32| screen.lines().position(|l| l.contains(&format!("{pid}"))).unwrap();
+    assert!(place(server) < place(trainer), "50 % before 30 %:\n{screen}");
+    // Both were on the GPU over the same intervals: their energies stand
+    // as their SM shares, whatever the intervals were.
+    let ratio = energy_cell(&screen, server).unwrap() / energy_cell(&screen, trainer).unwrap();
+    let want = f64::from(SERVER.0) / f64::from(TRAINER.0);
+    assert_near("energy ratio", ratio, want, want * 0.03);
+    // `u` picks the user: the title holds its totals, the two summed.
+    t.keys(&["u"]);
+    let screen = t.wait_for("the user's totals", Duration::from_secs(10), |s| {
+        s.contains("since the view started)")
+    });
+    assert!(
+        screen.contains("integrated · energy") && screen.contains("attributed (of measured)"),
+        "{screen}"
+    );
+}

@@ -56,6 +56,21 @@ impl Obtained {
 /// difference past this over an interval is a restart, not energy.
 const MAX_PLAUSIBLE_WATTS: f64 = 10_000.0;
 
+/// The longest interval counted between snapshots taken every
+/// `interval_s`: three intervals and a second (a late sample, a slow driver
+/// call, is not a gap; a stopped sampler or a suspended laptop is).
+pub fn gap_limit(interval_s: f64) -> f64 {
+    interval_s * 3.0 + 1.0
+}
+
+/// The usual step between snapshots taken at `times` (Unix seconds, in
+/// order): the median of the forward steps, 1 s where there are none.
+pub fn median_step(times: &[f64]) -> f64 {
+    let mut steps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0.0).collect();
+    steps.sort_by(f64::total_cmp);
+    steps.get(steps.len().saturating_sub(1) / 2).copied().unwrap_or(1.0)
+}
+
 /// How Prometheus forgets a series that stops (its default lookback): a
 /// process that exited keeps its counters this long in `serve`.
 pub const KEEP_EXITED_S: f64 = 300.0;
@@ -112,6 +127,16 @@ pub struct ProcessKey {
 }
 
 impl ProcessKey {
+    /// The least key of a PID: `range(first_of(pid)..)` starts at its rows.
+    pub fn first_of(pid: u32) -> ProcessKey {
+        ProcessKey {
+            pid,
+            start_time: None,
+            device: String::new(),
+            model: None,
+        }
+    }
+
     /// A process's row on a device: its model by the first label it has.
     fn of(p: &Process, device: String) -> ProcessKey {
         ProcessKey {
@@ -327,7 +352,13 @@ impl Ledger {
             t.name.clone_from(&d.name);
             t.uuid.clone_from(&d.uuid);
             let Some(on) = entries.get(&d.index) else { continue };
-            let energy_known = d.energy_mj.is_some() || d.power_w.is_some();
+            // Energy is shared out only where every process on the device
+            // is listed with a known share (`interval`): elsewhere a row's
+            // energy stays null, never a 0 that reads as "used nothing".
+            let attributable = (d.energy_mj.is_some() || d.power_w.is_some())
+                && d.process_list_complete
+                && !snap.devices.iter().any(|i| i.parent == Some(d.index))
+                && on.iter().all(|(_, g)| busy_share(g).is_some());
             for (p, g) in on {
                 let key = ProcessKey::of(p, device_id(d));
                 let share = busy_share(g);
@@ -342,7 +373,7 @@ impl Ledger {
                     gpu_seconds: share.map(|_| 0.0),
                     gpu_seconds_obtained: share.map_or(Obtained::Integrated, |s| s.1),
                     memory_byte_seconds: g.vram_bytes.map(|_| 0.0),
-                    energy_j: (share.is_some() && energy_known).then_some(0.0),
+                    energy_j: attributable.then_some(0.0),
                     first_seen: at,
                     last_seen: at,
                 });

@@ -196,3 +196,34 @@ fn a_stale_device_repeating_its_last_values_adds_nothing() {
     );
     assert!(close(row(&l, 10).memory_byte_seconds, GIB as f64 * 2.0));
 }
+
+#[test]
+fn energy_that_can_never_be_shared_out_is_null_not_zero() {
+    let mut l = Ledger::new(10.0);
+    let procs = [(10, Some(50), None)];
+    // The driver lists only some of the device's processes (another
+    // container's are hidden): its energy cannot be shared out.
+    let incomplete = |at| {
+        let mut s = snap(at, Some(1_000_000), Some(200.0), &procs);
+        s.devices[0].process_list_complete = false;
+        s
+    };
+    l.observe(&incomplete("2026-01-01T00:00:00Z"));
+    l.observe(&incomplete("2026-01-01T00:00:01Z"));
+    assert_eq!(row(&l, 10).energy_j, None, "n/a, never a 0 that reads as idle");
+    assert!(close(row(&l, 10).gpu_seconds, 0.5), "its GPU time still counts");
+    // A share unknown from the first sample: null too.
+    let mut l = Ledger::new(10.0);
+    l.observe(&snap("2026-01-01T00:00:00Z", Some(0), None, &[(10, None, None)]));
+    assert_eq!((row(&l, 10).energy_j, row(&l, 10).gpu_seconds), (None, None));
+    // Where it will be shared out, it starts at 0 (a counter's first value).
+    let mut l = Ledger::new(10.0);
+    l.observe(&snap("2026-01-01T00:00:00Z", Some(0), None, &procs));
+    assert_eq!(row(&l, 10).energy_j, Some(0.0));
+}
+
+#[test]
+fn the_gap_limit_is_three_intervals_and_a_second() {
+    assert_eq!(gap_limit(1.0), 4.0);
+    assert_eq!(gap_limit(0.5), 2.5);
+}

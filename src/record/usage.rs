@@ -6,7 +6,7 @@
 //! and its gaps are never filled in.
 
 use super::index::RecordingIndex;
-use crate::accounting::{DeviceTotals, Group, Ledger, Obtained};
+use crate::accounting::{gap_limit, median_step, DeviceTotals, Group, Ledger, Obtained};
 use crate::units::unix_seconds;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -61,17 +61,14 @@ pub struct Usage {
     pub models: Vec<UsageRow>,
 }
 
-/// The longest interval counted: three of the recording's median ones (a
-/// late sample is not a gap; a stopped recorder is), read from the index
-/// without parsing a snapshot.
+/// The longest interval counted: [`gap_limit`] of the recording's median
+/// step (a late sample is not a gap; a stopped recorder is), read from the
+/// index without parsing a snapshot.
 fn max_interval(rec: &RecordingIndex) -> f64 {
     let times: Vec<f64> = (0..rec.len())
         .filter_map(|i| rec.taken_at(i).and_then(unix_seconds))
         .collect();
-    let mut steps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0.0).collect();
-    steps.sort_by(f64::total_cmp);
-    let median = steps.get(steps.len().saturating_sub(1) / 2).copied().unwrap_or(1.0);
-    (median * 3.0).max(median + 1.0)
+    gap_limit(median_step(&times))
 }
 
 /// A ledger ready for the recording's snapshots, in order.

@@ -233,7 +233,7 @@ fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, publish
     let every_sample = Arc::new(std::sync::atomic::AtomicU32::new(1));
     // A sample that comes more than three periods late (a stalled
     // machine) leaves a gap in the counters rather than a guess.
-    let mut ledger = crate::accounting::Ledger::new(interval.as_secs_f64() * 3.0 + 1.0);
+    let mut ledger = crate::accounting::Ledger::new(crate::accounting::gap_limit(interval.as_secs_f64()));
     crate::collect::spawn_sampler(options, interval, every_sample, move |snap, took| {
         ledger.observe(&snap);
         if let Some(now) = ledger.last_at {

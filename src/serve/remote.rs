@@ -596,6 +596,10 @@ impl Feed for RemoteFeed {
     fn is_replay(&self) -> bool {
         false
     }
+
+    fn interval_s(&self) -> f64 {
+        self.interval.as_secs_f64()
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use super::columns::Column;
 use super::feed::{FeedCommand, Update};
 use super::history::{self, History};
+use super::usage;
+use crate::accounting::{gap_limit, Ledger};
 use crate::procs::signal::{Signal, Target};
 use crate::snapshot::{GpuUsage, Process, Snapshot};
 use crate::units::Zone;
@@ -12,24 +14,30 @@ use ratatui::layout::Rect;
 use std::cmp::Ordering;
 
 /// The columns `s` cycles through, in order. Also `--sort` and the config
-/// file's `sort` (lowercase names).
+/// file's `sort` (`vram`, `gpu-time`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum SortKey {
     Vram,
     Spill,
     Gpu,
     Cpu,
+    /// GPU time since the view started.
+    GpuTime,
+    /// Energy since the view started.
+    Energy,
     Name,
     Pid,
 }
 
 impl SortKey {
-    pub const ALL: [SortKey; 6] = [
+    pub const ALL: [SortKey; 8] = [
         SortKey::Vram,
         SortKey::Spill,
         SortKey::Gpu,
         SortKey::Cpu,
+        SortKey::GpuTime,
+        SortKey::Energy,
         SortKey::Name,
         SortKey::Pid,
     ];
@@ -40,6 +48,8 @@ impl SortKey {
             SortKey::Spill => "SPILL",
             SortKey::Gpu => "GPU%",
             SortKey::Cpu => "CPU%",
+            SortKey::GpuTime => "GPU TIME",
+            SortKey::Energy => "ENERGY",
             SortKey::Name => "NAME",
             SortKey::Pid => "PID",
         }
@@ -59,6 +69,8 @@ impl SortKey {
             Column::Spill => SortKey::Spill,
             Column::Gpu => SortKey::Gpu,
             Column::Cpu => SortKey::Cpu,
+            Column::GpuTime => SortKey::GpuTime,
+            Column::Energy => SortKey::Energy,
             _ => return None,
         })
     }
@@ -121,7 +133,7 @@ pub const KEYS: [KeyHelp; 20] = [
     key(
         "s",
         "sort",
-        "sort by the next column: VRAM, SPILL, GPU%, CPU%, NAME, PID",
+        "sort by the next column: VRAM, SPILL, GPU%, CPU%, GPU TIME, ENERGY, NAME, PID",
         KeyWhen::Always,
     ),
     key(
@@ -276,6 +288,9 @@ pub struct App {
     pub layout: Layout,
     /// Where times on screen are told (the snapshot's stay UTC).
     pub zone: Zone,
+    /// GPU time and energy since the view started (a replay: since the
+    /// last jump), from every snapshot shown (`usage`).
+    pub ledger: Ledger,
 }
 
 impl App {
@@ -310,7 +325,26 @@ impl App {
             feed_status: String::new(),
             layout: Layout::default(),
             zone: Zone::Local,
+            ledger: Ledger::new(gap_limit(1.0)),
         }
+    }
+
+    /// Counts use from snapshots that come every `interval_s`: a longer
+    /// wait between two is a gap, not counted.
+    pub fn count_usage_every(&mut self, interval_s: f64) {
+        self.ledger = Ledger::new(gap_limit(interval_s));
+    }
+
+    /// GPU time and energy on the chosen GPU(s).
+    pub fn usage(&self) -> usage::Scope<'_> {
+        let devices = self.snapshot.as_ref().map_or(&[][..], |s| &s.devices[..]);
+        usage::Scope::new(&self.ledger, devices, self.gpu)
+    }
+
+    fn take(&mut self, s: Snapshot) {
+        self.history.push(&s);
+        self.ledger.observe(&s);
+        self.snapshot = Some(s);
     }
 
     /// Takes what the feed sends. While paused (live), samples are held and
@@ -323,16 +357,13 @@ impl App {
                     self.held.remove(0);
                 }
             }
-            Update::Next(s) => {
-                self.history.push(&s);
-                self.snapshot = Some(*s);
-            }
+            Update::Next(s) => self.take(*s),
             Update::Seek(list) => {
                 self.history.clear();
-                for s in &list {
-                    self.history.push(s);
+                self.ledger = Ledger::new(self.ledger.max_interval_s());
+                for s in list {
+                    self.take(s);
                 }
-                self.snapshot = list.into_iter().last();
             }
         }
     }
@@ -346,8 +377,7 @@ impl App {
     fn resume(&mut self) {
         self.paused = false;
         for s in std::mem::take(&mut self.held) {
-            self.history.push(&s);
-            self.snapshot = Some(s);
+            self.take(s);
         }
     }
 
@@ -363,9 +393,10 @@ impl App {
     pub fn tree_rows(&self) -> Vec<(&Process, String)> {
         let Some(s) = &self.snapshot else { return Vec::new() };
         let mut rows: Vec<&Process> = s.processes.iter().filter(|p| self.is_listed(p)).collect();
-        rows.sort_by(|a, b| self.compare(a, b).then(a.pid.cmp(&b.pid)));
+        let scope = self.usage();
+        rows.sort_by(|a, b| self.compare(a, b, &scope).then(a.pid.cmp(&b.pid)));
         if self.tree {
-            tree_order(&rows, &s.processes, self.ascii)
+            super::tree::tree_order(&rows, &s.processes, self.ascii)
         } else {
             rows.into_iter().map(|p| (p, String::new())).collect()
         }
@@ -422,8 +453,11 @@ impl App {
         (self.user.is_none() || p.user == self.user) && (needle.is_empty() || matches_filter(p, &needle))
     }
 
-    fn compare(&self, a: &Process, b: &Process) -> Ordering {
-        let (ka, kb) = (self.sort_value(self.sort, a), self.sort_value(self.sort, b));
+    fn compare(&self, a: &Process, b: &Process, scope: &usage::Scope) -> Ordering {
+        let (ka, kb) = (
+            self.sort_value(self.sort, a, scope),
+            self.sort_value(self.sort, b, scope),
+        );
         // Unknown sorts last in either direction: n/a is not small.
         let ord = match (&ka, &kb) {
             (Value::Unknown, Value::Unknown) => return Ordering::Equal,
@@ -445,9 +479,13 @@ impl App {
     /// (a column hidden, or n/a on every row, orders nothing).
     fn next_sort(&self) -> SortKey {
         let rows = self.rows();
+        let scope = self.usage();
         let mut key = self.sort.next();
         while key != self.sort {
-            if rows.iter().any(|p| !matches!(self.sort_value(key, p), Value::Unknown)) {
+            if rows
+                .iter()
+                .any(|p| !matches!(self.sort_value(key, p, &scope), Value::Unknown))
+            {
                 return key;
             }
             key = key.next();
@@ -455,13 +493,18 @@ impl App {
         self.sort.next()
     }
 
-    fn sort_value(&self, key: SortKey, p: &Process) -> Value {
+    fn sort_value(&self, key: SortKey, p: &Process, scope: &usage::Scope) -> Value {
         let figure = |v: Option<f64>| v.map(Value::Num).unwrap_or(Value::Unknown);
         match key {
             SortKey::Vram => figure(self.figure(p, |g| g.vram_bytes).map(|v| v as f64)),
             SortKey::Spill => figure(self.figure(p, |g| g.spill_bytes).map(|v| v as f64)),
             SortKey::Gpu => figure(self.gpu_percent(p).map(f64::from)),
             SortKey::Cpu => figure(p.cpu_percent),
+            // Nothing is counted before the first interval: n/a, so `s`
+            // passes these by until then.
+            SortKey::GpuTime | SortKey::Energy if !scope.counting() => Value::Unknown,
+            SortKey::GpuTime => figure(scope.of_process(p).gpu_seconds),
+            SortKey::Energy => figure(scope.of_process(p).energy_j),
             SortKey::Name => p
                 .name
                 .as_ref()
@@ -876,96 +919,4 @@ fn matches_filter(p: &Process, needle: &str) -> bool {
         || p.models
             .iter()
             .any(|m| hit(m.name.as_deref()) || hit(m.path.as_deref()) || hit(m.architecture.as_deref()))
-}
-
-/// `rows` (sorted) as a tree: each process under its parent, with the
-/// ancestors of each row taken from `all` even where they are not rows (an
-/// `ollama serve` holding no VRAM above its runner), each with the branch
-/// drawn before its name. Siblings, and the roots, come in the order of the
-/// heaviest row below them (their own included), so a subtree sorts where
-/// its heaviest member would: an idle parent does not sink its busy child.
-/// A parent link that loops (a forged recording) is cut where it closes:
-/// every process appears once.
-fn tree_order<'a>(rows: &[&'a Process], all: &'a [Process], ascii: bool) -> Vec<(&'a Process, String)> {
-    use std::collections::{HashMap, HashSet};
-    let by_pid: HashMap<u32, &Process> = all.iter().rev().map(|p| (p.pid, p)).collect();
-    let mut nodes: Vec<&Process> = rows.to_vec();
-    let mut index: HashMap<u32, usize> = nodes.iter().enumerate().map(|(i, p)| (p.pid, i)).collect();
-    // Each row's missing ancestors, up to the first one already a node; a
-    // loop closes on a node added before, so this ends.
-    for row in rows {
-        let mut up = row.ppid;
-        while let Some(parent) = up
-            .and_then(|pp| by_pid.get(&pp))
-            .filter(|p| !index.contains_key(&p.pid))
-        {
-            index.insert(parent.pid, nodes.len());
-            nodes.push(parent);
-            up = parent.ppid;
-        }
-    }
-    let parent: Vec<Option<usize>> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, p)| p.ppid.and_then(|pp| index.get(&pp).copied()).filter(|&u| u != i))
-        .collect();
-    // The rank (place in `rows`) of the heaviest row at or below each node.
-    // Rows are walked heaviest first, so a walk up stops at the first node
-    // that already has as heavy a member: each node is set once.
-    let mut heaviest = vec![usize::MAX; nodes.len()];
-    for rank in 0..rows.len() {
-        let mut at = Some(rank);
-        while let Some(n) = at.filter(|&n| heaviest[n] > rank) {
-            heaviest[n] = rank;
-            at = parent[n];
-        }
-    }
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut roots = Vec::new();
-    let mut by_weight: Vec<usize> = (0..nodes.len()).collect();
-    by_weight.sort_by_key(|&n| heaviest[n]);
-    for &n in &by_weight {
-        match parent[n] {
-            Some(up) => children[up].push(n),
-            None => roots.push(n),
-        }
-    }
-    let (branch, last, bar, blank) = if ascii {
-        ("|- ", "`- ", "|  ", "   ")
-    } else {
-        ("├─ ", "└─ ", "│  ", "   ")
-    };
-    // Deeper than this the branches are not drawn further in (a forged
-    // chain thousands deep must not cost thousands of columns a row).
-    const DEEPEST: usize = 8 * 3;
-    let mut out = Vec::with_capacity(nodes.len());
-    let mut placed = HashSet::new();
-    let mut unplaced = by_weight.iter().copied();
-    // (node, the bars of its ancestors, its own branch)
-    let mut stack: Vec<(usize, String, &str)> = roots.iter().rev().map(|&r| (r, String::new(), "")).collect();
-    loop {
-        while let Some((i, indent, own)) = stack.pop() {
-            if !placed.insert(i) {
-                continue;
-            }
-            out.push((nodes[i], format!("{indent}{own}")));
-            let below = if own.is_empty() || indent.chars().count() >= DEEPEST {
-                indent
-            } else if own == last {
-                format!("{indent}{blank}")
-            } else {
-                format!("{indent}{bar}")
-            };
-            let kids = &children[i];
-            for (n, &k) in kids.iter().enumerate().rev() {
-                stack.push((k, below.clone(), if n + 1 == kids.len() { last } else { branch }));
-            }
-        }
-        // Nodes only a loop reaches: each such loop starts at its heaviest.
-        match unplaced.find(|i| !placed.contains(i)) {
-            Some(i) => stack.push((i, String::new(), "")),
-            None => break,
-        }
-    }
-    out
 }

@@ -26,11 +26,15 @@ pub enum Column {
     Rss,
     Model,
     Inside,
+    /// GPU time since the view started (`usage`).
+    GpuTime,
+    /// Energy attributed since the view started (`usage`).
+    Energy,
     /// The command line (redacted), cut on the right.
     Command,
 }
 
-pub const FULL: [Column; 16] = [
+pub const FULL: [Column; 18] = [
     Column::Pid,
     Column::Device,
     Column::Name,
@@ -44,6 +48,8 @@ pub const FULL: [Column; 16] = [
     Column::Gpu,
     Column::Cpu,
     Column::Rss,
+    Column::GpuTime,
+    Column::Energy,
     Column::Model,
     Column::Inside,
     Column::Command,
@@ -68,12 +74,14 @@ pub const SLIM: [Column; 12] = [
 /// shrinks rather than go when it can. What is shown is never cut but for
 /// text, on the right. PID, GPU and VRAM go last: a row without them says
 /// nothing of who holds the card. Documented in README.
-pub const DROP_ORDER: [Column; 15] = [
+pub const DROP_ORDER: [Column; 17] = [
     Column::Paged,
     Column::Rss,
     Column::Kind,
     Column::Runtime,
     Column::User,
+    Column::GpuTime,
+    Column::Energy,
     Column::Inside,
     Column::Model,
     Column::Spill,
@@ -93,7 +101,7 @@ const MIN_TEXT: usize = 6;
 pub const MIN_COMMAND: usize = 12;
 
 impl Column {
-    pub const ALL: [Column; 16] = FULL;
+    pub const ALL: [Column; 18] = FULL;
 
     /// The config file's name of the column.
     pub fn name(self) -> &'static str {
@@ -113,6 +121,8 @@ impl Column {
             Column::Rss => "rss",
             Column::Model => "model",
             Column::Inside => "inside",
+            Column::GpuTime => "gpu-time",
+            Column::Energy => "energy",
             Column::Command => "command",
         }
     }
@@ -138,6 +148,8 @@ impl Column {
             Column::Rss => "RSS",
             Column::Model => "MODEL",
             Column::Inside => "WHAT IS INSIDE",
+            Column::GpuTime => "GPU TIME",
+            Column::Energy => "ENERGY",
             Column::Command => "COMMAND",
         }
     }
@@ -158,6 +170,8 @@ impl Column {
             Column::Cpu => 6,
             Column::Model => 26,
             Column::Inside => 14,
+            // "1h 2m 3s", "12.3 kJ".
+            Column::GpuTime | Column::Energy => 8,
             // It takes what the others leave (`fit_columns`).
             Column::Command => MIN_COMMAND,
         }
@@ -175,6 +189,8 @@ impl Column {
                 | Column::Rss
                 | Column::Pid
                 | Column::Device
+                | Column::GpuTime
+                | Column::Energy
         )
     }
 }

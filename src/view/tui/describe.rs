@@ -410,6 +410,14 @@ pub fn cell(c: Column, app: &App, p: &Process) -> String {
         Column::Rss => bytes(p.rss_bytes),
         Column::Model => model_cell(p, app.replay),
         Column::Inside => inside(p, app.replay),
+        Column::GpuTime | Column::Energy => {
+            let spent = app.usage().of_process(p);
+            match c {
+                _ if !on_gpu && spent == super::usage::Spent::default() => "-".into(),
+                Column::GpuTime => super::usage::gpu_time_cell(&spent),
+                _ => super::usage::energy_cell(&spent),
+            }
+        }
         Column::Command => command(p),
     }
 }

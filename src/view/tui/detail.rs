@@ -78,6 +78,9 @@ pub(super) fn detail_lines(app: &App, snap: &Snapshot, p: &Process, theme: Theme
             theme.dim(),
         )));
     }
+    if let Some(line) = app.usage().detail_line(p) {
+        out.push(Line::raw(line));
+    }
     let hist = app.history.process(&history::key(p));
     if hist.iter().any(Option::is_some) {
         let w = (width as usize).saturating_sub(30).clamp(10, history::CAPACITY);

@@ -48,6 +48,9 @@ pub trait Feed {
     fn next_due(&self) -> Option<Instant>;
     /// Whether this is a recording (the replay keys apply).
     fn is_replay(&self) -> bool;
+    /// Seconds between the snapshots it hands out, as meant (a recording:
+    /// its median): what the view's use counting takes for a gap.
+    fn interval_s(&self) -> f64;
 }
 
 /// A collector sampling on its own thread; a sample never blocks the UI.
@@ -122,6 +125,10 @@ impl Feed for LiveFeed {
 
     fn is_replay(&self) -> bool {
         false
+    }
+
+    fn interval_s(&self) -> f64 {
+        self.interval.as_secs_f64()
     }
 }
 
@@ -343,6 +350,11 @@ impl Feed for ReplayFeed {
 
     fn is_replay(&self) -> bool {
         true
+    }
+
+    fn interval_s(&self) -> f64 {
+        let times: Vec<f64> = self.times.iter().flatten().copied().collect();
+        crate::accounting::median_step(&times)
     }
 }
 

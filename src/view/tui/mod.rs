@@ -32,6 +32,8 @@ pub mod render;
 mod table;
 pub mod term;
 mod theme;
+mod tree;
+pub mod usage;
 
 #[cfg(test)]
 mod audit_tests;
@@ -49,6 +51,8 @@ mod layout_tests;
 mod tests;
 #[cfg(test)]
 mod theme_tests;
+#[cfg(test)]
+mod usage_tests;
 
 pub use app::App;
 pub use feed::{Feed, Frames, LiveFeed, ReplayFeed};
@@ -119,6 +123,7 @@ pub fn color_wanted() -> bool {
 /// Runs the view on any feed (live, replay, a fleet of `serve` hosts).
 pub fn run_feed(mut feed: Box<dyn Feed>, look: Look) -> anyhow::Result<()> {
     let mut app = look.app(color_wanted(), feed.is_replay());
+    app.count_usage_every(feed.interval_s());
     let mut terminal = term::Terminal::enter()?;
     let mut dirty = true;
     loop {

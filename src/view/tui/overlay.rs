@@ -62,6 +62,19 @@ fn key_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
             ])
         })
         .collect();
+    let scope = app.usage();
+    let users = scope.by_user();
+    if scope.counting() && !users.is_empty() {
+        lines.push(Line::default());
+        lines.push(Line::from(Span::styled(
+            "Use since the view started, per user",
+            theme.bold(),
+        )));
+        lines.extend(users.iter().map(|(user, spent)| {
+            let user = user.as_deref().map_or_else(|| "n/a".into(), |u| escape(u).into_owned());
+            Line::from(format!("  {user:<12} {}", super::usage::said(spent)))
+        }));
+    }
     if let Some(snap) = &app.snapshot {
         lines.push(Line::default());
         lines.push(Line::from(Span::styled("Sources", theme.bold())));

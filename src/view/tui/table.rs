@@ -6,6 +6,7 @@ use super::app::{App, Layout as Placed, SortKey};
 use super::columns::{fit_columns, Column, FULL, SLIM};
 use super::describe;
 use super::theme::Theme;
+use super::usage;
 use crate::snapshot::Process;
 use crate::view::safe_text::{clip_marked, escape};
 use ratatui::layout::{Alignment, Constraint, Flex, Rect};
@@ -52,6 +53,14 @@ pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'s
     }
     if let Some(u) = &app.user {
         text.push_str(&format!(", user {}", escape(u.as_str())));
+        let scope = app.usage();
+        if let Some(spent) = scope
+            .counting()
+            .then(|| scope.by_user().remove(&Some(u.clone())))
+            .flatten()
+        {
+            text.push_str(&format!(" ({} since the view started)", usage::said(&spent)));
+        }
     }
     if !app.filter.is_empty() {
         text.push_str(&format!(", filter \"{}\"", escape(app.filter.as_str())));
@@ -85,6 +94,7 @@ fn wanted_columns(app: &App, rows: &[(&Process, String)]) -> Vec<Column> {
     // for them), else from the cell itself.
     let any = |has: &dyn Fn(&Process) -> bool| rows.is_empty() || rows.iter().take(SAID_ROWS).any(|(p, _)| has(p));
     let on_gpu = |f: fn(&crate::snapshot::GpuUsage) -> bool| move |p: &Process| p.gpu.iter().any(f);
+    let scope = app.usage();
     let said = |c: Column| match c {
         Column::Pid | Column::Device | Column::Name | Column::Vram => true,
         Column::Spill => any(&on_gpu(|g| g.spill_bytes.is_some())),
@@ -99,8 +109,23 @@ fn wanted_columns(app: &App, rows: &[(&Process, String)]) -> Vec<Column> {
         Column::Runtime => any(&|p| !p.runtimes.is_empty()),
         Column::Model => any(&|p| !p.models.is_empty() || p.models_pending),
         Column::Inside => any(&|p| !matches!(describe::cell(c, app, p).as_str(), "" | "-" | "n/a")),
+        Column::GpuTime => scope.counting() && any(&|p| scope.of_process(p).gpu_seconds.is_some()),
+        Column::Energy => scope.counting() && any(&|p| scope.of_process(p).energy_j.is_some()),
     };
-    set.iter().copied().filter(|c| said(*c)).collect()
+    let mut wanted: Vec<Column> = set.iter().copied().filter(|c| said(*c)).collect();
+    // The column sorted by is shown, in the slim set too (`--sort energy`),
+    // where it has something to say; before COMMAND, which takes the rest.
+    let sorted = [Column::GpuTime, Column::Energy]
+        .into_iter()
+        .find(|c| SortKey::of_column(*c) == Some(app.sort));
+    if let Some(c) = sorted.filter(|c| !wanted.contains(c) && said(*c)) {
+        let at = wanted
+            .iter()
+            .position(|w| *w == Column::Command)
+            .unwrap_or(wanted.len());
+        wanted.insert(at, c);
+    }
+    wanted
 }
 
 /// The first row shown: the last one, kept while the selection stays in
