@@ -42,6 +42,11 @@ pub enum Obtained {
     Integrated,
 }
 
+/// How a sum of figures was obtained: `integrated`, `measured+integrated`.
+pub fn words(set: &BTreeSet<Obtained>) -> String {
+    set.iter().map(|o| o.word()).collect::<Vec<_>>().join("+")
+}
+
 impl Obtained {
     pub fn word(self) -> &'static str {
         match self {
@@ -257,6 +262,16 @@ fn entries_by_device(snap: &Snapshot) -> BTreeMap<u32, Vec<(&Process, &GpuUsage)
     out
 }
 
+/// Whether every process's busy share on `d` is known, so its energy can
+/// be shared out: the driver lists them all (an incomplete list hides
+/// some), none is on a MIG instance (a MIG GPU's processes are on its
+/// instances), and each has a share.
+fn every_share_known(snap: &Snapshot, d: &Device, on: &[(&Process, &GpuUsage)]) -> bool {
+    d.process_list_complete
+        && !snap.devices.iter().any(|i| i.parent == Some(d.index))
+        && on.iter().all(|(_, g)| busy_share(g).is_some())
+}
+
 fn add(total: &mut Option<f64>, v: f64) {
     *total = Some(total.unwrap_or(0.0) + v);
 }
@@ -352,13 +367,10 @@ impl Ledger {
             t.name.clone_from(&d.name);
             t.uuid.clone_from(&d.uuid);
             let Some(on) = entries.get(&d.index) else { continue };
-            // Energy is shared out only where every process on the device
-            // is listed with a known share (`interval`): elsewhere a row's
-            // energy stays null, never a 0 that reads as "used nothing".
-            let attributable = (d.energy_mj.is_some() || d.power_w.is_some())
-                && d.process_list_complete
-                && !snap.devices.iter().any(|i| i.parent == Some(d.index))
-                && on.iter().all(|(_, g)| busy_share(g).is_some());
+            // Energy is shared out only where every share is known
+            // (`interval`): elsewhere a row's energy stays null, never a 0
+            // that reads as "used nothing".
+            let attributable = (d.energy_mj.is_some() || d.power_w.is_some()) && every_share_known(snap, d, on);
             for (p, g) in on {
                 let key = ProcessKey::of(p, device_id(d));
                 let share = busy_share(g);
@@ -400,10 +412,7 @@ impl Ledger {
             None => {}
         }
         let shares: Vec<Option<(f64, Obtained)>> = on.iter().map(|(_, g)| busy_share(g)).collect();
-        // A MIG GPU's processes are on its instances; an incomplete list
-        // hides some: its shares are not all known.
-        let has_instances = snap.devices.iter().any(|i| i.parent == Some(d.index));
-        let all_known = d.process_list_complete && !has_instances && shares.iter().all(Option::is_some);
+        let all_known = every_share_known(snap, d, on);
         let sum: f64 = shares.iter().flatten().map(|s| s.0).sum();
         let scale = sum.max(1.0);
         let mut unattributed = if all_known { 0.0 } else { 1.0 };
@@ -448,23 +457,32 @@ impl Ledger {
         let mut groups: BTreeMap<K, Group<K>> = BTreeMap::new();
         for p in self.processes.values() {
             let k = key(p);
-            let g = groups.entry(k.clone()).or_insert_with(|| Group {
-                key: k,
-                ..Group::default()
-            });
-            g.rows += 1;
-            if let Some(v) = p.gpu_seconds {
-                add(&mut g.gpu_seconds, v);
-                g.gpu_seconds_obtained.insert(p.gpu_seconds_obtained);
-            }
-            if let Some(v) = p.memory_byte_seconds {
-                add(&mut g.memory_byte_seconds, v);
-            }
-            if let Some(v) = p.energy_j {
-                add(&mut g.energy_j, v);
-            }
+            groups
+                .entry(k.clone())
+                .or_insert_with(|| Group {
+                    key: k,
+                    ..Group::default()
+                })
+                .add(p);
         }
         groups.into_values().collect()
+    }
+}
+
+impl<K> Group<K> {
+    /// Adds a process row's known figures (unknown is not 0).
+    pub fn add(&mut self, p: &ProcessTotals) {
+        self.rows += 1;
+        if let Some(v) = p.gpu_seconds {
+            add(&mut self.gpu_seconds, v);
+            self.gpu_seconds_obtained.insert(p.gpu_seconds_obtained);
+        }
+        if let Some(v) = p.memory_byte_seconds {
+            add(&mut self.memory_byte_seconds, v);
+        }
+        if let Some(v) = p.energy_j {
+            add(&mut self.energy_j, v);
+        }
     }
 }
 

@@ -3,11 +3,10 @@
 //! GPU-hours, GiB-hours, kWh and cost, each figure followed by how it was
 //! obtained. Names from the recording are escaped.
 
-use crate::accounting::Obtained;
+use crate::accounting::words;
 use crate::record::usage::{Usage, UsageRow};
 use crate::units::duration;
 use crate::view::safe_text::safe;
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 /// A figure in hours or kWh: small ones keep their first digits.
@@ -19,11 +18,6 @@ fn figure(v: Option<f64>) -> String {
         Some(v) if v.abs() >= 1.0 => format!("{v:.3}"),
         Some(v) => format!("{v:.6}"),
     }
-}
-
-fn words(set: &BTreeSet<Obtained>) -> String {
-    let w: Vec<&str> = set.iter().map(|o| o.word()).collect();
-    w.join("+")
 }
 
 /// A figure and its word; an unknown figure has none.

@@ -503,8 +503,8 @@ impl App {
             // Nothing is counted before the first interval: n/a, so `s`
             // passes these by until then.
             SortKey::GpuTime | SortKey::Energy if !scope.counting() => Value::Unknown,
-            SortKey::GpuTime => figure(scope.of_process(p).gpu_seconds),
-            SortKey::Energy => figure(scope.of_process(p).energy_j),
+            SortKey::GpuTime => figure(scope.of_process(p).totals.gpu_seconds),
+            SortKey::Energy => figure(scope.of_process(p).totals.energy_j),
             SortKey::Name => p
                 .name
                 .as_ref()

@@ -413,7 +413,7 @@ pub fn cell(c: Column, app: &App, p: &Process) -> String {
         Column::GpuTime | Column::Energy => {
             let spent = app.usage().of_process(p);
             match c {
-                _ if !on_gpu && spent == super::usage::Spent::default() => "-".into(),
+                _ if !on_gpu && spent.is_unknown() => "-".into(),
                 Column::GpuTime => super::usage::gpu_time_cell(&spent),
                 _ => super::usage::energy_cell(&spent),
             }

@@ -54,11 +54,7 @@ pub(super) fn table_title(app: &App, rows: &[&Process], theme: Theme) -> Line<'s
     if let Some(u) = &app.user {
         text.push_str(&format!(", user {}", escape(u.as_str())));
         let scope = app.usage();
-        if let Some(spent) = scope
-            .counting()
-            .then(|| scope.by_user().remove(&Some(u.clone())))
-            .flatten()
-        {
+        if let Some(spent) = scope.counting().then(|| scope.of_user(u)).flatten() {
             text.push_str(&format!(" ({} since the view started)", usage::said(&spent)));
         }
     }
@@ -109,8 +105,8 @@ fn wanted_columns(app: &App, rows: &[(&Process, String)]) -> Vec<Column> {
         Column::Runtime => any(&|p| !p.runtimes.is_empty()),
         Column::Model => any(&|p| !p.models.is_empty() || p.models_pending),
         Column::Inside => any(&|p| !matches!(describe::cell(c, app, p).as_str(), "" | "-" | "n/a")),
-        Column::GpuTime => scope.counting() && any(&|p| scope.of_process(p).gpu_seconds.is_some()),
-        Column::Energy => scope.counting() && any(&|p| scope.of_process(p).energy_j.is_some()),
+        Column::GpuTime => scope.counting() && any(&|p| scope.of_process(p).totals.gpu_seconds.is_some()),
+        Column::Energy => scope.counting() && any(&|p| scope.of_process(p).totals.energy_j.is_some()),
     };
     let mut wanted: Vec<Column> = set.iter().copied().filter(|c| said(*c)).collect();
     // The column sorted by is shown, in the slim set too (`--sort energy`),

@@ -5,7 +5,7 @@
 //! [`crate::accounting::Ledger`], fed every snapshot shown (in a replay:
 //! since the last jump), on the chosen GPU(s).
 
-use crate::accounting::{device_id, Ledger, Obtained, ProcessKey, ProcessTotals};
+use crate::accounting::{device_id, words, Group, Ledger, Obtained, ProcessKey, ProcessTotals};
 use crate::snapshot::{Device, Process};
 use crate::units::{duration, joules};
 use std::collections::{BTreeMap, BTreeSet};
@@ -13,35 +13,24 @@ use std::collections::{BTreeMap, BTreeSet};
 /// GPU time and energy summed over ledger rows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Spent {
-    pub gpu_seconds: Option<f64>,
-    pub gpu_seconds_obtained: BTreeSet<Obtained>,
-    /// Attributed: a busy share of the GPU's energy.
-    pub energy_j: Option<f64>,
+    pub totals: Group<()>,
     /// How the GPU's energy that was shared out was obtained.
     pub energy_from: BTreeSet<Obtained>,
 }
 
 impl Spent {
-    fn add(&mut self, row: &ProcessTotals, energy_from: &[Obtained]) {
-        if let Some(s) = row.gpu_seconds {
-            *self.gpu_seconds.get_or_insert(0.0) += s;
-            self.gpu_seconds_obtained.insert(row.gpu_seconds_obtained);
-        }
-        if let Some(j) = row.energy_j {
-            *self.energy_j.get_or_insert(0.0) += j;
-            self.energy_from.extend(energy_from);
-        }
+    /// Whether nothing is known: no GPU time, no energy.
+    pub fn is_unknown(&self) -> bool {
+        self.totals.gpu_seconds.is_none() && self.totals.energy_j.is_none()
     }
 }
 
-/// The ledger seen from the chosen GPU(s): made once per frame or sort.
+/// The ledger seen from the chosen GPU(s).
 pub struct Scope<'a> {
     ledger: &'a Ledger,
     /// The ledger's ids of the chosen device(s): `g` picks a GPU and its
     /// MIG instances.
     chosen: BTreeSet<String>,
-    /// How the energy of each device was obtained (a counter, power × time).
-    energy_from: BTreeMap<&'a str, Vec<Obtained>>,
 }
 
 impl<'a> Scope<'a> {
@@ -51,21 +40,7 @@ impl<'a> Scope<'a> {
             .filter(|d| gpu.is_none_or(|g| d.index == g || d.parent == Some(g)))
             .map(device_id)
             .collect();
-        let energy_from = ledger
-            .devices
-            .values()
-            .map(|d| {
-                (
-                    d.id.as_str(),
-                    d.energy_parts().into_iter().map(|(_, how)| how).collect(),
-                )
-            })
-            .collect();
-        Scope {
-            ledger,
-            chosen,
-            energy_from,
-        }
+        Scope { ledger, chosen }
     }
 
     /// Whether a figure has been counted yet: the first interval has
@@ -77,8 +52,13 @@ impl<'a> Scope<'a> {
     fn sum<'r>(&self, rows: impl Iterator<Item = &'r ProcessTotals>) -> Spent {
         let mut spent = Spent::default();
         for row in rows.filter(|r| self.chosen.contains(&r.key.device)) {
-            let from = self.energy_from.get(row.key.device.as_str());
-            spent.add(row, from.map_or(&[], Vec::as_slice));
+            spent.totals.add(row);
+            if row.energy_j.is_some() {
+                let device = self.ledger.devices.get(&row.key.device);
+                spent
+                    .energy_from
+                    .extend(device.into_iter().flat_map(|d| d.energy_parts()).map(|(_, how)| how));
+            }
         }
         spent
     }
@@ -95,6 +75,18 @@ impl<'a> Scope<'a> {
             .filter(|(k, _)| k.start_time == p.start_time)
             .map(|(_, r)| r);
         self.sum(rows)
+    }
+
+    /// A user's totals on the chosen device(s), exited processes included;
+    /// None where the ledger has no row of theirs on any device.
+    pub fn of_user(&self, user: &str) -> Option<Spent> {
+        let rows: Vec<&ProcessTotals> = self
+            .ledger
+            .processes
+            .values()
+            .filter(|r| r.user.as_deref() == Some(user))
+            .collect();
+        (!rows.is_empty()).then(|| self.sum(rows.into_iter()))
     }
 
     /// Every user's totals on the chosen device(s), exited processes
@@ -118,26 +110,26 @@ impl<'a> Scope<'a> {
 }
 
 pub fn gpu_time_cell(s: &Spent) -> String {
-    s.gpu_seconds.map_or_else(|| "n/a".into(), duration)
+    s.totals.gpu_seconds.map_or_else(|| "n/a".into(), duration)
 }
 
 pub fn energy_cell(s: &Spent) -> String {
-    joules(s.energy_j)
-}
-
-fn words(set: &BTreeSet<Obtained>) -> String {
-    set.iter().map(|o| o.word()).collect::<Vec<_>>().join("+")
+    joules(s.totals.energy_j)
 }
 
 /// "GPU time 4m 5s integrated · energy 1.2 kJ attributed (of measured)":
 /// each figure with how it was obtained, and for energy how the GPU's
 /// figure it is a share of was.
 pub fn said(s: &Spent) -> String {
-    let gpu = match s.gpu_seconds {
-        Some(_) => format!("GPU time {} {}", gpu_time_cell(s), words(&s.gpu_seconds_obtained)),
+    let gpu = match s.totals.gpu_seconds {
+        Some(_) => format!(
+            "GPU time {} {}",
+            gpu_time_cell(s),
+            words(&s.totals.gpu_seconds_obtained)
+        ),
         None => "GPU time n/a (no busy share)".into(),
     };
-    let energy = match s.energy_j {
+    let energy = match s.totals.energy_j {
         Some(_) if s.energy_from.is_empty() => format!("energy {} attributed", energy_cell(s)),
         Some(_) => format!("energy {} attributed (of {})", energy_cell(s), words(&s.energy_from)),
         None => "energy n/a (not every share on the GPU is known)".into(),
