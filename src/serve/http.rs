@@ -23,11 +23,17 @@
 //!   number of threads, never the slot of a scraper that sends its head at
 //!   once. Only when every slot is answering a complete request does a new
 //!   connection get `503` at once.
-//! - With a token, every request needs `Authorization: Bearer <token>`,
-//!   compared in constant time, before anything else is looked at.
-//! - Only GET; the answer depends on the path alone (the query string and
-//!   every header but `Authorization` are ignored).
+//! - With a token, every request needs `Authorization: Bearer <token>`
+//!   or the browser's session cookie, compared in constant time, before
+//!   anything else is looked at; the one exception is the sign-in form,
+//!   a `POST /login` of at most [`access::FORM_LIMIT`] bytes
+//!   (src/serve/access.rs). Without a token, only requests whose Host is
+//!   a loopback name are answered (DNS rebinding).
+//! - Otherwise only GET; the answer depends on the path alone (the query
+//!   string and every header but `Authorization`, `Cookie` and `Host` are
+//!   ignored).
 
+use super::access::{self, Access};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -123,17 +129,35 @@ pub struct Response {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Body,
+    /// Headers beyond those every answer has (`Set-Cookie`, `Location`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl Response {
-    pub fn text(status: u16, body: &'static str) -> Response {
+    pub fn new(status: u16, content_type: &'static str, body: Body) -> Response {
         Response {
             status,
-            content_type: "text/plain; charset=utf-8",
-            body: Body::Static(body),
+            content_type,
+            body,
+            headers: Vec::new(),
         }
     }
+
+    pub fn text(status: u16, body: &'static str) -> Response {
+        Response::new(status, "text/plain; charset=utf-8", Body::Static(body))
+    }
+
+    pub fn with_header(mut self, name: &'static str, value: String) -> Response {
+        self.headers.push((name, value));
+        self
+    }
 }
+
+/// On every answer. The page's script and styles come from this server
+/// alone, no frame may hold it, and nothing it loads learns where from.
+const SECURITY_HEADERS: &str = "Content-Security-Policy: default-src 'none'; script-src 'self'; \
+     style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; \
+     frame-ancestors 'none'\r\nX-Frame-Options: DENY\r\nReferrer-Policy: no-referrer\r\n";
 
 /// What the server serves: the answer to a GET of a path, or None (404).
 pub trait Handler: Send + Sync + 'static {
@@ -147,7 +171,9 @@ pub struct Server {
 
 struct Shared {
     limits: Limits,
-    token: Option<Token>,
+    /// The token and the session cookie; None: no authentication, and
+    /// then only loopback Host names are answered.
+    access: Option<Access>,
     handler: Arc<dyn Handler>,
     /// One per connection thread, kept until it is joined: a thread that
     /// has finished serving still exists until then, so this (not a count
@@ -265,18 +291,29 @@ impl Drop for Handle {
 const CONNECTION_STACK: usize = 128 * 1024;
 
 impl Server {
-    pub fn new(listener: TcpListener, limits: Limits, token: Option<Token>, handler: Arc<dyn Handler>) -> Server {
-        Server {
+    /// Fails only when a token is given and no random session secret can
+    /// be had for its cookie.
+    pub fn new(
+        listener: TcpListener,
+        limits: Limits,
+        token: Option<Token>,
+        handler: Arc<dyn Handler>,
+    ) -> std::io::Result<Server> {
+        let access = match token {
+            Some(token) => Some(Access::new(token, listener.local_addr()?.port())?),
+            None => None,
+        };
+        Ok(Server {
             listener,
             shared: Arc::new(Shared {
                 limits,
-                token,
+                access,
                 handler,
                 connections: Mutex::new(Vec::new()),
                 stop: AtomicBool::new(false),
                 readers: Mutex::new(Vec::new()),
             }),
-        }
+        })
     }
 
     /// Serves on a thread of its own until the handle is stopped or dropped.
@@ -404,8 +441,9 @@ enum HeadError {
 }
 
 /// Reads up to the end of the request head (an empty line) within the
-/// deadline and the size limit. What follows the head is never read.
-fn read_head(stream: &mut TcpStream, limits: &Limits, deadline: Instant) -> Result<Vec<u8>, HeadError> {
+/// deadline and the size limit: what was read, and where the head ends in
+/// it (what follows is the start of a body).
+fn read_head(stream: &mut TcpStream, limits: &Limits, deadline: Instant) -> Result<(Vec<u8>, usize), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -428,8 +466,7 @@ fn read_head(stream: &mut TcpStream, limits: &Limits, deadline: Instant) -> Resu
         let from = buf.len().saturating_sub(3);
         buf.extend_from_slice(&chunk[..n]);
         if let Some(end) = head_end(&buf[from..]) {
-            buf.truncate(from + end);
-            return Ok(buf);
+            return Ok((buf, from + end));
         }
         if buf.len() > limits.max_head_bytes {
             return Err(HeadError::TooLarge);
@@ -459,6 +496,10 @@ struct Request<'a> {
     /// The path, without query or fragment.
     path: &'a str,
     authorization: Vec<&'a str>,
+    cookies: Vec<&'a str>,
+    host: Option<&'a str>,
+    /// `Content-Length`, when given and a number.
+    content_length: Option<usize>,
     has_body: bool,
 }
 
@@ -489,6 +530,9 @@ fn parse<'a>(head: &'a [u8], limits: &Limits) -> Result<Request<'a>, u16> {
         method,
         path,
         authorization: Vec::new(),
+        cookies: Vec::new(),
+        host: None,
+        content_length: None,
         has_body: false,
     };
     let mut count = 0;
@@ -510,33 +554,35 @@ fn parse<'a>(head: &'a [u8], limits: &Limits) -> Result<Request<'a>, u16> {
         let value = value.trim_matches([' ', '\t']);
         if name.eq_ignore_ascii_case("authorization") {
             request.authorization.push(value);
+        } else if name.eq_ignore_ascii_case("cookie") {
+            request.cookies.push(value);
+        } else if name.eq_ignore_ascii_case("host") {
+            if request.host.replace(value).is_some() {
+                return Err(400); // two Host headers (RFC 9112 3.2)
+            }
         } else if name.eq_ignore_ascii_case("transfer-encoding")
             || (name.eq_ignore_ascii_case("content-length") && value != "0")
         {
             request.has_body = true;
         }
+        if name.eq_ignore_ascii_case("content-length") {
+            request.content_length = value.parse().ok();
+        }
     }
     Ok(request)
-}
-
-/// Whether the request carries exactly one `Authorization: Bearer` with
-/// the token.
-fn authorized(token: &Token, authorization: &[&str]) -> bool {
-    let [value] = authorization else { return false };
-    let Some((scheme, credentials)) = value.split_once(' ') else {
-        return false;
-    };
-    scheme.eq_ignore_ascii_case("bearer") && token.matches(credentials.trim_start_matches(' ').as_bytes())
 }
 
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        303 => "See Other",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        411 => "Length Required",
         413 => "Content Too Large",
         414 => "URI Too Long",
         431 => "Request Header Fields Too Large",
@@ -552,9 +598,14 @@ fn error(status: u16) -> Response {
         match status {
             400 => "bad request\n",
             401 => "unauthorized: send Authorization: Bearer <token>\n",
-            404 => "not found: /metrics, /snapshot, /healthz\n",
-            405 => "method not allowed: only GET\n",
+            403 => {
+                "forbidden: this server has no token, so it answers only a loopback Host \
+                    (localhost, 127.0.0.1, [::1]); serve other names with --token-file\n"
+            }
+            404 => "not found: / (the page), /metrics, /snapshot, /healthz\n",
+            405 => "method not allowed: only GET (and POST /login, with a token)\n",
             408 => "request timeout\n",
+            411 => "a form needs Content-Length\n",
             413 => "request body not allowed\n",
             414 => "request target too long\n",
             431 => "request header fields too large\n",
@@ -579,58 +630,102 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared, id: u64, cut: &Atomi
         let _ = stream.shutdown(Shutdown::Write);
         return;
     }
-    let head = match head {
-        Ok(head) => head,
+    let (read, head_len) = match head {
+        Ok(read) => read,
         Err(HeadError::Closed | HeadError::Io) => return,
-        Err(HeadError::Timeout) => return respond(&mut stream, limits, &error(408), None, true),
-        Err(HeadError::TooLarge) => return respond(&mut stream, limits, &error(431), None, true),
+        Err(HeadError::Timeout) => return respond(&mut stream, limits, &error(408), true),
+        Err(HeadError::TooLarge) => return respond(&mut stream, limits, &error(431), true),
     };
-    let request = match parse(&head, limits) {
+    let request = match parse(&read[..head_len], limits) {
         Ok(r) => r,
-        Err(status) => return respond(&mut stream, limits, &error(status), None, true),
+        Err(status) => return respond(&mut stream, limits, &error(status), true),
     };
-    if let Some(token) = &shared.token {
-        if !authorized(token, &request.authorization) {
-            return respond(
-                &mut stream,
-                limits,
-                &error(401),
-                Some("WWW-Authenticate: Bearer realm=\"gputaskman\"\r\n"),
-                request.has_body,
-            );
+    let (response, linger) = answer(&mut stream, shared, &request, &read[head_len..], deadline);
+    respond(&mut stream, limits, &response, linger);
+}
+
+/// The answer to a parsed request, and whether the client may still be
+/// sending (a body not read).
+fn answer(
+    stream: &mut TcpStream,
+    shared: &Shared,
+    request: &Request,
+    body_start: &[u8],
+    deadline: Instant,
+) -> (Response, bool) {
+    let unread = request.has_body;
+    match &shared.access {
+        Some(access) if request.method == "POST" && request.path == "/login" => {
+            return match read_form(stream, request, body_start, deadline) {
+                Ok(form) => (access.login(&form), false),
+                Err(status) => (error(status), true),
+            };
         }
+        Some(access) if !access.admits(&request.authorization, &request.cookies) => {
+            if request.method == "GET" && request.path == "/" {
+                return (access::sign_in_page(false), unread);
+            }
+            let refused = error(401).with_header("WWW-Authenticate", "Bearer realm=\"gputaskman\"".into());
+            return (refused, unread);
+        }
+        None if !access::loopback_host(request.host) => return (error(403), unread),
+        _ => {}
     }
     if request.method != "GET" {
-        return respond(
-            &mut stream,
-            limits,
-            &error(405),
-            Some("Allow: GET\r\n"),
-            request.has_body,
-        );
+        return (error(405).with_header("Allow", "GET".into()), unread);
     }
     if request.has_body {
-        return respond(&mut stream, limits, &error(413), None, true);
+        return (error(413), true);
     }
-    let response = shared.handler.get(request.path).unwrap_or_else(|| error(404));
-    respond(&mut stream, limits, &response, None, false);
+    (shared.handler.get(request.path).unwrap_or_else(|| error(404)), false)
+}
+
+/// The sign-in form's body: `Content-Length` bytes, at most
+/// [`access::FORM_LIMIT`], the first of them already read with the head,
+/// the rest before the request's deadline.
+fn read_form(stream: &mut TcpStream, request: &Request, started: &[u8], deadline: Instant) -> Result<Vec<u8>, u16> {
+    let len = request.content_length.ok_or(411u16)?;
+    if len > access::FORM_LIMIT {
+        return Err(413);
+    }
+    let mut form = started[..started.len().min(len)].to_vec();
+    let mut chunk = [0u8; 512];
+    while form.len() < len {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(408);
+        }
+        stream.set_read_timeout(Some(left)).map_err(|_| 400u16)?;
+        let want = (len - form.len()).min(chunk.len());
+        match stream.read(&mut chunk[..want]) {
+            Ok(0) => return Err(400),
+            Ok(n) => form.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return Err(408),
+            Err(_) => return Err(400),
+        }
+    }
+    Ok(form)
 }
 
 /// Writes the response within the write deadline and closes. After an
 /// error the client may still be sending: its input is drained for a
 /// moment first, so that closing does not reset the connection before the
 /// client reads the answer.
-fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, extra: Option<&str>, linger: bool) {
+fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, linger: bool) {
     let body = response.body.bytes();
-    let head = format!(
+    let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
-         X-Content-Type-Options: nosniff\r\nConnection: close\r\n{}\r\n",
+         X-Content-Type-Options: nosniff\r\nConnection: close\r\n{SECURITY_HEADERS}",
         response.status,
         reason(response.status),
         response.content_type,
         body.len(),
-        extra.unwrap_or("")
     );
+    for (name, value) in &response.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
     let deadline = Instant::now() + limits.write_deadline;
     let stall = limits.write_stall;
     if write_before(stream, head.as_bytes(), deadline, stall).is_ok() {
@@ -680,224 +775,5 @@ fn drain(stream: &mut TcpStream, time: Duration, bytes: usize) {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    pub(crate) struct Fixed(pub Arc<Vec<u8>>);
-
-    impl Handler for Fixed {
-        fn get(&self, path: &str) -> Option<Response> {
-            (path == "/snapshot").then(|| Response {
-                status: 200,
-                content_type: "application/json",
-                body: Body::Shared(self.0.clone()),
-            })
-        }
-    }
-
-    fn limits() -> Limits {
-        Limits::default()
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        let t = Token::new("s3cret-token");
-        assert!(t.matches(b"s3cret-token"));
-        assert!(!t.matches(b"s3cret-tokem"));
-        assert!(!t.matches(b"s3cret-token2"));
-        assert!(!t.matches(b"s3cret"));
-        assert!(!t.matches(b""));
-        assert_eq!(format!("{t:?}"), "Token(<redacted>)");
-    }
-
-    #[test]
-    fn bearer_scheme_is_case_insensitive_and_single() {
-        let t = Token::new("abc");
-        assert!(authorized(&t, &["Bearer abc"]));
-        assert!(authorized(&t, &["bearer abc"]));
-        assert!(!authorized(&t, &["Basic abc"]));
-        assert!(!authorized(&t, &["Bearer abc", "Bearer abc"]));
-        assert!(!authorized(&t, &[]));
-        assert!(!authorized(&t, &["Bearer"]));
-    }
-
-    #[test]
-    fn parse_takes_the_path_and_ignores_the_query() {
-        let r = parse(
-            b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer t\r\n\r\n",
-            &limits(),
-        )
-        .unwrap();
-        assert_eq!(r.method, "GET");
-        assert_eq!(r.path, "/metrics");
-        assert_eq!(r.authorization, ["Bearer t"]);
-        assert!(!r.has_body);
-    }
-
-    #[test]
-    fn parse_refuses_what_it_does_not_serve() {
-        let l = limits();
-        assert_eq!(parse(b"GET /x HTTP/2.0\r\n\r\n", &l), Err(505));
-        assert_eq!(parse(b"GET http://a/x HTTP/1.1\r\n\r\n", &l), Err(400));
-        assert_eq!(parse(b"GET  /x HTTP/1.1\r\n\r\n", &l), Err(400));
-        assert_eq!(parse(b"get /x HTTP/1.1\r\n\r\n", &l), Err(400));
-        assert_eq!(parse(b"GET /x HTTP/1.1\r\nbad header\r\n\r\n", &l), Err(400));
-        assert_eq!(parse(b"GET /x HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", &l), Err(400));
-        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(3000));
-        assert_eq!(parse(long.as_bytes(), &l), Err(414));
-        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(65));
-        assert_eq!(parse(many.as_bytes(), &l), Err(431));
-        let body = parse(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", &l).unwrap();
-        assert!(body.has_body);
-        let chunked = parse(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &l).unwrap();
-        assert!(chunked.has_body);
-        assert!(
-            !parse(b"GET / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", &l)
-                .unwrap()
-                .has_body
-        );
-    }
-
-    #[test]
-    fn head_ends_at_the_blank_line() {
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
-        assert_eq!(head_end(b"GET / HTTP/1.1\n\n"), Some(16));
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\nA: b\r\n"), None);
-    }
-
-    fn get(addr: SocketAddr, request: &[u8]) -> String {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(request).unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    }
-
-    #[test]
-    fn serves_over_loopback_and_stops() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let body = Arc::new(b"{\"a\":1}".to_vec());
-        let handle = Server::new(listener, limits(), Some(Token::new("t0ken")), Arc::new(Fixed(body)))
-            .spawn()
-            .unwrap();
-        let addr = handle.addr();
-        let ok = get(addr, b"GET /snapshot HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
-        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
-        assert!(ok.ends_with("\r\n\r\n{\"a\":1}"), "{ok}");
-        let no = get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n");
-        assert!(no.starts_with("HTTP/1.1 401 "), "{no}");
-        assert!(!no.contains("{\"a\""));
-        let post = get(addr, b"POST /snapshot HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
-        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
-        assert!(post.contains("Allow: GET\r\n"));
-        let missing = get(addr, b"GET /nothing HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
-        assert!(missing.starts_with("HTTP/1.1 404 "), "{missing}");
-        handle.stop();
-        assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err());
-    }
-
-    #[test]
-    fn a_head_that_never_ends_times_out() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let limits = Limits {
-            read_deadline: Duration::from_millis(300),
-            ..Limits::default()
-        };
-        let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
-            .spawn()
-            .unwrap();
-        let started = Instant::now();
-        let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n");
-        assert!(out.starts_with("HTTP/1.1 408 "), "{out}");
-        assert!(started.elapsed() < Duration::from_secs(3));
-    }
-
-    /// A client that asks for a large answer and never reads it frees its
-    /// slot once the answer stalls, long before the write deadline: the
-    /// slots a scraper needs are not held by clients that do not read.
-    #[test]
-    fn a_client_that_never_reads_frees_its_slot_when_the_answer_stalls() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let limits = Limits {
-            write_stall: Duration::from_millis(300),
-            ..Limits::default()
-        };
-        // Far more than loopback's socket buffers take without a read.
-        let body = Arc::new(vec![b'x'; 64 << 20]);
-        let handle = Server::new(listener, limits, None, Arc::new(Fixed(body)))
-            .spawn()
-            .unwrap();
-        let mut idle = TcpStream::connect(handle.addr()).unwrap();
-        idle.write_all(b"GET /snapshot HTTP/1.1\r\n\r\n").unwrap();
-        let started = Instant::now();
-        while handle.shared.live_connections() == 0 && started.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        while handle.shared.live_connections() > 0 && started.elapsed() < Duration::from_secs(20) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let held = started.elapsed();
-        assert_eq!(handle.shared.live_connections(), 0, "still held after {held:?}");
-        assert!(held < Duration::from_secs(5), "held {held:?}, not cut at the stall");
-        drop(idle);
-    }
-
-    /// Answers after `0` (every slot busy with a complete request).
-    struct Slow(Duration);
-
-    impl Handler for Slow {
-        fn get(&self, _: &str) -> Option<Response> {
-            std::thread::sleep(self.0);
-            Some(Response::text(200, "slow\n"))
-        }
-    }
-
-    #[test]
-    fn over_the_connection_cap_answers_503_at_once() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let limits = Limits {
-            max_connections: 2,
-            ..Limits::default()
-        };
-        let handle = Server::new(listener, limits, None, Arc::new(Slow(Duration::from_millis(1500))))
-            .spawn()
-            .unwrap();
-        let addr = handle.addr();
-        let busy: Vec<_> = (0..2)
-            .map(|_| std::thread::spawn(move || get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n")))
-            .collect();
-        std::thread::sleep(Duration::from_millis(300));
-        let started = Instant::now();
-        let out = get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n");
-        assert!(out.starts_with("HTTP/1.1 503 "), "{out}");
-        assert!(
-            started.elapsed() < Duration::from_millis(1000),
-            "{:?}",
-            started.elapsed()
-        );
-        for b in busy {
-            assert!(b.join().unwrap().starts_with("HTTP/1.1 200 "));
-        }
-    }
-
-    #[test]
-    fn at_the_cap_an_idle_connection_gives_way_to_a_request() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let limits = Limits {
-            max_connections: 2,
-            ..Limits::default()
-        };
-        let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
-            .spawn()
-            .unwrap();
-        for _ in 0..20 {
-            let idle: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(handle.addr()).unwrap()).collect();
-            std::thread::sleep(Duration::from_millis(50));
-            let out = get(handle.addr(), b"GET /snapshot HTTP/1.1\r\n\r\n");
-            assert!(out.starts_with("HTTP/1.1 200 "), "{out}");
-            drop(idle);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
+#[path = "http_tests.rs"]
+pub(crate) mod tests;

@@ -1,6 +1,7 @@
 //! `gputaskman serve`: the latest sample over HTTP, for Prometheus
 //! (`/metrics`), for scripts and other gputaskman instances (`/snapshot`,
-//! the same JSON as `--json`), and for liveness checks (`/healthz`).
+//! the same JSON as `--json`), for liveness checks (`/healthz`), and for a
+//! person, in a browser (`/`, the web view: src/serve/web.rs).
 //!
 //! Sampling is decoupled from scrapes. One sampler thread owns the
 //! [`Collector`] (model discovery in the background, so a sample never
@@ -9,6 +10,7 @@
 //! them. A scrape copies the latest rendering: however often scrapes come,
 //! they never cause a sample, a probe or a render.
 
+pub mod access;
 pub mod answer;
 pub mod health_metrics;
 pub mod http;
@@ -17,6 +19,7 @@ pub mod metrics;
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod remote;
 pub mod usage;
+pub mod web;
 
 use crate::collect::Options;
 use anyhow::{bail, Context};
@@ -135,6 +138,8 @@ pub struct Published {
     latest: RwLock<Option<Arc<Rendered>>>,
     /// /healthz fails when the last sample is older than this.
     stale_after: Duration,
+    /// The web view's page, refreshing at the sampling interval.
+    page: Arc<Vec<u8>>,
 }
 
 impl Published {
@@ -142,6 +147,7 @@ impl Published {
         Published {
             latest: RwLock::new(None),
             stale_after: (interval * 3).max(Duration::from_secs(10)),
+            page: Arc::new(web::page(interval.as_secs_f64()).into_bytes()),
         }
     }
 
@@ -154,19 +160,13 @@ impl Published {
     }
 }
 
-const INDEX: &str = "gputaskman: /metrics (Prometheus text format), /snapshot (JSON, as --json), /healthz\n";
-
 impl Handler for Published {
     fn get(&self, path: &str) -> Option<Response> {
         let latest = self.latest();
-        let body = |status, content_type, body| Response {
-            status,
-            content_type,
-            body,
-        };
+        let body = Response::new;
         let no_sample = || Response::text(503, "no sample yet\n");
         Some(match path {
-            "/" => Response::text(200, INDEX),
+            "/" => body(200, "text/html; charset=utf-8", Body::Shared(self.page.clone())),
             "/metrics" => match latest {
                 Some(r) => body(
                     200,
@@ -191,7 +191,7 @@ impl Handler for Published {
                 ),
                 None => no_sample(),
             },
-            _ => return None,
+            _ => return web::asset(path),
         })
     }
 }
@@ -288,9 +288,9 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "ready: serving http://{bound}/metrics, /snapshot and /healthz{}; a sample every {} s",
+        "ready: serving http://{bound}/ (the web view), /metrics, /snapshot and /healthz{}; a sample every {} s",
         if authenticated {
-            " (Authorization: Bearer required)"
+            " (Authorization: Bearer required; the page asks for the token)"
         } else {
             ""
         },
@@ -298,7 +298,9 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     )?;
     stdout.flush()?;
     drop(stdout);
-    Server::new(listener, Limits::default(), token, published).run();
+    Server::new(listener, Limits::default(), token, published)
+        .context("serve")?
+        .run();
     bail!("the server stopped")
 }
 

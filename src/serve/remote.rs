@@ -642,6 +642,7 @@ mod tests {
             token.map(Token::new),
             Arc::new(Fixed(body)),
         )
+        .unwrap()
         .spawn()
         .unwrap()
     }
