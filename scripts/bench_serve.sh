@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What does one Prometheus scrape of `gputaskman serve` cost the server, at
-# 200 GPU processes? Starts 200 real processes, a fake-NVML scenario that
+# 200 GPU processes (BENCH_SERVE_PROCS), and one refresh of the web view
+# (a GET of /snapshot), and what does the page weigh on its first load?
+# Starts that many real processes, a fake-NVML scenario that
 # lists them on two devices (VRAM and per-process utilization each), and
 # `gputaskman serve --interval 3600` (so no sample is taken while scrapes
 # run), then scrapes /metrics N times with one curl and reads the server's
@@ -11,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scrapes=${1:-5000}
+n=${BENCH_SERVE_PROCS:-200}
+half=$((n / 2))
 target=${CARGO_TARGET_DIR:-$PWD/target}
 cargo build --release --quiet --bin gputaskman
 cargo build --release --quiet -p fake-nvml
@@ -31,9 +35,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 hz=$(getconf CLK_TCK)
 
-# 200 processes named like what runs on GPUs, each with a command line.
+# N processes named like what runs on GPUs, each with a command line.
 names=(python3 llama-server ollama vllm comfyui)
-for i in $(seq 0 199); do
+for i in $(seq 1 "$n"); do
   name=${names[$((i % ${#names[@]}))]}
   [ -e "$work/$name" ] || ln -s "$(command -v sleep)" "$work/$name"
   "$work/$name" 100000 &
@@ -41,9 +45,9 @@ for i in $(seq 0 199); do
 done
 procs=("${pids[@]}")
 
-python3 - "$work/scenario.json" "${procs[@]}" <<'EOF'
+python3 - "$work/scenario.json" "$half" "${procs[@]}" <<'EOF'
 import json, sys
-out, pids = sys.argv[1], [int(p) for p in sys.argv[2:]]
+out, half, pids = sys.argv[1], int(sys.argv[2]), [int(p) for p in sys.argv[3:]]
 def device(i, mine):
     return {
         "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-0000000{i}-1111-2222-3333-444444444444",
@@ -59,7 +63,7 @@ def device(i, mine):
         "process_utilization": [{"pid": p, "sm": p % 100, "mem": p % 50} for p in mine],
     }
 json.dump({"driver_version": "580.159.03", "cuda_driver_version": 13000,
-           "devices": [device(0, pids[:100]), device(1, pids[100:])]}, open(out, "w"))
+           "devices": [device(0, pids[:half]), device(1, pids[half:])]}, open(out, "w"))
 EOF
 
 port=$(free_port)
@@ -72,8 +76,8 @@ sleep 1 # the second sample (250 ms after the first) has CPU%; the next is an ho
 curl -s "http://127.0.0.1:$port/metrics" > "$work/metrics.txt"
 series=$(grep -vc '^#' "$work/metrics.txt" || true)
 vram=$(grep -c '^gputaskman_process_vram_bytes{' "$work/metrics.txt" || true)
-if [ "$vram" != 200 ]; then
-  echo "expected 200 process VRAM series, found $vram:" >&2
+if [ "$vram" != "$n" ]; then
+  echo "expected $n process VRAM series, found $vram:" >&2
   grep '^gputaskman_backend_up' "$work/metrics.txt" >&2
   exit 1
 fi
@@ -93,12 +97,20 @@ measure() { # name pid url n
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(uname -r); $(date -u +%F)"
-echo "gputaskman /metrics at 200 processes: $series series ($vram process VRAM series), $bytes bytes;" \
+snapshot_bytes=$(curl -s "http://127.0.0.1:$port/snapshot" | wc -c)
+page_bytes=0
+for f in / /page.js /page.css /favicon.svg; do
+  page_bytes=$((page_bytes + $(curl -s "http://127.0.0.1:$port$f" | wc -c)))
+done
+echo "gputaskman /metrics at $n processes: $series series ($vram process VRAM series), $bytes bytes;" \
   "rendered once per sample in $render ms (sample: $sample ms)"
+echo "web view: first load $page_bytes bytes (/, page.js, page.css, favicon.svg, uncompressed); each refresh is /snapshot, $snapshot_bytes bytes"
 echo
 echo "| server | scrapes | server CPU (utime+stime) | CPU per scrape | wall per scrape |"
 echo "|---|---:|---:|---:|---:|"
 measure "gputaskman serve, /metrics" "$server" "http://127.0.0.1:$port/metrics" "$scrapes"
+measure "gputaskman serve, /snapshot (a web view refresh)" "$server" "http://127.0.0.1:$port/snapshot" "$((scrapes / 5))"
+measure "gputaskman serve, / (the page)" "$server" "http://127.0.0.1:$port/" "$scrapes"
 measure "gputaskman serve, /healthz" "$server" "http://127.0.0.1:$port/healthz" "$scrapes"
 
 if command -v prometheus-node-exporter >/dev/null 2>&1; then

@@ -5,7 +5,7 @@
 mod common;
 
 use common::prometheus::{promtool_clean, tool, wait_until, Prometheus};
-use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
+use common::{fake_nvml, free_port, serve, Daemon, Scenario, Sleeper};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -74,19 +74,6 @@ fn machine(device_name: &str, used: u64) -> Machine {
         game,
         scenario,
     }
-}
-
-/// `gputaskman serve` on a free loopback port, against a scenario.
-fn serve(scenario: &Path, extra: &[&str]) -> Daemon {
-    let port = free_port();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gputaskman"));
-    cmd.env("FAKE_NVML_SCENARIO", scenario)
-        .env_remove("GPUTASKMAN_NVML_LIB")
-        .arg("--nvml-lib")
-        .arg(fake_nvml())
-        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-        .args(extra);
-    Daemon::start(cmd, port, Duration::from_secs(30))
 }
 
 struct Reply {

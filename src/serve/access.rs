@@ -16,7 +16,6 @@
 //!   a request carries that name as its Host, so a server without a token
 //!   answers only requests whose Host is a loopback name or address.
 
-use super::http::{Body, Response, Token};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -27,6 +26,35 @@ pub const FORM_LIMIT: usize = 2048;
 /// A failed sign-in holds its connection this long: a guesser gets a few
 /// tries a second per connection slot, not thousands.
 const FAILED_LOGIN_DELAY: Duration = Duration::from_millis(500);
+
+/// A secret every request must present as `Authorization: Bearer <token>`.
+#[derive(Clone)]
+pub struct Token(Vec<u8>);
+
+impl Token {
+    pub fn new(token: &str) -> Token {
+        Token(token.as_bytes().to_vec())
+    }
+
+    /// Compares in time that depends on the token's length only, never on
+    /// where the first differing byte is.
+    pub fn matches(&self, given: &[u8]) -> bool {
+        let mut diff = (self.0.len() != given.len()) as u8;
+        for (i, &b) in self.0.iter().enumerate() {
+            // Reading past the end of a shorter guess compares with 0; the
+            // length check above already failed it.
+            let g = given.get(i).copied().unwrap_or(0);
+            diff |= std::hint::black_box(b ^ g);
+        }
+        std::hint::black_box(diff) == 0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
 
 /// The token and this run's session cookie.
 pub struct Access {
@@ -66,38 +94,30 @@ impl Access {
             _ => false,
         }
     }
-
-    /// The answer to a sign-in form: to the page with the session cookie
-    /// when it holds the token, or the form again, after a pause, when not.
-    pub fn login(&self, form: &[u8]) -> Response {
+    /// A sign-in form's answer: the `Set-Cookie` value of the session when
+    /// the form holds the token; None, after a pause, when not.
+    pub fn login(&self, form: &[u8]) -> Option<String> {
         if form_field(form, "token").is_some_and(|t| self.token.matches(t.as_bytes())) {
-            return Response::new(303, "text/plain; charset=utf-8", Body::Static("signed in\n"))
-                .with_header("Location", "./".into())
-                .with_header(
-                    "Set-Cookie",
-                    format!(
-                        "{}={}; Path=/; HttpOnly; SameSite=Strict",
-                        self.cookie_name, self.session
-                    ),
-                );
+            return Some(format!(
+                "{}={}; Path=/; HttpOnly; SameSite=Strict",
+                self.cookie_name, self.session
+            ));
         }
         std::thread::sleep(FAILED_LOGIN_DELAY);
-        sign_in_page(true)
+        None
     }
 }
 
-/// The sign-in form (401), with a line saying the last try was wrong.
-pub fn sign_in_page(failed: bool) -> Response {
-    let page = if failed {
+/// The sign-in form, with a line saying the last try was wrong.
+pub fn sign_in_page(failed: bool) -> String {
+    if failed {
         SIGN_IN.replace(
             "<!-- failed -->",
             "<p id=\"failed\">That is not this server's token.</p>",
         )
     } else {
         SIGN_IN.to_string()
-    };
-    Response::new(401, "text/html; charset=utf-8", Body::Owned(page))
-        .with_header("WWW-Authenticate", "Bearer realm=\"gputaskman\"".into())
+    }
 }
 
 const SIGN_IN: &str = include_str!("web/sign-in.html");
@@ -158,25 +178,23 @@ mod tests {
         Access::new(Token::new("s3cret-token-value"), 9464).unwrap()
     }
 
-    fn cookie_of(r: &Response) -> String {
-        let (_, set) = r.headers.iter().find(|(n, _)| *n == "Set-Cookie").expect("a cookie");
+    fn cookie_of(set: &str) -> String {
         set.split(';').next().unwrap().to_string()
     }
 
     #[test]
     fn the_form_with_the_token_gives_a_cookie_that_lets_in() {
         let a = access();
-        let ok = a.login(b"token=s3cret-token-value");
-        assert_eq!(ok.status, 303);
-        let cookie = cookie_of(&ok);
+        let set = a.login(b"token=s3cret-token-value").expect("signed in");
+        let cookie = cookie_of(&set);
         assert!(cookie.starts_with("gputaskman_session_9464="), "{cookie}");
         assert!(!cookie.contains("s3cret"), "the cookie is not the token: {cookie}");
-        let (_, set) = ok.headers.iter().find(|(n, _)| *n == "Set-Cookie").unwrap();
         assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
         assert!(a.admits(&[], &[&cookie]));
         assert!(a.admits(&[], &[&format!("other=1; {cookie}")]));
         // Another run's cookie, a doubled one, or none do not.
-        assert!(!a.admits(&[], &[&cookie_of(&access().login(b"token=s3cret-token-value"))]));
+        let other_run = access().login(b"token=s3cret-token-value").unwrap();
+        assert!(!a.admits(&[], &[&cookie_of(&other_run)]));
         assert!(!a.admits(&[], &[&format!("{cookie}; {cookie}")]));
         assert!(!a.admits(&[], &[]));
         // A bearer header is judged alone, cookie or not.
@@ -185,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn a_wrong_or_missing_token_gets_the_form_again() {
+    fn a_wrong_or_missing_token_gets_no_cookie() {
         let a = access();
         for form in [
             &b"token=wrong"[..],
@@ -194,14 +212,15 @@ mod tests {
             b"token=s3cret-token-valu",
             b"\xff",
         ] {
-            let r = a.login(form);
-            assert_eq!(r.status, 401, "{form:?}");
-            assert!(r.headers.iter().all(|(n, _)| *n != "Set-Cookie"));
-            let Body::Owned(page) = &r.body else {
-                panic!("an owned page")
-            };
-            assert!(page.contains("id=\"failed\""));
+            assert_eq!(a.login(form), None, "{form:?}");
         }
+    }
+
+    #[test]
+    fn only_a_failed_try_says_so_on_the_form() {
+        assert!(sign_in_page(true).contains("id=\"failed\""));
+        assert!(!sign_in_page(false).contains("id=\"failed\""));
+        assert!(sign_in_page(false).contains("action=\"login\""));
     }
 
     #[test]

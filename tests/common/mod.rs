@@ -244,6 +244,20 @@ impl Drop for Daemon {
     }
 }
 
+/// `gputaskman serve` on a free loopback port, against a scenario, with
+/// `extra` after `serve --listen ADDR`.
+pub fn serve(scenario: &Path, extra: &[&str]) -> Daemon {
+    let port = free_port();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.env("FAKE_NVML_SCENARIO", scenario)
+        .env_remove("GPUTASKMAN_NVML_LIB")
+        .arg("--nvml-lib")
+        .arg(fake_nvml())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(extra);
+    Daemon::start(cmd, port, std::time::Duration::from_secs(30))
+}
+
 /// A free loopback port (bound, read, released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

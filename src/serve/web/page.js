@@ -230,24 +230,31 @@ function renderGpu(d, snap) {
   const used = d.memory_used_bytes;
   const total = d.memory_total_bytes;
   const bar = el('div', 'bar');
+  const legend = el('ul', 'legend');
+  const segment = (className, share, label) => {
+    const seg = el('span', `seg ${className}`);
+    seg.style.width = `${(100 * share).toFixed(3)}%`;
+    seg.title = label;
+    bar.append(seg);
+    const item = el('li', null, label);
+    item.prepend(el('span', `swatch ${className}`));
+    legend.append(item);
+    return seg;
+  };
   if (total) {
-    let i = 0;
+    const held = [];
     for (const p of snap.processes) {
       for (const g of p.gpu) {
-        if (g.device !== d.index || !g.vram_bytes) continue;
-        const seg = el('span', `seg c${i++ % 6}`);
-        seg.style.width = `${(100 * g.vram_bytes / total).toFixed(3)}%`;
-        seg.title = `${p.name} (${p.pid}): ${bytes(g.vram_bytes)}`;
-        seg.dataset.pid = String(p.pid);
-        bar.append(seg);
+        if (g.device === d.index && g.vram_bytes) held.push([p, g.vram_bytes]);
       }
     }
+    held.sort((a, b) => b[1] - a[1]);
+    held.forEach(([p, vram], i) => {
+      segment(`c${i % 6}`, vram / total, `${p.name} (${p.pid}) ${bytes(vram)}`).dataset.pid = String(p.pid);
+    });
     const att = (snap.attribution.devices || []).find((a) => a.device === d.index);
     if (att && att.unattributed_bytes) {
-      const rest = el('span', 'seg rest');
-      rest.style.width = `${(100 * att.unattributed_bytes / total).toFixed(3)}%`;
-      rest.title = `not attributed to a process: ${bytes(att.unattributed_bytes)}`;
-      bar.append(rest);
+      segment('rest', att.unattributed_bytes / total, `not attributed to a process ${bytes(att.unattributed_bytes)}`);
     }
   }
   card.append(bar);
@@ -255,7 +262,7 @@ function renderGpu(d, snap) {
   const mem = el('div', 'mem', `${bytes(used)} of ${bytes(total)} used`);
   mem.dataset.used = String(used);
   mem.dataset.total = String(total);
-  card.append(mem);
+  card.append(mem, legend);
 
   const stats = el('div', 'stats');
   const stat = (name, text, value) => {

@@ -33,6 +33,7 @@
 //!   string and every header but `Authorization`, `Cookie` and `Host` are
 //!   ignored).
 
+pub use super::access::Token;
 use super::access::{self, Access};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -77,35 +78,6 @@ impl Default for Limits {
             // small-stack threads are what a flood can cost at most.
             max_connections: 64,
         }
-    }
-}
-
-/// A secret every request must present as `Authorization: Bearer <token>`.
-#[derive(Clone)]
-pub struct Token(Vec<u8>);
-
-impl Token {
-    pub fn new(token: &str) -> Token {
-        Token(token.as_bytes().to_vec())
-    }
-
-    /// Compares in time that depends on the token's length only, never on
-    /// where the first differing byte is.
-    pub fn matches(&self, given: &[u8]) -> bool {
-        let mut diff = (self.0.len() != given.len()) as u8;
-        for (i, &b) in self.0.iter().enumerate() {
-            // Reading past the end of a shorter guess compares with 0; the
-            // length check above already failed it.
-            let g = given.get(i).copied().unwrap_or(0);
-            diff |= std::hint::black_box(b ^ g);
-        }
-        std::hint::black_box(diff) == 0
-    }
-}
-
-impl std::fmt::Debug for Token {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Token(<redacted>)")
     }
 }
 
@@ -657,13 +629,13 @@ fn answer(
     match &shared.access {
         Some(access) if request.method == "POST" && request.path == "/login" => {
             return match read_form(stream, request, body_start, deadline) {
-                Ok(form) => (access.login(&form), false),
+                Ok(form) => (signed_in(access, &form), false),
                 Err(status) => (error(status), true),
             };
         }
         Some(access) if !access.admits(&request.authorization, &request.cookies) => {
             if request.method == "GET" && request.path == "/" {
-                return (access::sign_in_page(false), unread);
+                return (sign_in_page(false), unread);
             }
             let refused = error(401).with_header("WWW-Authenticate", "Bearer realm=\"gputaskman\"".into());
             return (refused, unread);
@@ -678,6 +650,27 @@ fn answer(
         return (error(413), true);
     }
     (shared.handler.get(request.path).unwrap_or_else(|| error(404)), false)
+}
+
+/// To the page with the session cookie when the form holds the token;
+/// the form again, after a pause, when not.
+fn signed_in(access: &Access, form: &[u8]) -> Response {
+    match access.login(form) {
+        Some(cookie) => Response::new(303, "text/plain; charset=utf-8", Body::Static("signed in\n"))
+            .with_header("Location", "./".into())
+            .with_header("Set-Cookie", cookie),
+        None => sign_in_page(true),
+    }
+}
+
+/// The sign-in form (401).
+fn sign_in_page(failed: bool) -> Response {
+    Response::new(
+        401,
+        "text/html; charset=utf-8",
+        Body::Owned(access::sign_in_page(failed)),
+    )
+    .with_header("WWW-Authenticate", "Bearer realm=\"gputaskman\"".into())
 }
 
 /// The sign-in form's body: `Content-Length` bytes, at most
@@ -775,5 +768,4 @@ fn drain(stream: &mut TcpStream, time: Duration, bytes: usize) {
 }
 
 #[cfg(test)]
-#[path = "http_tests.rs"]
 pub(crate) mod tests;
