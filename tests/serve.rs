@@ -5,12 +5,11 @@
 mod common;
 
 use common::prometheus::{promtool_clean, tool, wait_until, Prometheus};
-use common::{fake_nvml, free_port, serve, Daemon, Scenario, Sleeper};
+use common::{free_port, serve, Scenario, Sleeper};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const USED: u64 = 5_379_194_880;
