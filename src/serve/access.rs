@@ -17,15 +17,27 @@
 //!   answers only requests whose Host is a loopback name or address.
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The most a sign-in form may be: `token=` and a token of a few hundred
 /// characters, percent-encoded.
 pub const FORM_LIMIT: usize = 2048;
 
-/// A failed sign-in holds its connection this long: a guesser gets a few
-/// tries a second per connection slot, not thousands.
-const FAILED_LOGIN_DELAY: Duration = Duration::from_millis(500);
+/// Wrong tokens taken per [`TRIES_WINDOW`], from every client together.
+/// Past that a form is refused unread until the window ends: a guesser
+/// gets a few tries a second, never thousands, and no connection is held
+/// to slow it (a held slot would be one a scraper cannot have).
+const TRIES_PER_WINDOW: u32 = 5;
+const TRIES_WINDOW: Duration = Duration::from_secs(1);
+
+/// Why a sign-in did not give a cookie.
+#[derive(Debug, PartialEq)]
+pub enum Refused {
+    WrongToken,
+    /// Over [`TRIES_PER_WINDOW`]: the form was not looked at.
+    TooManyTries,
+}
 
 /// A secret every request must present as `Authorization: Bearer <token>`.
 #[derive(Clone)]
@@ -64,6 +76,8 @@ pub struct Access {
     cookie_name: String,
     session: String,
     session_token: Token,
+    /// The current window's start and its wrong tokens.
+    tries: Mutex<(Instant, u32)>,
 }
 
 impl Access {
@@ -76,6 +90,7 @@ impl Access {
             cookie_name: format!("gputaskman_session_{port}"),
             session_token: Token::new(&session),
             session,
+            tries: Mutex::new((Instant::now(), 0)),
         })
     }
 
@@ -95,16 +110,23 @@ impl Access {
         }
     }
     /// A sign-in form's answer: the `Set-Cookie` value of the session when
-    /// the form holds the token; None, after a pause, when not.
-    pub fn login(&self, form: &[u8]) -> Option<String> {
+    /// the form holds the token.
+    pub fn login(&self, form: &[u8]) -> Result<String, Refused> {
+        let mut tries = self.tries.lock().unwrap_or_else(|e| e.into_inner());
+        if tries.0.elapsed() >= TRIES_WINDOW {
+            *tries = (Instant::now(), 0);
+        }
+        if tries.1 >= TRIES_PER_WINDOW {
+            return Err(Refused::TooManyTries);
+        }
         if form_field(form, "token").is_some_and(|t| self.token.matches(t.as_bytes())) {
-            return Some(format!(
+            return Ok(format!(
                 "{}={}; Path=/; HttpOnly; SameSite=Strict",
                 self.cookie_name, self.session
             ));
         }
-        std::thread::sleep(FAILED_LOGIN_DELAY);
-        None
+        tries.1 += 1;
+        Err(Refused::WrongToken)
     }
 }
 
@@ -212,8 +234,20 @@ mod tests {
             b"token=s3cret-token-valu",
             b"\xff",
         ] {
-            assert_eq!(a.login(form), None, "{form:?}");
+            assert_eq!(a.login(form), Err(Refused::WrongToken), "{form:?}");
+            std::thread::sleep(TRIES_WINDOW / 4);
         }
+    }
+
+    #[test]
+    fn past_a_few_wrong_tokens_a_second_even_the_right_one_waits() {
+        let a = access();
+        for _ in 0..TRIES_PER_WINDOW {
+            assert_eq!(a.login(b"token=guess"), Err(Refused::WrongToken));
+        }
+        assert_eq!(a.login(b"token=s3cret-token-value"), Err(Refused::TooManyTries));
+        std::thread::sleep(TRIES_WINDOW);
+        assert!(a.login(b"token=s3cret-token-value").is_ok());
     }
 
     #[test]

@@ -557,6 +557,7 @@ fn reason(status: u16) -> &'static str {
         411 => "Length Required",
         413 => "Content Too Large",
         414 => "URI Too Long",
+        429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         503 => "Service Unavailable",
         505 => "HTTP Version Not Supported",
@@ -580,6 +581,7 @@ fn error(status: u16) -> Response {
             411 => "a form needs Content-Length\n",
             413 => "request body not allowed\n",
             414 => "request target too long\n",
+            429 => "too many sign-in tries: wait a second\n",
             431 => "request header fields too large\n",
             505 => "HTTP/1.x only\n",
             _ => "error\n",
@@ -653,13 +655,14 @@ fn answer(
 }
 
 /// To the page with the session cookie when the form holds the token;
-/// the form again, after a pause, when not.
+/// the form again when not, or 429 past the tries a second.
 fn signed_in(access: &Access, form: &[u8]) -> Response {
     match access.login(form) {
-        Some(cookie) => Response::new(303, "text/plain; charset=utf-8", Body::Static("signed in\n"))
+        Ok(cookie) => Response::new(303, "text/plain; charset=utf-8", Body::Static("signed in\n"))
             .with_header("Location", "./".into())
             .with_header("Set-Cookie", cookie),
-        None => sign_in_page(true),
+        Err(access::Refused::WrongToken) => sign_in_page(true),
+        Err(access::Refused::TooManyTries) => error(429).with_header("Retry-After", "1".into()),
     }
 }
 
