@@ -313,7 +313,11 @@ fn a_hostile_process_name_is_shown_as_text_and_runs_nothing() {
     let hostile = Sleeper::spawn(
         dir.path(),
         HOSTILE,
-        &["<script>window.pwned=2</script>", "\"'><svg onload=window.pwned=3>"],
+        &[
+            "<script>window.pwned=2</script>",
+            "\"'><svg onload=window.pwned=3>",
+            "\u{1b}]0;PWNED\u{7}\u{202e}gpj.exe\u{200b}",
+        ],
     );
     let scenario = Scenario::new(&scenario(vec![device(
         "NVIDIA GeForce RTX 4090",
@@ -337,6 +341,12 @@ fn a_hostile_process_name_is_shown_as_text_and_runs_nothing() {
     let page = browser.read();
     let detail = page["detail"].as_str().unwrap();
     assert!(detail.contains("<script>window.pwned=2</script>"), "{detail}");
+    // Controls and bidi overrides shown as the terminal views show them.
+    let cmdline = common::process(&json, hostile.pid())["cmdline"].as_str().unwrap();
+    assert!(cmdline.contains('\u{202e}'), "{cmdline:?}");
+    let shown = gputaskman::view::safe_text::escape(cmdline);
+    assert!(detail.contains(shown.as_ref()), "{detail:?} lacks {shown}");
+    assert!(!detail.contains('\u{202e}') && !detail.contains('\u{1b}'));
     assert!(page["gpus"][0]["legend"].to_string().contains("<img"));
     assert_eq!(page["pwned"], Value::Null, "a script ran: {page:#}");
     assert_eq!(page["scripts"], json!(["page.js"]), "an element was injected: {page:#}");

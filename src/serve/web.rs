@@ -40,6 +40,40 @@ pub fn first_load_bytes(interval_s: f64) -> usize {
 mod tests {
     use super::*;
 
+    /// The ranges of a regex character class written as `\uXXXX`,
+    /// `\u{X}` and `A-B` of those.
+    fn hidden_class(class: &str) -> Vec<std::ops::RangeInclusive<char>> {
+        let mut chars = Vec::new();
+        let mut rest = class;
+        while let Some(after) = rest.strip_prefix("\\u") {
+            let (hex, tail) = match after.strip_prefix('{') {
+                Some(braced) => braced.split_once('}').unwrap(),
+                None => after.split_at(4),
+            };
+            chars.push(char::from_u32(u32::from_str_radix(hex, 16).unwrap()).unwrap());
+            rest = match tail.strip_prefix('-') {
+                Some(t) => {
+                    chars.push('-');
+                    t
+                }
+                None => tail,
+            };
+        }
+        assert!(rest.is_empty(), "not understood: {rest}");
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            if chars.get(i + 1) == Some(&'-') {
+                ranges.push(chars[i]..=chars[i + 2]);
+                i += 3;
+            } else {
+                ranges.push(chars[i]..=chars[i]);
+                i += 1;
+            }
+        }
+        ranges
+    }
+
     #[test]
     fn the_page_names_only_its_own_files_and_the_interval() {
         let page = page(0.5);
@@ -64,6 +98,21 @@ mod tests {
             assert!(!SCRIPT.contains(sink), "{sink}");
         }
         assert!(asset("/other").is_none());
+        // The script's hidden characters are safe_text's, one for one.
+        let class = SCRIPT
+            .split("const HIDDEN = /[")
+            .nth(1)
+            .and_then(|r| r.split("]/gu;").next())
+            .unwrap();
+        let script_hides = hidden_class(class);
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            assert_eq!(
+                script_hides.iter().any(|r| r.contains(&c)),
+                crate::view::safe_text::hidden(c),
+                "U+{:04X}",
+                c as u32
+            );
+        }
         // The script's words for the clock-event reasons are the snapshot's.
         for (_, id, words) in crate::snapshot::health::REASONS {
             assert!(SCRIPT.contains(&format!("  {id}: '{words}',")), "{id}");

@@ -32,10 +32,25 @@ const state = {
   history: new Map(),
 };
 
+// What must not be shown as itself, as src/view/safe_text.rs hidden()
+// has it: controls, bidi overrides and isolates (which would reorder what
+// a name seems to say), zero-width and other invisible characters.
+const HIDDEN = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u180e\u200b-\u200d\u2060-\u2065\u206a-\u206f\u2028\u2029\ufeff\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+const NAMED = { '\u001b': '\\e', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+// As safe_text::escape: each hidden character as a visible escape.
+function visible(text) {
+  return String(text).replace(HIDDEN, (c) => {
+    if (NAMED[c]) return NAMED[c];
+    const n = c.codePointAt(0);
+    return n < 0x20 || n === 0x7f ? '\\x' + n.toString(16).padStart(2, '0') : `\\u{${n.toString(16)}}`;
+  });
+}
+
 function el(tag, className, text) {
   const e = document.createElement(tag);
   if (className) e.className = className;
-  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (text !== undefined && text !== null) e.textContent = visible(text);
   return e;
 }
 
@@ -234,7 +249,7 @@ function renderGpu(d, snap) {
   const segment = (className, share, label) => {
     const seg = el('span', `seg ${className}`);
     seg.style.width = `${(100 * share).toFixed(3)}%`;
-    seg.title = label;
+    seg.title = visible(label);
     bar.append(seg);
     const item = el('li', null, label);
     item.prepend(el('span', `swatch ${className}`));
