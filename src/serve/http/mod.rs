@@ -143,9 +143,12 @@ pub struct Server {
 
 struct Shared {
     limits: Limits,
-    /// The token and the session cookie; None: no authentication, and
-    /// then only loopback Host names are answered.
+    /// The token and the session cookie; None: no authentication.
     access: Option<Access>,
+    /// No token and a loopback address: only loopback Host names are
+    /// answered. (`--insecure-no-auth` on another address is reached by
+    /// whatever name its clients use, as its user chose.)
+    loopback_hosts_only: bool,
     handler: Arc<dyn Handler>,
     /// One per connection thread, kept until it is joined: a thread that
     /// has finished serving still exists until then, so this (not a count
@@ -271,15 +274,18 @@ impl Server {
         token: Option<Token>,
         handler: Arc<dyn Handler>,
     ) -> std::io::Result<Server> {
+        let local = listener.local_addr()?;
         let access = match token {
-            Some(token) => Some(Access::new(token, listener.local_addr()?.port())?),
+            Some(token) => Some(Access::new(token, local.port())?),
             None => None,
         };
+        let loopback_hosts_only = access.is_none() && local.ip().to_canonical().is_loopback();
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
                 limits,
                 access,
+                loopback_hosts_only,
                 handler,
                 connections: Mutex::new(Vec::new()),
                 stop: AtomicBool::new(false),
@@ -642,7 +648,7 @@ fn answer(
             let refused = error(401).with_header("WWW-Authenticate", "Bearer realm=\"gputaskman\"".into());
             return (refused, unread);
         }
-        None if !access::loopback_host(request.host) => return (error(403), unread),
+        None if shared.loopback_hosts_only && !access::loopback_host(request.host) => return (error(403), unread),
         _ => {}
     }
     if request.method != "GET" {

@@ -353,3 +353,20 @@ fn without_a_token_only_a_loopback_host_is_answered() {
     // No form to post to without a token.
     assert!(login(addr, "token=x").starts_with("HTTP/1.1 405 "));
 }
+
+/// `--insecure-no-auth` on another address: its clients reach it by any
+/// name. (Bound to 0.0.0.0 and asked over loopback, as a LAN client would
+/// with its own Host.)
+#[test]
+fn a_server_on_another_address_answers_any_host() {
+    let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let handle = Server::new(listener, limits(), None, Arc::new(Fixed(Arc::new(b"{}".to_vec()))))
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let lan = get(addr, b"GET /snapshot HTTP/1.1\r\nHost: gpu-box.lan:9464\r\n\r\n");
+    assert!(lan.starts_with("HTTP/1.1 200 "), "{lan}");
+    drop(handle);
+}
