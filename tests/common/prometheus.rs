@@ -35,9 +35,15 @@ pub fn wait_until<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
 
 /// An HTTP/1.0 GET on loopback: (status, body); None when it cannot connect.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_get_with(port, path, &[])
+}
+
+/// [`http_get`] with extra header lines (`Authorization: Bearer …`).
+pub fn http_get_with(port: u16, path: &str, headers: &[&str]) -> Option<(u16, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{extra}\r\n").ok()?;
     let mut reply = Vec::new();
     s.read_to_end(&mut reply).ok()?;
     let reply = String::from_utf8_lossy(&reply).into_owned();
