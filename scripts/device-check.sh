@@ -103,6 +103,13 @@ say ""
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt" >>"$REPORT"
 bounded 30 "$GT" --list-gpus >"$OUT/list-gpus.txt" 2>&1
+# Health as the driver's own tool reads it (read-only queries), beside
+# gputaskman's health in snapshot.json: throttle reasons, ECC, remapped
+# rows, the temperature thresholds, power limits, NVLink states.
+{
+    bounded 30 nvidia-smi -q -d PERFORMANCE,ECC,ROW_REMAPPER,TEMPERATURE,POWER
+    bounded 20 nvidia-smi nvlink -s
+} >"$OUT/nvidia-smi-health.txt" 2>&1
 say ""
 
 # Each holder prints "gpu-hog: pid P holds N bytes on CUDA device D" once

@@ -18,6 +18,8 @@ page=$(MANPAGER=cat MANWIDTH=80 man gputaskman)
 grep -q 'completions' <<<"$page"
 echo "man gputaskman: renders"
 test -s /usr/share/doc/gputaskman/grafana/gputaskman.json
+# The alerting rules, as Prometheus would load them from where they land.
+promtool check rules /usr/share/doc/gputaskman/prometheus/gputaskman-alerts.yml
 test -s /usr/share/bash-completion/completions/gputaskman
 # Installed, never enabled or started by the package.
 unit=/lib/systemd/system/gputaskman.service

@@ -18,6 +18,21 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// A copy of a fixture tree a test may change, so the tree stays as the
+/// other tests expect it: (the folder that holds it, its root).
+fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture(name))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let root = dir.path().join(name);
+    (dir, root)
+}
+
 fn json_on(name: &str) -> Value {
     json_on_root(&fixture(name))
 }
@@ -91,6 +106,40 @@ fn amdgpu_discrete_card_in_json() {
         .all(|p| p["pid"] != 1500 && p["pid"] != 1400));
 }
 
+/// The card's health end to end: read from its gpu_metrics table, RAS
+/// counters and hwmon limits (values: src/collect/drm/tests.rs).
+#[test]
+fn an_amdgpu_card_held_down_by_its_power_limit_says_so_in_json_and_once() {
+    let s = json_on("amdgpu-dgpu");
+    let h = &s["devices"][0]["health"];
+    assert_eq!(h["throttle_reasons"], json!([]), "{h:#}");
+    assert_eq!(h["throttle_source"], "gpu_metrics");
+    assert_eq!(h["temperature_limits"]["slowdown_c"], 100);
+    assert_eq!(h["power_limits"]["default_w"], 327.0);
+    assert!(h["ecc"].is_null() && h["unavailable"]["ecc"].as_str().unwrap().contains("ras/"));
+    let schema = common::schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    assert!(validator.is_valid(&s), "{:?}", validator.iter_errors(&s).next());
+
+    let (_dir, root) = copy_of("amdgpu-dgpu");
+    let metrics = root.join("sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0/0000:03:00.0/gpu_metrics");
+    let mut table = std::fs::read(&metrics).unwrap();
+    table[112..120].copy_from_slice(&(1u64 << 5).to_le_bytes());
+    std::fs::write(&metrics, &table).unwrap();
+    let s = json_on_root(&root);
+    assert_eq!(s["devices"][0]["health"]["throttle_reasons"], json!(["amd_fppt"]));
+    let once = Command::cargo_bin("gputaskman")
+        .unwrap()
+        .env("GPUTASKMAN_PROC_ROOT", root.join("proc"))
+        .env("GPUTASKMAN_SYS_ROOT", root.join("sys"))
+        .env("GPUTASKMAN_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
+        .arg("--once")
+        .output()
+        .unwrap();
+    let once = String::from_utf8(once.stdout).unwrap();
+    assert!(once.contains("! health: throttled: fast power limit (FPPT)"), "{once}");
+}
+
 #[test]
 
 fn an_apu_model_in_gtt_is_spill_in_json() {
@@ -146,16 +195,7 @@ fn this_machine_without_a_drm_gpu_says_so() {
 #[test]
 fn a_process_in_a_docker_container_has_it_in_json_and_a_host_process_has_none() {
     const ID: &str = "3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f";
-    let dir = tempfile::tempdir().unwrap();
-    // A copy, so the fixture tree stays as the other tests expect it.
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(fixture("amdgpu-dgpu"))
-        .arg(dir.path())
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let root = dir.path().join("amdgpu-dgpu");
+    let (_dir, root) = copy_of("amdgpu-dgpu");
     std::fs::write(
         root.join("proc/1000/cgroup"),
         format!("0::/system.slice/docker-{ID}.scope\n"),

@@ -20,6 +20,7 @@ fn scenario(llama: u32, extra: Value) -> Value {
         "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000",
         "memory": {"total": 85520809984u64, "used": 2000000000u64, "free": 83520809984u64},
         "temperature_c": 86,
+        "temperature_thresholds": {"slowdown": 87, "shutdown": 92},
         "power_mw": 699000,
         "power_limit_mw": 700000,
         "power_limit_constraints_mw": {"min": 200000, "max": 700000},
@@ -172,6 +173,51 @@ fn a_power_cap_ecc_and_remapped_rows_show_in_json_once_and_metrics_and_what_a_ca
 }
 
 #[test]
+fn a_gpu_near_its_slowdown_temperature_is_marked_hot_and_an_implausible_threshold_is_no_fact() {
+    let dir = tempfile::tempdir().unwrap();
+    let llama = Sleeper::spawn(dir.path(), "llama-server", &["-m", "/nonexistent/m.gguf"]);
+    let mut json = scenario(llama.pid(), json!({}));
+    // The GeForce at 84 °C against an 88 °C slowdown; its driver answers 0
+    // for the memory's threshold.
+    json["devices"][1]["temperature_c"] = json!(84);
+    json["devices"][1]["temperature_thresholds"] = json!({"slowdown": 88, "shutdown": 93, "gpu_max": 83, "mem_max": 0});
+    let s = Scenario::new(&json);
+    let snap = s.json(&["--json"]);
+    let g = &device(&snap, 1)["health"];
+    assert_eq!(
+        g["temperature_limits"],
+        json!({"slowdown_c": 88, "shutdown_c": 93, "gpu_max_c": 83, "memory_max_c": null}),
+        "{g:#}"
+    );
+    assert_eq!(
+        g["unavailable"]["temperature_limits.memory_max_c"],
+        "the driver answered 0 °C, not a plausible threshold"
+    );
+    assert_eq!(
+        device(&snap, 0)["health"]["unavailable"]["temperature_limits.gpu_max_c"],
+        "not supported by this card"
+    );
+    let once = String::from_utf8(s.command().arg("--once").output().unwrap().stdout).unwrap();
+    assert!(once.contains("! health: hot: 84 °C, slowdown at 88 °C"), "{once}");
+    // The H100, at 86 °C against 87 °C, is throttled, which says more.
+    assert!(!once.contains("hot: 86"), "{once}");
+    let server = serve(&s);
+    wait_for(server.port, "a sample", |snap| {
+        !snap["devices"].as_array().unwrap().is_empty()
+    });
+    let metrics = get(server.port, "/metrics");
+    assert!(
+        metric_line(
+            &metrics,
+            r#"gputaskman_device_temperature_limit_celsius{backend="nvml",device="1",uuid="GPU-bbbbbbbb-0000-0000-0000-000000000000",limit="slowdown"}"#
+        )
+        .ends_with(" 88"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(r#"limit="memory_max""#), "{metrics}");
+}
+
+#[test]
 fn an_xid_injected_mid_run_appears_within_a_refresh_with_its_meaning() {
     let dir = tempfile::tempdir().unwrap();
     let llama = Sleeper::spawn(dir.path(), "llama-server", &["-m", "/nonexistent/m.gguf"]);
@@ -255,6 +301,8 @@ const RULE_INPUTS: &[&str] = &[
     "gputaskman_device_throttle_reason",
     "gputaskman_device_memory_used_bytes",
     "gputaskman_device_memory_total_bytes",
+    "gputaskman_device_temperature_celsius",
+    "gputaskman_device_temperature_limit_celsius",
 ];
 
 /// `name{a="x",b="y"} value` as (name, labels, value); our label values
@@ -357,19 +405,18 @@ fn the_shipped_alert_rules_fire_on_a_fake_gpus_series_under_promtool() {
         Some(("reason", "sw_power_cap")),
     );
     let (_, memory, _) = one("gputaskman_device_memory_used_bytes", "0", None);
+    let (_, temperature, _) = one("gputaskman_device_temperature_celsius", "0", None);
     let throttled = alert(
         "GPUThrottledByPowerOrHeat",
         "warning",
         &throttle,
         format!("GPU 0 ({uuid}) has been held down by power or heat for 10 minutes"),
     );
-    let tests = json!({
-        "rule_files": [concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/prometheus/gputaskman-alerts.yml")],
-        "evaluation_interval": "1m",
-        "tests": [{
-            "interval": "1m",
-            "input_series": input,
-            "alert_rule_test": [
+    promtool_test_rules(
+        &promtool,
+        dir.path(),
+        input,
+        json!([
                 alert("GPUXidError", "critical", &xid, format!("GPU 0 ({uuid}) reported an XID error")),
                 alert("GPUUncorrectableECC", "critical", &ecc,
                       format!("GPU 0 ({uuid}) has 3 uncorrected ECC errors since the driver loaded")),
@@ -381,11 +428,23 @@ fn the_shipped_alert_rules_fire_on_a_fake_gpus_series_under_promtool() {
                 {"eval_time": "8m", "alertname": "GPUThrottledByPowerOrHeat", "exp_alerts": []},
                 alert("GPUMemoryNearlyFull", "warning", &memory,
                       format!("GPU 0 ({uuid}) memory is over 95% used")),
-            ]
-        }]
+                // 86 °C against its 87 °C; the GeForce names no threshold.
+                alert("GPUNearThermalSlowdown", "warning", &temperature,
+                      format!("GPU 0 ({uuid}) has been within 5 °C of its slowdown temperature for 5 minutes")),
+        ]),
+    );
+}
+
+/// Runs the shipped rules under `promtool test rules` on `input` (series
+/// scraped every minute), expecting `alert_rule_test`.
+fn promtool_test_rules(promtool: &std::path::Path, dir: &std::path::Path, input: Vec<Value>, alert_rule_test: Value) {
+    let tests = json!({
+        "rule_files": [concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/prometheus/gputaskman-alerts.yml")],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": input, "alert_rule_test": alert_rule_test}]
     });
     // JSON is YAML: promtool reads it as it is.
-    let file = dir.path().join("alerts-test.yml");
+    let file = dir.join("alerts-test.yml");
     std::fs::write(&file, serde_json::to_vec_pretty(&tests).unwrap()).unwrap();
     let out = std::process::Command::new(promtool)
         .args(["test", "rules"])
@@ -399,6 +458,74 @@ fn the_shipped_alert_rules_fire_on_a_fake_gpus_series_under_promtool() {
     );
     assert!(out.status.success(), "promtool test rules: {said}\n{tests:#}");
     assert!(said.contains("SUCCESS"), "{said}");
+}
+
+#[test]
+fn an_nvlink_that_falls_mid_run_is_an_error_within_a_refresh_and_fires_its_alert() {
+    let dir = tempfile::tempdir().unwrap();
+    let llama = Sleeper::spawn(dir.path(), "llama-server", &["-m", "/nonexistent/m.gguf"]);
+    let with_links = |links: Value| {
+        let mut json = scenario(llama.pid(), json!({"nvlink": links}));
+        // Healthy otherwise, so the link is what the mark says.
+        json["devices"][0]["health"] = json!({"clock_event_reasons": 1});
+        json["devices"][0]["ecc"] = json!({"current": false});
+        json
+    };
+    // Link 3 unused by design from the start: inactive, not fallen.
+    let s = Scenario::new(&with_links(json!([true, true, true, false])));
+    let server = serve(&s);
+    let snap = wait_for(server.port, "the links", |snap| {
+        device(snap, 0)["health"]["nvlink"].is_object()
+    });
+    assert_eq!(
+        device(&snap, 0)["health"]["nvlink"],
+        json!({"active": [0, 1, 2], "inactive": [3], "went_down": []})
+    );
+    assert_eq!(
+        device(&snap, 1)["health"]["unavailable"]["nvlink"],
+        "no NVLink on this card"
+    );
+    assert!(device(&snap, 1)["health"]["nvlink"].is_null());
+
+    std::fs::write(
+        s.path(),
+        serde_json::to_vec(&with_links(json!([true, false, true, false]))).unwrap(),
+    )
+    .unwrap();
+    let written = Instant::now();
+    wait_for(server.port, "the fallen link", |snap| {
+        device(snap, 0)["health"]["nvlink"]["went_down"] == json!([1])
+    });
+    assert!(written.elapsed() < Duration::from_secs(3), "{:?}", written.elapsed());
+    let metrics = get(server.port, "/metrics");
+    let down = metric_line(
+        &metrics,
+        r#"gputaskman_device_nvlink_links_went_down{backend="nvml",device="0""#,
+    );
+    assert!(down.ends_with(" 1"), "{metrics}");
+    assert!(metric_line(&metrics, r#"gputaskman_device_nvlink_links{backend="nvml",device="0",uuid="GPU-aaaaaaaa-0000-0000-0000-000000000000",state="inactive"}"#).ends_with(" 2"));
+    drop(server);
+    let once = String::from_utf8(s.command().arg("--once").output().unwrap().stdout).unwrap();
+    // A one-shot never saw link 1 up: inactive, not said to have fallen.
+    assert!(!once.contains("NVLink"), "{once}");
+
+    let Some(promtool) = common::prometheus::tool("promtool") else {
+        return;
+    };
+    let (name, labels, _) = parse_sample(down);
+    let text: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    let mut expected: serde_json::Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    expected.insert("severity".into(), json!("critical"));
+    promtool_test_rules(
+        &promtool,
+        dir.path(),
+        vec![json!({"series": format!("{name}{{{}}}", text.join(",")), "values": "0x5 1x10"})],
+        json!([
+            {"eval_time": "3m", "alertname": "GPUNVLinkDown", "exp_alerts": []},
+            {"eval_time": "8m", "alertname": "GPUNVLinkDown", "exp_alerts": [{"exp_labels": expected,
+                "exp_annotations": {"summary": "GPU 0 (GPU-aaaaaaaa-0000-0000-0000-000000000000) lost 1 NVLink(s) since gputaskman started"}}]},
+        ]),
+    );
 }
 
 #[test]

@@ -238,7 +238,12 @@ fn the_page_shows_what_json_shows_and_follows_the_machine() {
                 llama_vram + 3_221_225_472 + (1 << 30),
                 &[(llama.pid(), llama_vram, 15), (trainer.pid(), 3_221_225_472, 20)],
             ),
-            device("NVIDIA GeForce RTX 3090", 1, 1_034_725_632, &[]),
+            {
+                // 60 °C against a 63 °C slowdown: hot.
+                let mut hot = device("NVIDIA GeForce RTX 3090", 1, 1_034_725_632, &[]);
+                hot["temperature_thresholds"] = json!({"slowdown": 63});
+                hot
+            },
         ])
     };
     let scenario = Scenario::new(&machine(LLAMA_VRAM));
@@ -252,6 +257,9 @@ fn the_page_shows_what_json_shows_and_follows_the_machine() {
                 .is_some_and(|g| g.iter().all(|g| g["samples"].as_u64() >= Some(2)))
     });
     assert_page_is(&page, &served_snapshot(&server, None), &[llama.pid(), trainer.pid()]);
+    let health = |i: usize| page["gpus"][i]["health"].as_str().unwrap().to_string();
+    assert!(health(1).contains("hot: 60 °C, slowdown at 63 °C"), "{}", health(1));
+    assert!(!health(0).contains("hot"), "{}", health(0));
     // The memory bar: one segment per process, largest first, with a legend.
     let segments = page["gpus"][0]["segments"].as_array().unwrap();
     assert_eq!(segments[0]["pid"], trainer.pid().to_string());

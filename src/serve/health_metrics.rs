@@ -6,13 +6,13 @@
 //! our own words (reason and policy names from `snapshot::health`); the
 //! device labels come escaped from `metrics.rs`.
 
-use crate::snapshot::health::{Health, REASONS};
+use crate::snapshot::health::{Health, AMD_THROTTLERS, REASONS};
 use std::fmt::Write;
 
 /// (name, help, type) of every family this file writes.
 pub const FAMILIES: &[(&str, &str, &str)] = &[
     ("gputaskman_gpu_lost", "1 when the GPU stopped answering (GPU_IS_LOST, fallen off the bus): its other series are its last values, stale.", "gauge"),
-    ("gputaskman_device_throttle_reason", "Measured: 1 for each clock-event (throttle) reason active now, 0 for the others NVML names (reason label: sw_power_cap, hw_thermal_slowdown, ...).", "gauge"),
+    ("gputaskman_device_throttle_reason", "Measured: 1 for each clock-event (throttle) reason active now, 0 for the others its source names (reason label: NVML's sw_power_cap, hw_thermal_slowdown, ...; amdgpu's amd_ppt0, amd_temp_hotspot, ...).", "gauge"),
     ("gputaskman_device_throttle_violation_seconds_total", "Measured: time the driver held clocks down for a policy (power, thermal, ...) since it loaded.", "counter"),
     ("gputaskman_device_throttle_violation_ratio", "Measured: share of the last sample interval the driver held clocks down for a policy (0 to 1).", "gauge"),
     ("gputaskman_device_xid_events_total", "XID events read from the GPU since gputaskman started.", "counter"),
@@ -25,6 +25,9 @@ pub const FAMILIES: &[(&str, &str, &str)] = &[
     ("gputaskman_device_retired_pages_pending", "1 when a page retirement waits for the next reboot.", "gauge"),
     ("gputaskman_device_performance_state", "The performance state: 0 (P0, most) to 15.", "gauge"),
     ("gputaskman_device_power_management_limit_watts", "Power limits, by limit: current (set now), default, min and max (the range the operator may set).", "gauge"),
+    ("gputaskman_device_nvlink_links", "NVLinks of the card by state: active, inactive (unused by design, or down).", "gauge"),
+    ("gputaskman_device_nvlink_links_went_down", "NVLinks seen active since gputaskman started that are inactive now.", "gauge"),
+    ("gputaskman_device_temperature_limit_celsius", "The temperatures the driver names, by limit: slowdown (clocks drop), shutdown, gpu_max and memory_max (the highest meant to run at).", "gauge"),
 ];
 
 /// Samples grouped by family, in [`FAMILIES`] order.
@@ -36,6 +39,15 @@ impl Bodies {
             return;
         };
         let _ = writeln!(self.0[i], "{family}{{{labels}}} {value}");
+    }
+
+    /// One sample per limit the card names, labelled `limit`.
+    fn limits<T: std::fmt::Display>(&mut self, family: &str, labels: &str, limits: [(&str, Option<T>); 4]) {
+        for (limit, value) in limits {
+            if let Some(value) = value {
+                self.put(family, &with(labels, "limit", limit), value);
+            }
+        }
     }
 }
 
@@ -66,7 +78,13 @@ pub fn render<'a>(out: &mut String, devices: impl Iterator<Item = (&'a Health, S
 fn device(b: &mut Bodies, h: &Health, l: &str) {
     b.put("gputaskman_gpu_lost", l, u8::from(h.lost_since.is_some()));
     if let Some(active) = &h.throttle_reasons {
-        for (_, name, _) in REASONS {
+        // Every reason the source names, 0 or 1; a bit it does not name, 1.
+        let named: Vec<&str> = match h.throttle_source.as_deref() {
+            Some("gpu_metrics") => AMD_THROTTLERS.iter().map(|(_, name, _)| *name).collect(),
+            _ => REASONS.iter().map(|(_, name, _)| *name).collect(),
+        };
+        let unnamed = active.iter().map(String::as_str).filter(|a| !named.contains(a));
+        for name in named.iter().copied().chain(unnamed) {
             let on = active.iter().any(|a| a == name);
             b.put(
                 "gputaskman_device_throttle_reason",
@@ -130,27 +148,48 @@ fn device(b: &mut Bodies, h: &Health, l: &str) {
         b.put("gputaskman_device_performance_state", l, state);
     }
     if let Some(p) = &h.power_limits {
-        for (limit, watts) in [
-            ("current", p.current_w),
-            ("default", p.default_w),
-            ("min", p.min_w),
-            ("max", p.max_w),
-        ] {
-            if let Some(watts) = watts {
-                b.put(
-                    "gputaskman_device_power_management_limit_watts",
-                    &with(l, "limit", limit),
-                    watts,
-                );
-            }
-        }
+        b.limits(
+            "gputaskman_device_power_management_limit_watts",
+            l,
+            [
+                ("current", p.current_w),
+                ("default", p.default_w),
+                ("min", p.min_w),
+                ("max", p.max_w),
+            ],
+        );
+    }
+    if let Some(links) = &h.nvlink {
+        b.put(
+            "gputaskman_device_nvlink_links",
+            &with(l, "state", "active"),
+            links.active.len(),
+        );
+        b.put(
+            "gputaskman_device_nvlink_links",
+            &with(l, "state", "inactive"),
+            links.inactive.len(),
+        );
+        b.put("gputaskman_device_nvlink_links_went_down", l, links.went_down.len());
+    }
+    if let Some(t) = &h.temperature_limits {
+        b.limits(
+            "gputaskman_device_temperature_limit_celsius",
+            l,
+            [
+                ("slowdown", t.slowdown_c),
+                ("shutdown", t.shutdown_c),
+                ("gpu_max", t.gpu_max_c),
+                ("memory_max", t.memory_max_c),
+            ],
+        );
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::health::{reason_names, EccCounts, Violation};
+    use crate::snapshot::health::{amd_throttler_names, reason_names, EccCounts, TemperatureLimits, Violation};
 
     #[test]
     fn a_power_cap_is_a_labelled_series_and_unknown_ecc_writes_nothing() {
@@ -192,5 +231,34 @@ mod tests {
         assert!(!text.contains("error=\"corrected\""), "{text}");
         // No reasons known: no reason series at all.
         assert!(!text.contains("throttle_reason"), "{text}");
+    }
+
+    #[test]
+    fn amdgpu_reasons_are_its_own_set_and_limits_are_labelled() {
+        let h = Health {
+            throttle_reasons: Some(amd_throttler_names((1 << 36) | (1 << 50))),
+            throttle_source: Some("gpu_metrics".into()),
+            temperature_limits: Some(TemperatureLimits {
+                slowdown_c: Some(100),
+                ..TemperatureLimits::default()
+            }),
+            ..Health::default()
+        };
+        let mut text = String::new();
+        render(&mut text, [(&h, "device=\"1\"".to_string())].into_iter());
+        for (series, value) in [
+            ("reason=\"amd_temp_hotspot\"", 1),
+            ("reason=\"amd_ppt0\"", 0),
+            ("reason=\"amd_bit_50\"", 1),
+        ] {
+            let line = format!("gputaskman_device_throttle_reason{{device=\"1\",{series}}} {value}\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        assert!(
+            !text.contains("reason=\"sw_power_cap\""),
+            "NVML's names are not an amdgpu card's: {text}"
+        );
+        assert!(text.contains("gputaskman_device_temperature_limit_celsius{device=\"1\",limit=\"slowdown\"} 100\n"));
+        assert!(!text.contains("limit=\"shutdown\""), "{text}");
     }
 }

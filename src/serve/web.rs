@@ -114,9 +114,12 @@ mod tests {
             );
         }
         // The script's words for the clock-event reasons are the snapshot's.
-        for (_, id, words) in crate::snapshot::health::REASONS {
+        use crate::snapshot::health::{AMD_THROTTLERS, HOT_MARGIN_C, REASONS};
+        let named = REASONS.iter().map(|(_, id, words)| (id, words));
+        for (id, words) in named.chain(AMD_THROTTLERS.iter().map(|(_, id, words)| (id, words))) {
             assert!(SCRIPT.contains(&format!("  {id}: '{words}',")), "{id}");
         }
+        assert!(SCRIPT.contains(&format!("const HOT_MARGIN_C = {HOT_MARGIN_C};")));
         assert!(first_load_bytes(1.0) > SCRIPT.len());
     }
 }

@@ -31,9 +31,24 @@ pub struct Health {
     /// XID events read since this gputaskman started.
     #[serde(default)]
     pub xid_count: u64,
+    /// NVLink: which links are up and which fell; null on cards without
+    /// NVLink.
+    #[serde(default)]
+    pub nvlink: Option<NvLinks>,
+    /// Where `throttle_reasons` come from, which names the set they are
+    /// drawn from: `nvml` ([`REASONS`]) or `gpu_metrics` (amdgpu's
+    /// ASIC-independent throttler bits, [`AMD_THROTTLERS`]); null when
+    /// none are read (and in snapshots written before it existed: NVML's).
+    #[serde(default)]
+    pub throttle_source: Option<String>,
     /// Power limits (W): the one in force, the operator's, the default, and
     /// the range the operator may set.
     pub power_limits: Option<PowerLimits>,
+    /// The temperatures (°C, of the sensor `temperature_c` reads) at which
+    /// the card slows itself down and shuts down; null where the driver
+    /// names none.
+    #[serde(default)]
+    pub temperature_limits: Option<TemperatureLimits>,
     /// RFC 3339 time the GPU first stopped answering (`GPU_IS_LOST`, fallen
     /// off the bus); null while it answers. The device's other figures are
     /// then its last good ones, marked `stale`.
@@ -107,6 +122,36 @@ pub struct PowerLimits {
     pub max_w: Option<f64>,
 }
 
+/// A card's NVLinks by number (nvmlDeviceGetNvLinkState).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct NvLinks {
+    pub active: Vec<u32>,
+    /// Links the card has that are not active: unused by design, or down.
+    pub inactive: Vec<u32>,
+    /// Links seen active since gputaskman started that are inactive now:
+    /// a link that fell, which slows every transfer that used it.
+    pub went_down: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct TemperatureLimits {
+    /// The card slows its clocks at this temperature (NVML's slowdown
+    /// threshold; amdgpu's critical maximum, hwmon `temp*_crit`).
+    pub slowdown_c: Option<u32>,
+    /// The card shuts down at this temperature (NVML's shutdown threshold;
+    /// amdgpu's emergency maximum, hwmon `temp*_emergency`).
+    pub shutdown_c: Option<u32>,
+    /// The highest temperature the card is meant to run at (NVML's GPU max
+    /// operating temperature); reaching it under load is normal.
+    pub gpu_max_c: Option<u32>,
+    /// The memory's (NVML's memory max operating temperature).
+    pub memory_max_c: Option<u32>,
+}
+
+/// A GPU this close to its slowdown temperature (°C) is marked hot: the
+/// next degrees cost clocks.
+pub const HOT_MARGIN_C: u32 = 5;
+
 /// The `nvmlClocksEventReason*` bits (nvml.h), their names here and in
 /// words. Idle, applications clocks, display clocks and sync boost hold
 /// clocks down by design; the others are throttling.
@@ -121,6 +166,60 @@ pub const REASONS: &[(u64, &str, &str)] = &[
     (0x80, "hw_power_brake_slowdown", "power brake"),
     (0x100, "display_clocks", "display clocks"),
 ];
+
+/// amdgpu's ASIC-independent throttler bits (`SMU_THROTTLER_*_BIT` in the
+/// kernel's drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h), as
+/// `gpu_metrics`' `indep_throttle_status` carries them: (bit number, name,
+/// words). Every one of them costs clocks: power and current limits,
+/// temperatures, the platform's hot signals.
+pub const AMD_THROTTLERS: &[(u32, &str, &str)] = &[
+    (0, "amd_ppt0", "power limit (PPT0)"),
+    (1, "amd_ppt1", "power limit (PPT1)"),
+    (2, "amd_ppt2", "power limit (PPT2)"),
+    (3, "amd_ppt3", "power limit (PPT3)"),
+    (4, "amd_spl", "sustained power limit (SPL)"),
+    (5, "amd_fppt", "fast power limit (FPPT)"),
+    (6, "amd_sppt", "slow power limit (SPPT)"),
+    (7, "amd_sppt_apu", "APU slow power limit (SPPT)"),
+    (16, "amd_tdc_gfx", "current limit (TDC GFX)"),
+    (17, "amd_tdc_soc", "current limit (TDC SoC)"),
+    (18, "amd_tdc_mem", "current limit (TDC memory)"),
+    (19, "amd_tdc_vdd", "current limit (TDC VDD)"),
+    (20, "amd_tdc_cvip", "current limit (TDC CVIP)"),
+    (21, "amd_edc_cpu", "current limit (EDC CPU)"),
+    (22, "amd_edc_gfx", "current limit (EDC GFX)"),
+    (23, "amd_apcc", "current limit (APCC)"),
+    (32, "amd_temp_gpu", "thermal (GPU)"),
+    (33, "amd_temp_core", "thermal (core)"),
+    (34, "amd_temp_mem", "thermal (memory)"),
+    (35, "amd_temp_edge", "thermal (edge)"),
+    (36, "amd_temp_hotspot", "thermal (hotspot)"),
+    (37, "amd_temp_soc", "thermal (SoC)"),
+    (38, "amd_temp_vr_gfx", "thermal (VR GFX)"),
+    (39, "amd_temp_vr_soc", "thermal (VR SoC)"),
+    (40, "amd_temp_vr_mem0", "thermal (VR memory 0)"),
+    (41, "amd_temp_vr_mem1", "thermal (VR memory 1)"),
+    (42, "amd_temp_liquid0", "thermal (liquid 0)"),
+    (43, "amd_temp_liquid1", "thermal (liquid 1)"),
+    (44, "amd_vrhot0", "VR hot (0)"),
+    (45, "amd_vrhot1", "VR hot (1)"),
+    (46, "amd_prochot_cpu", "PROCHOT (CPU)"),
+    (47, "amd_prochot_gfx", "PROCHOT (GFX)"),
+    (56, "amd_ppm", "power management (PPM)"),
+    (57, "amd_fit", "reliability (FIT)"),
+];
+
+/// The names of the bits set in an amdgpu `indep_throttle_status`; a bit
+/// the kernel does not name is `amd_bit_N`, never dropped.
+pub fn amd_throttler_names(mask: u64) -> Vec<String> {
+    (0..64)
+        .filter(|bit| mask & (1u64 << bit) != 0)
+        .map(|bit| match AMD_THROTTLERS.iter().find(|(b, _, _)| *b == bit) {
+            Some((_, name, _)) => name.to_string(),
+            None => format!("amd_bit_{bit}"),
+        })
+        .collect()
+}
 
 /// The reasons that cost speed without anyone asking for it.
 const THROTTLING: &[&str] = &[
@@ -153,8 +252,16 @@ pub fn reason_names(mask: u64) -> Vec<String> {
 pub fn reason_words(name: &str) -> &str {
     REASONS
         .iter()
-        .find(|(_, n, _)| *n == name)
-        .map_or(name, |(_, _, words)| words)
+        .map(|(_, n, words)| (*n, *words))
+        .chain(AMD_THROTTLERS.iter().map(|(_, n, words)| (*n, *words)))
+        .find(|(n, _)| *n == name)
+        .map_or(name, |(_, words)| words)
+}
+
+/// Whether a reason costs speed: NVML's throttling ones, every amdgpu
+/// throttler, and any bit neither names.
+fn is_throttling(reason: &str) -> bool {
+    THROTTLING.contains(&reason) || reason.starts_with("bit_") || reason.starts_with("amd_")
 }
 
 /// The violation policy that times a reason, so a reason is shown with
@@ -201,6 +308,9 @@ pub enum Mark {
     Errors(Vec<String>),
     /// Throttling reasons now, in words with their share where timed.
     Throttled(Vec<String>),
+    /// Within [`HOT_MARGIN_C`] of its slowdown temperature, in words:
+    /// `86 °C, slowdown at 87 °C`.
+    Hot(String),
     Ok,
 }
 
@@ -218,7 +328,7 @@ impl Health {
     pub fn throttling(&self) -> Vec<String> {
         let reasons = self.throttle_reasons.iter().flatten();
         reasons
-            .filter(|r| THROTTLING.contains(&r.as_str()) || r.starts_with("bit_"))
+            .filter(|r| is_throttling(r))
             .map(|r| match policy_of(r).and_then(|p| self.share(p)) {
                 Some(share) => format!("{} {:.0}%", reason_words(r), share * 100.0),
                 None => reason_words(r).to_string(),
@@ -251,10 +361,24 @@ impl Health {
         if self.retired_pages.as_ref().is_some_and(|p| p.pending) {
             errors.push("page retirement pending a reboot".into());
         }
+        if let Some(down) = self.nvlink.as_ref().map(|l| &l.went_down).filter(|d| !d.is_empty()) {
+            let links: Vec<String> = down.iter().map(u32::to_string).collect();
+            errors.push(format!("NVLink {} went down", links.join(", ")));
+        }
         errors
     }
 
-    pub fn mark(&self) -> Mark {
+    /// `86 °C, slowdown at 87 °C` when `temperature_c` is within
+    /// [`HOT_MARGIN_C`] of the slowdown temperature.
+    pub fn hot(&self, temperature_c: Option<u32>) -> Option<String> {
+        let t = temperature_c?;
+        let slowdown = self.temperature_limits.as_ref()?.slowdown_c?;
+        (t + HOT_MARGIN_C >= slowdown).then(|| format!("{t} °C, slowdown at {slowdown} °C"))
+    }
+
+    /// How the device stands, worst first; `temperature_c` is the
+    /// device's temperature now (for [`Mark::Hot`]).
+    pub fn mark(&self, temperature_c: Option<u32>) -> Mark {
         if self.lost_since.is_some() {
             return Mark::Lost;
         }
@@ -266,22 +390,29 @@ impl Health {
         if !throttling.is_empty() {
             return Mark::Throttled(throttling);
         }
-        Mark::Ok
+        match self.hot(temperature_c) {
+            Some(hot) => Mark::Hot(hot),
+            None => Mark::Ok,
+        }
     }
 
     /// One line for a device that is not plainly healthy (`--once`), or
     /// None when it is.
-    pub fn line(&self) -> Option<String> {
-        match self.mark() {
+    pub fn line(&self, temperature_c: Option<u32>) -> Option<String> {
+        match self.mark(temperature_c) {
             Mark::Ok => None,
+            Mark::Hot(hot) => Some(format!("hot: {hot}")),
             Mark::Lost => Some(format!(
                 "lost since {}: not answering; last values shown, stale",
                 self.lost_since.as_deref().unwrap_or("?")
             )),
             Mark::Errors(errors) => {
-                let mut parts = errors;
-                parts.extend(self.throttling().into_iter().map(|t| format!("throttled: {t}")));
-                Some(format!("errors: {}", parts.join(", ")))
+                let mut line = format!("errors: {}", errors.join(", "));
+                let throttling = self.throttling();
+                if !throttling.is_empty() {
+                    line = format!("{line}, throttled: {}", throttling.join(", "));
+                }
+                Some(line)
             }
             Mark::Throttled(reasons) => Some(format!("throttled: {}", reasons.join(", "))),
         }
@@ -355,6 +486,11 @@ pub fn news(before: Option<&Health>, after: Option<&Health>) -> Vec<String> {
             out.push(what.to_string());
         }
     }
+    let fell = |h: &Health| h.nvlink.as_ref().map(|l| l.went_down.clone()).unwrap_or_default();
+    let was_down = fell(b);
+    for link in fell(a).into_iter().filter(|l| !was_down.contains(l)) {
+        out.push(format!("NVLink {link} went down"));
+    }
     out.extend(a.xid_events.iter().map(|x| match &x.meaning {
         Some(m) => format!("XID {} ({m}) at {}", x.xid, x.seen_at),
         None => format!("XID {} at {}", x.xid, x.seen_at),
@@ -410,14 +546,14 @@ mod tests {
             violations: vec![violation("power", Some(0.38)), violation("thermal", None)],
             ..Health::default()
         };
-        assert_eq!(health.mark(), Mark::Throttled(vec!["power cap 38%".into()]));
-        assert_eq!(health.line().as_deref(), Some("throttled: power cap 38%"));
+        assert_eq!(health.mark(None), Mark::Throttled(vec!["power cap 38%".into()]));
+        assert_eq!(health.line(None).as_deref(), Some("throttled: power cap 38%"));
         let idle = Health {
             throttle_reasons: Some(reason_names(0x1)),
             ..Health::default()
         };
-        assert_eq!(idle.mark(), Mark::Ok);
-        assert_eq!(idle.line(), None);
+        assert_eq!(idle.mark(None), Mark::Ok);
+        assert_eq!(idle.line(None), None);
     }
 
     #[test]
@@ -436,11 +572,11 @@ mod tests {
             ..Health::default()
         };
         assert_eq!(
-            health.line().as_deref(),
+            health.line(None).as_deref(),
             Some("errors: XID 79 (GPU has fallen off the bus), 3 uncorrected ECC errors, throttled: thermal")
         );
         health.lost_since = Some("2026-01-01T00:00:01Z".into());
-        assert_eq!(health.mark(), Mark::Lost);
+        assert_eq!(health.mark(None), Mark::Lost);
     }
 
     #[test]
@@ -486,6 +622,78 @@ mod tests {
     }
 
     #[test]
+    fn amd_throttlers_are_named_throttling_and_unknown_bits_kept() {
+        let mask = (1 << 0) | (1 << 36) | (1 << 50);
+        assert_eq!(
+            amd_throttler_names(mask),
+            ["amd_ppt0", "amd_temp_hotspot", "amd_bit_50"]
+        );
+        let health = Health {
+            throttle_reasons: Some(amd_throttler_names(mask)),
+            throttle_source: Some("gpu_metrics".into()),
+            ..Health::default()
+        };
+        assert_eq!(
+            health.line(None).as_deref(),
+            Some("throttled: power limit (PPT0), thermal (hotspot), amd_bit_50")
+        );
+        // Every bit number and name appears once.
+        for (i, (bit, name, _)) in AMD_THROTTLERS.iter().enumerate() {
+            assert!(*bit < 64);
+            assert!(
+                AMD_THROTTLERS[i + 1..].iter().all(|(b, n, _)| b != bit && n != name),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_gpu_near_its_slowdown_temperature_is_hot_and_throttling_outranks_it() {
+        let mut health = Health {
+            temperature_limits: Some(TemperatureLimits {
+                slowdown_c: Some(87),
+                shutdown_c: Some(92),
+                ..TemperatureLimits::default()
+            }),
+            ..Health::default()
+        };
+        assert_eq!(health.mark(Some(81)), Mark::Ok);
+        assert_eq!(health.mark(Some(82)), Mark::Hot("82 °C, slowdown at 87 °C".into()));
+        assert_eq!(health.line(Some(86)).as_deref(), Some("hot: 86 °C, slowdown at 87 °C"));
+        // No temperature, or no threshold: nothing is claimed.
+        assert_eq!(health.mark(None), Mark::Ok);
+        health.throttle_reasons = Some(reason_names(0x20));
+        assert_eq!(health.mark(Some(88)), Mark::Throttled(vec!["thermal".into()]));
+        health.throttle_reasons = None;
+        health.temperature_limits = Some(TemperatureLimits::default());
+        assert_eq!(health.mark(Some(120)), Mark::Ok);
+    }
+
+    #[test]
+    fn a_fallen_nvlink_is_an_error_and_news_once() {
+        let up = Health {
+            nvlink: Some(NvLinks {
+                active: vec![0, 1],
+                inactive: vec![2],
+                went_down: vec![],
+            }),
+            ..Health::default()
+        };
+        assert_eq!(up.mark(None), Mark::Ok, "an unused link is no fault");
+        let fallen = Health {
+            nvlink: Some(NvLinks {
+                active: vec![0],
+                inactive: vec![1, 2],
+                went_down: vec![1],
+            }),
+            ..Health::default()
+        };
+        assert_eq!(fallen.line(None).as_deref(), Some("errors: NVLink 1 went down"));
+        assert_eq!(news(Some(&up), Some(&fallen)), ["NVLink 1 went down"]);
+        assert!(news(Some(&fallen), Some(&fallen)).is_empty());
+    }
+
+    #[test]
     fn unknown_counts_are_not_errors() {
         // ECC off: the counts are null, which is not "0 errors" and not an error.
         let health = Health {
@@ -493,7 +701,7 @@ mod tests {
             unavailable: BTreeMap::from([("ecc".to_string(), "ECC is off".to_string())]),
             ..Health::default()
         };
-        assert_eq!(health.mark(), Mark::Ok);
+        assert_eq!(health.mark(None), Mark::Ok);
         assert_eq!(xid_meaning(12345), None);
     }
 }

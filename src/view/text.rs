@@ -162,7 +162,7 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device, width: Option<usize
             "  ! STALE: the driver stopped answering; these are its last values"
         );
     }
-    if let Some(line) = d.health.as_ref().and_then(|h| h.line()) {
+    if let Some(line) = d.health.as_ref().and_then(|h| h.line(d.temperature_c)) {
         let _ = writeln!(out, "  ! health: {}", safe(&line));
     }
     for e in &d.errors {

@@ -63,6 +63,10 @@ pub struct Device {
     pub power_limit_constraints_mw: Option<MinMax>,
     /// P-state number (0..15, 32 = unknown); answers both performance and power state.
     pub performance_state: Option<u32>,
+    /// Each NVLink's state (true: active), by link number; absent: the
+    /// card has no NVLink (NOT_SUPPORTED); past the last link,
+    /// INVALID_ARGUMENT (nvmlDeviceGetNvLinkState).
+    pub nvlink: Option<Vec<bool>>,
     pub fan_percent: Option<u32>,
     /// Defaults to 1 when `fan_percent` is given.
     pub num_fans: Option<u32>,

@@ -79,7 +79,10 @@ impl DeviceReader {
                 .push("a display controller only: no GPU engines or per-process memory".into());
         }
         let mut energy = self.energy.get(&dev.key).copied();
-        sysfs::read_values(dev, &mut device, &mut energy, now);
+        let awake = sysfs::read_values(dev, &mut device, &mut energy, now);
+        if let (Some(awake), Some("amdgpu")) = (awake, dev.driver.as_deref()) {
+            super::amdgpu_health::read(dev, &mut device, awake.temperature_sensor);
+        }
         if let Some(e) = energy {
             self.energy.insert(dev.key.clone(), e);
         }

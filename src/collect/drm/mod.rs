@@ -9,6 +9,7 @@
 //! readings grouped by client, counted once, attributed to processes).
 //! This file holds the source that runs them each sample.
 
+mod amdgpu_health;
 mod clients;
 mod device;
 pub mod fdinfo;

@@ -300,12 +300,12 @@ pub fn parse_u64(s: &str) -> Option<u64> {
 }
 
 /// Reads numbers and records real failures as query errors.
-struct Reader<'a> {
-    errors: &'a mut Vec<QueryError>,
+pub(super) struct Reader<'a> {
+    pub(super) errors: &'a mut Vec<QueryError>,
 }
 
 impl Reader<'_> {
-    fn text(&mut self, path: &Path) -> Option<String> {
+    pub(super) fn text(&mut self, path: &Path) -> Option<String> {
         match read_text(path) {
             Ok(t) => t,
             Err(e) => {
@@ -321,7 +321,7 @@ impl Reader<'_> {
         }
     }
 
-    fn num(&mut self, path: &Path) -> Option<u64> {
+    pub(super) fn num(&mut self, path: &Path) -> Option<u64> {
         self.text(path).and_then(|t| parse_u64(&t))
     }
 }
@@ -333,9 +333,21 @@ pub struct EnergyReading {
     pub microjoules: u64,
 }
 
+/// A device's sensors were read (it was awake): from which hwmon
+/// `temp<N>` its temperature came.
+pub struct Awake {
+    pub temperature_sensor: Option<u32>,
+}
+
 /// Fills `device` with what sysfs says now. `energy` carries the previous
-/// energy reading of this device, for power from energy counters.
-pub fn read_values(dev: &DrmDevice, device: &mut Device, energy: &mut Option<EnergyReading>, now: Duration) {
+/// energy reading of this device, for power from energy counters. None
+/// when the device is asleep and its sensors were left alone.
+pub fn read_values(
+    dev: &DrmDevice,
+    device: &mut Device,
+    energy: &mut Option<EnergyReading>,
+    now: Duration,
+) -> Option<Awake> {
     let mut errors = Vec::new();
     let mut r = Reader { errors: &mut errors };
     let asleep = r.text(&dev.dir.join("power/runtime_status")).as_deref() == Some("suspended");
@@ -351,10 +363,11 @@ pub fn read_values(dev: &DrmDevice, device: &mut Device, energy: &mut Option<Ene
         Some("xe") => xe(&mut r, dev, device),
         _ => {}
     }
-    if !asleep {
-        hwmon(&mut r, dev, device, energy, now);
-    }
+    let awake = (!asleep).then(|| Awake {
+        temperature_sensor: hwmon(&mut r, dev, device, energy, now),
+    });
     device.errors.extend(errors);
+    awake
 }
 
 fn pcie(r: &mut Reader, dev: &DrmDevice, device: &mut Device) {
@@ -538,7 +551,7 @@ fn xe(r: &mut Reader, dev: &DrmDevice, device: &mut Device) {
 }
 
 /// Subdirectories `<prefix>N`, in number order.
-fn sorted_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+pub(super) fn sorted_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -600,27 +613,32 @@ fn throttle(r: &mut Reader, dir: &Path, prefix: &str, device: &mut Device) {
 }
 
 /// The first hwmon directory of the device: temperature, power, fan,
-/// clocks (amdgpu), energy (i915, xe: power from two readings).
-fn hwmon(r: &mut Reader, dev: &DrmDevice, device: &mut Device, energy: &mut Option<EnergyReading>, now: Duration) {
-    let Some(h) = sorted_dirs(&dev.dir.join("hwmon"), "hwmon").into_iter().next() else {
-        return;
-    };
+/// clocks (amdgpu), energy (i915, xe: power from two readings). Returns
+/// the `temp<N>` sensor the temperature was read from.
+fn hwmon(
+    r: &mut Reader,
+    dev: &DrmDevice,
+    device: &mut Device,
+    energy: &mut Option<EnergyReading>,
+    now: Duration,
+) -> Option<u32> {
+    let h = sorted_dirs(&dev.dir.join("hwmon"), "hwmon").into_iter().next()?;
     let f = |name: &str| h.join(name);
     // Temperature: the sensor labelled edge (amdgpu) or pkg (xe), else the
     // first one present.
-    let mut labelled: BTreeMap<String, u64> = BTreeMap::new();
+    let mut labelled: BTreeMap<String, (u32, u64)> = BTreeMap::new();
     let mut first = None;
     for i in 1..=4 {
         let Some(milli) = r.num(&f(&format!("temp{i}_input"))) else {
             continue;
         };
-        first = first.or(Some(milli));
+        first = first.or(Some((i, milli)));
         if let Some(label) = r.text(&f(&format!("temp{i}_label"))) {
-            labelled.insert(label.to_ascii_lowercase(), milli);
+            labelled.insert(label.to_ascii_lowercase(), (i, milli));
         }
     }
     let temp = labelled.get("edge").or(labelled.get("pkg")).copied().or(first);
-    device.temperature_c = temp.map(|m| ((m + 500) / 1000) as u32);
+    device.temperature_c = temp.map(|(_, m)| ((m + 500) / 1000) as u32);
 
     let power_uw = r.num(&f("power1_average")).or_else(|| r.num(&f("power1_input")));
     device.power_w = power_uw.map(|uw| uw as f64 / 1e6);
@@ -658,6 +676,7 @@ fn hwmon(r: &mut Reader, dev: &DrmDevice, device: &mut Device, energy: &mut Opti
         clocks.graphics_mhz = sclk.or(clocks.graphics_mhz);
         clocks.memory_mhz = mclk.or(clocks.memory_mhz);
     }
+    temp.map(|(sensor, _)| sensor)
 }
 
 #[cfg(test)]

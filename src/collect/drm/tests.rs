@@ -680,3 +680,80 @@ fn regions_are_classed_by_name() {
         assert_eq!(class(name), want, "{name}");
     }
 }
+
+#[test]
+fn an_amdgpu_cards_health_comes_from_gpu_metrics_ras_and_hwmon() {
+    use crate::snapshot::health::{Mark, PowerLimits, TemperatureLimits};
+    let dev = "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0/0000:03:00.0";
+    let mut f = Fixture::copy("amdgpu-dgpu");
+    let s = f.sample_at(0.0, None);
+    let d = &s.devices[0];
+    let h = d.health.as_ref().expect("gpu_metrics read");
+    assert_eq!(h.throttle_reasons, Some(vec![]));
+    assert_eq!(h.throttle_source.as_deref(), Some("gpu_metrics"));
+    assert_eq!(
+        h.temperature_limits,
+        Some(TemperatureLimits {
+            slowdown_c: Some(100),
+            shutdown_c: Some(105),
+            ..TemperatureLimits::default()
+        }),
+        "the edge sensor's, as the temperature is"
+    );
+    assert_eq!(
+        h.power_limits,
+        Some(PowerLimits {
+            enforced_w: None,
+            current_w: Some(327.0),
+            default_w: Some(327.0),
+            min_w: Some(294.0),
+            max_w: Some(360.0),
+        })
+    );
+    // A consumer card: no RAS, so no ECC figure, and the reason why.
+    assert_eq!(h.ecc, None);
+    assert!(h.unavailable["ecc"].contains("ras/ absent"), "{:?}", h.unavailable);
+    assert!(h.unavailable.contains_key("violations") && h.xid_count == 0);
+    assert_eq!(h.mark(d.temperature_c), Mark::Ok);
+    assert!(d.errors.is_empty(), "{:?}", d.errors);
+
+    // Held down by its power limit and the hotspot; then RAS errors; then
+    // free again but 96 °C against its 100 °C.
+    let metrics = f.root.join(dev).join("gpu_metrics");
+    let mut table = std::fs::read(&metrics).unwrap();
+    table[112..120].copy_from_slice(&((1u64 << 0) | (1u64 << 36)).to_le_bytes());
+    std::fs::write(&metrics, &table).unwrap();
+    let s = f.sample_at(1.0, None);
+    let d = &s.devices[0];
+    assert_eq!(
+        d.health.as_ref().unwrap().mark(d.temperature_c),
+        Mark::Throttled(vec!["power limit (PPT0)".into(), "thermal (hotspot)".into()])
+    );
+    let ras = f.root.join(dev).join("ras");
+    std::fs::create_dir(&ras).unwrap();
+    std::fs::write(ras.join("umc_err_count"), "ue: 2\nce: 5\n").unwrap();
+    std::fs::write(ras.join("gfx_err_count"), "ue: 0\nce: 1\n").unwrap();
+    let s = f.sample_at(2.0, None);
+    let h = s.devices[0].health.clone().unwrap();
+    assert_eq!(h.ecc.as_ref().and_then(|e| e.volatile_uncorrected), Some(2));
+    assert_eq!(h.ecc.as_ref().and_then(|e| e.volatile_corrected), Some(6));
+    assert_eq!(
+        h.line(s.devices[0].temperature_c).as_deref(),
+        Some("errors: 2 uncorrected ECC errors, throttled: power limit (PPT0), thermal (hotspot)")
+    );
+    std::fs::remove_dir_all(&ras).unwrap();
+    table[112..120].copy_from_slice(&0u64.to_le_bytes());
+    std::fs::write(&metrics, &table).unwrap();
+    std::fs::write(f.root.join(dev).join("hwmon/hwmon2/temp1_input"), "96000\n").unwrap();
+    let s = f.sample_at(3.0, None);
+    let d = &s.devices[0];
+    assert_eq!(
+        d.health.as_ref().unwrap().mark(d.temperature_c),
+        Mark::Hot("96 °C, slowdown at 100 °C".into())
+    );
+
+    // A table the kernel cannot have written: a reason, and no mark claimed.
+    std::fs::write(&metrics, b"\x10\x00\x01\x03garbage").unwrap();
+    let s = f.sample_at(4.0, None);
+    assert_eq!(s.devices[0].health, None);
+}

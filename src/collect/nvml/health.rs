@@ -10,11 +10,12 @@
 
 use crate::collect::sample::GpuProcess;
 use crate::snapshot::health::{
-    reason_names, xid_meaning, EccCounts, Health, PowerLimits, RemappedRows, RetiredPages, Violation, XidEvent,
+    reason_names, xid_meaning, EccCounts, Health, NvLinks, PowerLimits, RemappedRows, RetiredPages, TemperatureLimits,
+    Violation, XidEvent,
 };
 use crate::snapshot::{Device, QueryError};
 use crate::units::now_rfc3339;
-use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, PerformancePolicy};
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, PerformancePolicy, TemperatureThreshold};
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device as NvmlDevice, Nvml};
 use nvml_wrapper_sys::bindings::{nvmlEventData_t, nvmlEventSet_t};
@@ -26,6 +27,8 @@ const EVENT_XID: u64 = 0x8;
 const NVML_ERROR_TIMEOUT: u32 = 10;
 /// NVML_ERROR_INSUFFICIENT_SIZE: the retired-page count query's answer.
 const NVML_ERROR_INSUFFICIENT_SIZE: u32 = 7;
+/// NVML_NVLINK_MAX_LINKS (nvml.h): link numbers a card may have.
+const NVLINK_MAX_LINKS: u32 = 18;
 /// At most this many events are read a sample, so a storm cannot hold one.
 const MAX_EVENTS: usize = 64;
 /// At most this many XIDs are kept per device for one sample.
@@ -55,6 +58,10 @@ pub struct HealthTracker {
     /// XIDs read this sample for each device, by index.
     xids: HashMap<u32, Vec<XidEvent>>,
     lost_since: HashMap<u32, String>,
+    /// Each device's NVLinks seen active since gputaskman started.
+    links_seen_up: HashMap<u32, BTreeSet<u32>>,
+    /// Devices that answered no link: not asked again (18 calls a sample).
+    no_nvlink: BTreeSet<u32>,
     /// Each device's last sample in which it answered.
     last_good: HashMap<u32, (Device, Vec<GpuProcess>)>,
 }
@@ -122,6 +129,7 @@ impl HealthTracker {
             performance_state: g.take("performance_state", performance_state(nvml, handle)),
             ..Health::default()
         };
+        health.throttle_source = health.throttle_reasons.as_ref().map(|_| "nvml".to_string());
         for (policy, name) in POLICIES {
             // A policy the card does not time is left out, not shown as 0 s.
             let Ok(v) = handle.violation_status(*policy) else {
@@ -148,6 +156,8 @@ impl HealthTracker {
             max_w: range.as_ref().map(|c| watts(c.max_limit)),
         };
         health.power_limits = (limits != PowerLimits::default()).then_some(limits);
+        health.temperature_limits = temperature_limits(&mut g, handle);
+        health.nvlink = self.nvlink(&mut g, handle, index);
         health.xid_events = self.xids.remove(&index).unwrap_or_default();
         if let Some(why) = &self.events_failed {
             g.unavailable.insert("xid_events".into(), why.clone());
@@ -155,6 +165,40 @@ impl HealthTracker {
         health.xid_count = self.xid_count.get(&index).copied().unwrap_or(0);
         health.unavailable = g.unavailable;
         (health, g.lost)
+    }
+
+    /// The card's NVLinks, and which of those seen up have fallen; None
+    /// (with why) on a card without NVLink.
+    fn nvlink(&mut self, g: &mut Gather<'_>, handle: &NvmlDevice, index: u32) -> Option<NvLinks> {
+        let none = "no NVLink on this card";
+        if self.no_nvlink.contains(&index) {
+            g.unavailable.insert("nvlink".into(), none.into());
+            return None;
+        }
+        let mut links = NvLinks::default();
+        for link in 0..NVLINK_MAX_LINKS {
+            match handle.link_wrapper_for(link).is_active() {
+                Ok(true) => links.active.push(link),
+                Ok(false) => links.inactive.push(link),
+                // Past the card's last link.
+                Err(NvmlError::InvalidArg) => break,
+                // A link number this card lacks.
+                Err(NvmlError::NotSupported) => {}
+                Err(e) => {
+                    g.take::<()>("nvlink", Err(e));
+                    return None;
+                }
+            }
+        }
+        if links.active.is_empty() && links.inactive.is_empty() {
+            self.no_nvlink.insert(index);
+            g.unavailable.insert("nvlink".into(), none.into());
+            return None;
+        }
+        let seen = self.links_seen_up.entry(index).or_default();
+        seen.extend(&links.active);
+        links.went_down = links.inactive.iter().copied().filter(|l| seen.contains(l)).collect();
+        Some(links)
     }
 
     /// Registers `handle` for XIDs with the event set (made on first use).
@@ -290,6 +334,31 @@ fn read_ecc(g: &mut Gather<'_>, handle: &NvmlDevice) -> Option<EccCounts> {
             EccCounter::Aggregate,
         ),
     })
+}
+
+/// The hottest threshold taken as a fact (°C): a driver answering more, or
+/// 0, is not describing a card.
+const MAX_PLAUSIBLE_THRESHOLD_C: u32 = 150;
+
+fn temperature_limits(g: &mut Gather<'_>, handle: &NvmlDevice) -> Option<TemperatureLimits> {
+    let mut read = |field: &str, which: TemperatureThreshold| {
+        let t = g.take(field, handle.temperature_threshold(which))?;
+        if (1..=MAX_PLAUSIBLE_THRESHOLD_C).contains(&t) {
+            return Some(t);
+        }
+        g.unavailable.insert(
+            field.to_string(),
+            format!("the driver answered {t} °C, not a plausible threshold"),
+        );
+        None
+    };
+    let limits = TemperatureLimits {
+        slowdown_c: read("temperature_limits.slowdown_c", TemperatureThreshold::Slowdown),
+        shutdown_c: read("temperature_limits.shutdown_c", TemperatureThreshold::Shutdown),
+        gpu_max_c: read("temperature_limits.gpu_max_c", TemperatureThreshold::GpuMax),
+        memory_max_c: read("temperature_limits.memory_max_c", TemperatureThreshold::MemoryMax),
+    };
+    (limits != TemperatureLimits::default()).then_some(limits)
 }
 
 fn create_event_set(nvml: &Nvml) -> Result<nvmlEventSet_t, NvmlError> {

@@ -8,8 +8,8 @@ const INTERVAL_MS = Math.max(100, 1000 * (Number(
 // Samples of each GPU's memory kept for its sparkline.
 const HISTORY = 120;
 
-// The clock-event reasons' words, as src/snapshot/health.rs REASONS has
-// them (a test there keeps the two the same).
+// The clock-event reasons' words, as src/snapshot/health.rs REASONS and
+// AMD_THROTTLERS have them (a test in src/serve/web.rs keeps them the same).
 const REASONS = {
   gpu_idle: 'idle',
   applications_clocks: 'applications clocks',
@@ -20,7 +20,44 @@ const REASONS = {
   hw_thermal_slowdown: 'hardware thermal',
   hw_power_brake_slowdown: 'power brake',
   display_clocks: 'display clocks',
+  // amdgpu's throttlers (AMD_THROTTLERS there).
+  amd_ppt0: 'power limit (PPT0)',
+  amd_ppt1: 'power limit (PPT1)',
+  amd_ppt2: 'power limit (PPT2)',
+  amd_ppt3: 'power limit (PPT3)',
+  amd_spl: 'sustained power limit (SPL)',
+  amd_fppt: 'fast power limit (FPPT)',
+  amd_sppt: 'slow power limit (SPPT)',
+  amd_sppt_apu: 'APU slow power limit (SPPT)',
+  amd_tdc_gfx: 'current limit (TDC GFX)',
+  amd_tdc_soc: 'current limit (TDC SoC)',
+  amd_tdc_mem: 'current limit (TDC memory)',
+  amd_tdc_vdd: 'current limit (TDC VDD)',
+  amd_tdc_cvip: 'current limit (TDC CVIP)',
+  amd_edc_cpu: 'current limit (EDC CPU)',
+  amd_edc_gfx: 'current limit (EDC GFX)',
+  amd_apcc: 'current limit (APCC)',
+  amd_temp_gpu: 'thermal (GPU)',
+  amd_temp_core: 'thermal (core)',
+  amd_temp_mem: 'thermal (memory)',
+  amd_temp_edge: 'thermal (edge)',
+  amd_temp_hotspot: 'thermal (hotspot)',
+  amd_temp_soc: 'thermal (SoC)',
+  amd_temp_vr_gfx: 'thermal (VR GFX)',
+  amd_temp_vr_soc: 'thermal (VR SoC)',
+  amd_temp_vr_mem0: 'thermal (VR memory 0)',
+  amd_temp_vr_mem1: 'thermal (VR memory 1)',
+  amd_temp_liquid0: 'thermal (liquid 0)',
+  amd_temp_liquid1: 'thermal (liquid 1)',
+  amd_vrhot0: 'VR hot (0)',
+  amd_vrhot1: 'VR hot (1)',
+  amd_prochot_cpu: 'PROCHOT (CPU)',
+  amd_prochot_gfx: 'PROCHOT (GFX)',
+  amd_ppm: 'power management (PPM)',
+  amd_fit: 'reliability (FIT)',
 };
+// A GPU this close (°C) to its slowdown temperature is hot (HOT_MARGIN_C).
+const HOT_MARGIN_C = 5;
 
 const state = {
   snap: null,
@@ -199,6 +236,15 @@ function healthText(d) {
   if (h.xid_count) {
     const last = h.xid_events[h.xid_events.length - 1];
     said.push(`XID events: ${h.xid_count}${last ? ` (last XID ${last.xid}${last.meaning ? ': ' + last.meaning : ''})` : ''}`);
+    bad = true;
+  }
+  if (h.nvlink && h.nvlink.went_down.length) {
+    said.push(`NVLink ${h.nvlink.went_down.join(', ')} went down`);
+    bad = true;
+  }
+  const slowdown = h.temperature_limits ? h.temperature_limits.slowdown_c : null;
+  if (slowdown !== null && d.temperature_c !== null && d.temperature_c + HOT_MARGIN_C >= slowdown) {
+    said.push(`hot: ${d.temperature_c} °C, slowdown at ${slowdown} °C`);
     bad = true;
   }
   if (h.throttle_reasons === null && !said.length) return { text: 'health: clock reasons n/a', bad };

@@ -96,6 +96,10 @@ impl Theme {
             format!("{t} °C")
         }
     }
+    /// `s` as this look draws it: in ASCII under `--ascii`.
+    pub(super) fn text(self, s: String) -> String {
+        crate::view::ascii::fold_when(self.ascii, s)
+    }
     /// What a cut text ends with.
     pub(super) fn ellipsis(self) -> char {
         if self.ascii {

@@ -97,6 +97,33 @@ w $h/power1_cap 327000000                   # 327 W
 w $h/freq1_input 1838000000; w $h/freq1_label sclk
 w $h/freq2_input 1250000000; w $h/freq2_label mclk
 w $h/pwm1 77; w $h/pwm1_max 255             # 30%
+w $h/temp1_crit 100000; w $h/temp1_emergency 105000   # edge: critical 100 °C, shutdown 105 °C
+w $h/temp2_crit 110000; w $h/temp2_emergency 115000
+w $h/power1_cap_default 327000000; w $h/power1_cap_min 294000000; w $h/power1_cap_max 360000000
+# gpu_metrics: the SMU's table, struct gpu_metrics_v1_3 (kernel
+# drivers/gpu/drm/amd/include/kgd_pp_interface.h; 120 bytes, C alignment),
+# as smu_v13_0_0 fills it: fields it does not give left 0xff.., the
+# ASIC-independent throttle status (byte 112) 0: nothing holds it down.
+python3 - "$d/gpu_metrics" <<'PY'
+import struct, sys
+table = struct.pack('<HBB6H3HHQQ7H7HIHHHHII4HQ3HHQ',
+    120, 1, 3,
+    45, 52, 60, 0xffff, 0xffff, 0xffff,   # edge, hotspot, mem, VRs (°C)
+    37, 12, 0,                            # gfx, umc, mm activity (%)
+    87, 0xffffffffffffffff,               # socket power (W), energy: not given
+    123456789000,                         # system clock counter (ns)
+    1838, 0xffff, 1250, 0xffff, 0xffff, 0xffff, 0xffff,  # average clocks (MHz)
+    1840, 0xffff, 1250, 0xffff, 0xffff, 0xffff, 0xffff,  # current clocks
+    0,                                    # throttle_status (chip-specific)
+    1200, 16, 160, 0,                     # fan (RPM), PCIe x16 at 16.0 GT/s, padding
+    0xffffffff, 0xffffffff,               # activity accumulators
+    0xffff, 0xffff, 0xffff, 0xffff,       # HBM temperatures: GDDR6 has none
+    0xffffffffffffffff,                   # firmware timestamp
+    0xffff, 0xffff, 0xffff, 0,            # voltages, padding
+    0)                                    # indep_throttle_status
+assert len(table) == 120
+open(sys.argv[1], 'wb').write(table)
+PY
 
 # PID 1000 (llama-server) opened client 217 and forked PID 1001, which
 # inherited fd 5: one client, two holders. fd 7 is a dup of fd 5. It also

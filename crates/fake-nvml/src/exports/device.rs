@@ -172,6 +172,12 @@ device_fn!(nvmlDeviceGetTemperatureThreshold => (thresholdType: c_uint, temp: *m
     put(temp, supported(value)?)
 });
 
+device_fn!(nvmlDeviceGetNvLinkState => (link: c_uint, isActive: *mut c_uint) |d| {
+    let links = supported(d.nvlink.as_ref())?;
+    let up = links.get(link as usize).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+    put(isActive, enable_state(*up))
+});
+
 device_fn!(nvmlDeviceGetPowerUsage => (power: *mut c_uint) |d| put(power, supported(d.power_mw)?));
 
 device_fn!(nvmlDeviceGetEnforcedPowerLimit => (limit: *mut c_uint) |d| {
