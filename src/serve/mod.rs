@@ -18,6 +18,7 @@ pub mod metrics;
 // A few of the poller's accessors serve only its tests.
 #[cfg_attr(not(test), allow(dead_code))]
 pub mod remote;
+pub mod tls;
 pub mod usage;
 pub mod web;
 
@@ -48,6 +49,18 @@ pub struct ServeArgs {
     /// reach it sees every process's name, user and redacted command line).
     #[arg(long)]
     pub insecure_no_auth: bool,
+    /// Serve HTTPS with this certificate chain (PEM, the server's first);
+    /// needs --tls-key. Plain HTTP otherwise.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Mutual TLS: answer only clients whose certificate chains to this CA
+    /// (PEM). Authenticates clients, so another address than loopback
+    /// needs no token with it.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     /// Leave command lines out of /metrics and /snapshot altogether.
     #[arg(long)]
     pub no_cmdline: bool,
@@ -65,17 +78,27 @@ const MIN_INTERVAL: f64 = 0.1;
 pub enum Auth {
     Token(Token),
     None,
+    /// Mutual TLS: every client shows a certificate from the given CA.
+    ClientCertificates,
     /// Not loopback, no token, and the user said so: warn.
     Insecure,
 }
 
 /// Decides authentication, or refuses with a message a person can act on.
-pub fn auth_for(addr: SocketAddr, token_file: Option<&Path>, insecure_no_auth: bool) -> anyhow::Result<Auth> {
+pub fn auth_for(
+    addr: SocketAddr,
+    token_file: Option<&Path>,
+    insecure_no_auth: bool,
+    client_certificates: bool,
+) -> anyhow::Result<Auth> {
     if let Some(path) = token_file {
         return Ok(Auth::Token(read_token(path)?));
     }
     if is_loopback(addr) {
         return Ok(Auth::None);
+    }
+    if client_certificates {
+        return Ok(Auth::ClientCertificates);
     }
     if insecure_no_auth {
         return Ok(Auth::Insecure);
@@ -83,7 +106,8 @@ pub fn auth_for(addr: SocketAddr, token_file: Option<&Path>, insecure_no_auth: b
     bail!(
         "refusing to listen on {addr}: it is not a loopback address, and /metrics and /snapshot show every \
          GPU process's name, user and command line. Give --token-file FILE (clients then send \
-         `Authorization: Bearer <token>`), or --insecure-no-auth to serve it to anyone who can reach it"
+         `Authorization: Bearer <token>`), --tls-client-ca FILE (mutual TLS: clients show a certificate), \
+         or --insecure-no-auth to serve it to anyone who can reach it"
     )
 }
 
@@ -258,12 +282,25 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
             args.listen
         )
     })?;
-    let auth = auth_for(addr, args.token_file.as_deref(), args.insecure_no_auth)?;
+    let auth = auth_for(
+        addr,
+        args.token_file.as_deref(),
+        args.insecure_no_auth,
+        args.tls_client_ca.is_some(),
+    )?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::server_config(&tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.tls_client_ca.clone(),
+        })?),
+        _ => None,
+    };
     let listener = TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
     let bound = listener.local_addr()?;
     let token = match auth {
         Auth::Token(t) => Some(t),
-        Auth::None => None,
+        Auth::None | Auth::ClientCertificates => None,
         Auth::Insecure => {
             eprintln!(
                 "gputaskman: WARNING: serving {bound} without authentication (--insecure-no-auth): anyone who can \
@@ -288,9 +325,15 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "ready: serving http://{bound}/ (the web view), /metrics, /snapshot and /healthz{}; a sample every {} s",
+        "ready: serving {}://{bound}/ (the web view), /metrics, /snapshot and /healthz{}{}; a sample every {} s",
+        if tls.is_some() { "https" } else { "http" },
         if authenticated {
             " (Authorization: Bearer required; the page asks for the token)"
+        } else {
+            ""
+        },
+        if args.tls_client_ca.is_some() {
+            " (a client certificate required)"
         } else {
             ""
         },
@@ -298,7 +341,7 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     )?;
     stdout.flush()?;
     drop(stdout);
-    Server::new(listener, Limits::default(), token, published)
+    Server::with_tls(listener, Limits::default(), token, tls, published)
         .context("serve")?
         .run();
     bail!("the server stopped")
@@ -316,15 +359,17 @@ mod tests {
         let any: SocketAddr = "0.0.0.0:9464".parse().unwrap();
         let lan: SocketAddr = "192.168.1.2:9464".parse().unwrap();
         for a in [lo, lo6, mapped] {
-            assert!(matches!(auth_for(a, None, false), Ok(Auth::None)), "{a}");
+            assert!(matches!(auth_for(a, None, false, false), Ok(Auth::None)), "{a}");
         }
         for a in [any, lan] {
-            let e = auth_for(a, None, false).unwrap_err().to_string();
+            let e = auth_for(a, None, false, false).unwrap_err().to_string();
             assert!(
                 e.contains("not a loopback address") && e.contains("--token-file"),
                 "{e}"
             );
-            assert!(matches!(auth_for(a, None, true), Ok(Auth::Insecure)));
+            assert!(matches!(auth_for(a, None, true, false), Ok(Auth::Insecure)));
+            // Mutual TLS authenticates every client.
+            assert!(matches!(auth_for(a, None, false, true), Ok(Auth::ClientCertificates)));
         }
     }
 
@@ -334,18 +379,18 @@ mod tests {
         let file = dir.path().join("token");
         std::fs::write(&file, "  abcdefghijklmnopqrstuvwxyz\n").unwrap();
         let any: SocketAddr = "0.0.0.0:9464".parse().unwrap();
-        let Ok(Auth::Token(t)) = auth_for(any, Some(&file), false) else {
+        let Ok(Auth::Token(t)) = auth_for(any, Some(&file), false, false) else {
             panic!("a token")
         };
         assert!(t.matches(b"abcdefghijklmnopqrstuvwxyz"));
         std::fs::write(&file, "\n").unwrap();
-        assert!(auth_for(any, Some(&file), false)
+        assert!(auth_for(any, Some(&file), false, false)
             .unwrap_err()
             .to_string()
             .contains("empty"));
         std::fs::write(&file, "two words").unwrap();
-        assert!(auth_for(any, Some(&file), false).is_err());
-        assert!(auth_for(any, Some(&dir.path().join("missing")), false).is_err());
+        assert!(auth_for(any, Some(&file), false, false).is_err());
+        assert!(auth_for(any, Some(&dir.path().join("missing")), false, false).is_err());
     }
 
     #[test]

@@ -64,8 +64,6 @@ impl Prometheus {
     /// Scrapes 127.0.0.1:`target_port` every second, with the bearer token
     /// in `token_file` where one is given.
     pub fn start(binary: &Path, target_port: u16, token_file: Option<&Path>) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
         let authorization = token_file
             .map(|f| {
                 format!(
@@ -74,6 +72,16 @@ impl Prometheus {
                 )
             })
             .unwrap_or_default();
+        Prometheus::start_with(binary, target_port, &authorization)
+    }
+
+    /// Scrapes 127.0.0.1:`target_port` every second with `scrape` (lines
+    /// of the scrape config, indented four spaces: `scheme`, `tls_config`,
+    /// `authorization`) added.
+    pub fn start_with(binary: &Path, target_port: u16, scrape: &str) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        let authorization = scrape;
         std::fs::write(
             &config,
             format!(

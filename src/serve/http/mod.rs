@@ -35,6 +35,7 @@
 
 pub use super::access::Token;
 use super::access::{self, Access};
+use conn::Conn;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,6 +150,8 @@ struct Shared {
     /// answered. (`--insecure-no-auth` on another address is reached by
     /// whatever name its clients use, as its user chose.)
     loopback_hosts_only: bool,
+    /// HTTPS: every connection speaks TLS with this configuration.
+    tls: Option<super::tls::Config>,
     handler: Arc<dyn Handler>,
     /// One per connection thread, kept until it is joined: a thread that
     /// has finished serving still exists until then, so this (not a count
@@ -274,6 +277,17 @@ impl Server {
         token: Option<Token>,
         handler: Arc<dyn Handler>,
     ) -> std::io::Result<Server> {
+        Server::with_tls(listener, limits, token, None, handler)
+    }
+
+    /// [`Server::new`] speaking TLS with `tls` where given.
+    pub fn with_tls(
+        listener: TcpListener,
+        limits: Limits,
+        token: Option<Token>,
+        tls: Option<super::tls::Config>,
+        handler: Arc<dyn Handler>,
+    ) -> std::io::Result<Server> {
         let local = listener.local_addr()?;
         let access = match token {
             Some(token) => Some(Access::new(token, local.port())?),
@@ -286,6 +300,7 @@ impl Server {
                 limits,
                 access,
                 loopback_hosts_only,
+                tls,
                 handler,
                 connections: Mutex::new(Vec::new()),
                 stop: AtomicBool::new(false),
@@ -392,9 +407,9 @@ impl Rejecter {
             .name("gputaskman-busy".into())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
-                for mut stream in rx {
+                for stream in rx {
                     let _ = stream.set_nonblocking(false);
-                    drain(&mut stream, Duration::from_millis(100), 64 * 1024);
+                    drain(&mut Conn::Plain(stream), Duration::from_millis(100), 64 * 1024);
                 }
             });
         Rejecter(spawned.ok().map(|_| tx))
@@ -421,7 +436,7 @@ enum HeadError {
 /// Reads up to the end of the request head (an empty line) within the
 /// deadline and the size limit: what was read, and where the head ends in
 /// it (what follows is the start of a body).
-fn read_head(stream: &mut TcpStream, limits: &Limits, deadline: Instant) -> Result<(Vec<u8>, usize), HeadError> {
+fn read_head(stream: &mut Conn, limits: &Limits, deadline: Instant) -> Result<(Vec<u8>, usize), HeadError> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
     loop {
@@ -597,9 +612,13 @@ fn error(status: u16) -> Response {
 
 /// Serves connection `id`, which the accept loop registered as reading
 /// its head; `cut` says it was cut for a newer one.
-fn serve_connection(mut stream: TcpStream, shared: &Shared, id: u64, cut: &AtomicBool) {
+fn serve_connection(stream: TcpStream, shared: &Shared, id: u64, cut: &AtomicBool) {
     let limits = &shared.limits;
     let _ = stream.set_nodelay(true);
+    let Some(mut stream) = Conn::accept(stream, shared.tls.as_ref()) else {
+        shared.head_read(id);
+        return;
+    };
     let deadline = Instant::now() + limits.read_deadline;
     let head = read_head(&mut stream, limits, deadline);
     shared.head_read(id);
@@ -607,7 +626,7 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared, id: u64, cut: &Atomi
     if head.is_err() && cut.load(Ordering::SeqCst) {
         let second = Duration::from_secs(1);
         let _ = write_before(&mut stream, BUSY, Instant::now() + second, second);
-        let _ = stream.shutdown(Shutdown::Write);
+        stream.shutdown_write();
         return;
     }
     let (read, head_len) = match head {
@@ -627,7 +646,7 @@ fn serve_connection(mut stream: TcpStream, shared: &Shared, id: u64, cut: &Atomi
 /// The answer to a parsed request, and whether the client may still be
 /// sending (a body not read).
 fn answer(
-    stream: &mut TcpStream,
+    stream: &mut Conn,
     shared: &Shared,
     request: &Request,
     body_start: &[u8],
@@ -637,7 +656,7 @@ fn answer(
     match &shared.access {
         Some(access) if request.method == "POST" && request.path == "/login" => {
             return match read_form(stream, request, body_start, deadline) {
-                Ok(form) => (signed_in(access, &form), false),
+                Ok(form) => (signed_in(access, &form, shared.tls.is_some()), false),
                 Err(status) => (error(status), true),
             };
         }
@@ -661,12 +680,13 @@ fn answer(
 }
 
 /// To the page with the session cookie when the form holds the token;
-/// the form again when not, or 429 past the tries a second.
-fn signed_in(access: &Access, form: &[u8]) -> Response {
+/// the form again when not, or 429 past the tries a second. Over TLS the
+/// cookie is `Secure`: a browser never sends it over plain HTTP.
+fn signed_in(access: &Access, form: &[u8], tls: bool) -> Response {
     match access.login(form) {
         Ok(cookie) => Response::new(303, "text/plain; charset=utf-8", Body::Static("signed in\n"))
             .with_header("Location", "./".into())
-            .with_header("Set-Cookie", cookie),
+            .with_header("Set-Cookie", if tls { format!("{cookie}; Secure") } else { cookie }),
         Err(access::Refused::WrongToken) => sign_in_page(true),
         Err(access::Refused::TooManyTries) => error(429).with_header("Retry-After", "1".into()),
     }
@@ -685,7 +705,7 @@ fn sign_in_page(failed: bool) -> Response {
 /// The sign-in form's body: `Content-Length` bytes, at most
 /// [`access::FORM_LIMIT`], the first of them already read with the head,
 /// the rest before the request's deadline.
-fn read_form(stream: &mut TcpStream, request: &Request, started: &[u8], deadline: Instant) -> Result<Vec<u8>, u16> {
+fn read_form(stream: &mut Conn, request: &Request, started: &[u8], deadline: Instant) -> Result<Vec<u8>, u16> {
     let len = request.content_length.ok_or(411u16)?;
     if len > access::FORM_LIMIT {
         return Err(413);
@@ -714,7 +734,7 @@ fn read_form(stream: &mut TcpStream, request: &Request, started: &[u8], deadline
 /// error the client may still be sending: its input is drained for a
 /// moment first, so that closing does not reset the connection before the
 /// client reads the answer.
-fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, linger: bool) {
+fn respond(stream: &mut Conn, limits: &Limits, response: &Response, linger: bool) {
     let body = response.body.bytes();
     let mut head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
@@ -733,7 +753,7 @@ fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, linger:
     if write_before(stream, head.as_bytes(), deadline, stall).is_ok() {
         let _ = write_before(stream, body, deadline, stall);
     }
-    let _ = stream.shutdown(Shutdown::Write);
+    stream.shutdown_write();
     if linger {
         drain(stream, Duration::from_secs(1), 1 << 20);
     }
@@ -741,7 +761,7 @@ fn respond(stream: &mut TcpStream, limits: &Limits, response: &Response, linger:
 
 /// Writes `data` before `deadline`, each write making progress within
 /// `stall`.
-fn write_before(stream: &mut TcpStream, mut data: &[u8], deadline: Instant, stall: Duration) -> std::io::Result<()> {
+fn write_before(stream: &mut Conn, mut data: &[u8], deadline: Instant, stall: Duration) -> std::io::Result<()> {
     while !data.is_empty() {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -760,7 +780,7 @@ fn write_before(stream: &mut TcpStream, mut data: &[u8], deadline: Instant, stal
 
 /// Reads and discards what the client still sends, for at most `time` and
 /// `bytes`.
-fn drain(stream: &mut TcpStream, time: Duration, bytes: usize) {
+fn drain(stream: &mut Conn, time: Duration, bytes: usize) {
     let deadline = Instant::now() + time;
     let mut sink = [0u8; 4096];
     let mut total = 0;
@@ -776,5 +796,6 @@ fn drain(stream: &mut TcpStream, time: Duration, bytes: usize) {
     }
 }
 
+mod conn;
 #[cfg(test)]
 pub(crate) mod tests;
