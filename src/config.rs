@@ -37,9 +37,15 @@ ascii = false
 
 # Show these hosts' `gputaskman serve` instead of this machine (--remote),
 # and send them the token in this file (--remote-token-file; a relative path
-# is taken from this file's folder). Empty: this machine.
+# is taken from this file's folder). Empty: this machine. For https://
+# hosts, the CA their certificates chain to (--remote-ca), and for hosts
+# that ask for one, this client's certificate and key (--remote-cert,
+# --remote-key).
 remote = []
 # remote_token_file = "token"
+# remote_ca = "ca.pem"
+# remote_cert = "client.pem"
+# remote_key = "client.key"
 
 # Ask the runtimes found (llama.cpp, Ollama, vLLM, ...) which models they
 # hold, over their local HTTP APIs (--no-discovery turns it off).
@@ -75,6 +81,9 @@ struct File {
     ascii: Option<bool>,
     remote: Option<Vec<String>>,
     remote_token_file: Option<PathBuf>,
+    remote_ca: Option<PathBuf>,
+    remote_cert: Option<PathBuf>,
+    remote_key: Option<PathBuf>,
     discovery: Option<bool>,
     readonly: Option<bool>,
     #[serde(default, deserialize_with = "columns")]
@@ -161,9 +170,16 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> anyhow::Result<()> {
             .remote
             .filter(|hosts| !hosts.is_empty())
             .map(|hosts| hosts.join(","));
-        if cli.remote_token_file.is_none() {
-            let dir = path.parent().unwrap_or(Path::new(""));
-            cli.remote_token_file = file.remote_token_file.map(|p| dir.join(p));
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for (flag, key) in [
+            (&mut cli.remote_token_file, file.remote_token_file),
+            (&mut cli.remote_ca, file.remote_ca),
+            (&mut cli.remote_cert, file.remote_cert),
+            (&mut cli.remote_key, file.remote_key),
+        ] {
+            if flag.is_none() {
+                *flag = key.map(|p| dir.join(p));
+            }
         }
     }
     Ok(())

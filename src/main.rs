@@ -98,18 +98,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         None => match &cli.remote {
             Some(list) if cli.once || cli.json => {
                 let width = oneshot::terminal_width(cli.wide);
-                serve::remote::run_once(
-                    list,
-                    cli.remote_token_file.as_deref(),
-                    cli.json,
-                    width,
-                    cli.ascii,
-                    &mut stdout,
-                )
+                serve::remote::run_once(list, &cli.remote_access(), cli.json, width, cli.ascii, &mut stdout)
             }
             Some(list) => {
                 drop(stdout);
-                serve::remote::run_live(list, cli.remote_token_file.as_deref(), cli.interval, cli.look())
+                serve::remote::run_live(list, &cli.remote_access(), cli.interval, cli.look())
             }
             None if cli.once || cli.json || cli.list_gpus => oneshot::run(cli, &mut stdout),
             None => {

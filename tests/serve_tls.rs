@@ -281,6 +281,34 @@ fn with_a_client_ca_only_clients_with_its_certificate_are_answered() {
         0
     );
 
+    // gputaskman's own --remote, with the CA and the client certificate;
+    // without the certificate the host is named as not answering.
+    let remote = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gputaskman"))
+            .args(["--remote", &format!("https://127.0.0.1:{}", server.port), "--json"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = remote(&["--remote-ca", &ca, "--remote-cert", &cert, "--remote-key", &key]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("NVIDIA H100 80GB HBM3"),
+        "{out:?}"
+    );
+    let out = remote(&["--remote-ca", &ca]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no --remote host answered"),
+        "{out:?}"
+    );
+    let out = remote(&[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs --remote-ca"),
+        "{out:?}"
+    );
+
     let prometheus = Prometheus::start_with(
         &prometheus_bin,
         server.port,

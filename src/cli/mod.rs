@@ -93,13 +93,28 @@ pub struct Cli {
     pub no_host: bool,
 
     /// Show these hosts' `gputaskman serve` instead of this machine
-    /// (comma-separated http://host:port; with --once or --json).
+    /// (comma-separated http://host:port or https://host:port; with --once
+    /// or --json).
     #[arg(long, value_name = "URLS", conflicts_with = "list_gpus")]
     pub remote: Option<String>,
 
     /// Send the token in this file to the --remote hosts.
     #[arg(long, value_name = "FILE", requires = "remote")]
     pub remote_token_file: Option<PathBuf>,
+
+    /// Trust this CA (PEM) for https:// --remote hosts; no system roots
+    /// are read.
+    #[arg(long, value_name = "FILE", requires = "remote")]
+    pub remote_ca: Option<PathBuf>,
+
+    /// Show this client certificate (PEM) to --remote hosts that ask for
+    /// one (serve --tls-client-ca); needs --remote-key.
+    #[arg(long, value_name = "FILE", requires_all = ["remote", "remote_key"])]
+    pub remote_cert: Option<PathBuf>,
+
+    /// The private key of --remote-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "remote_cert")]
+    pub remote_key: Option<PathBuf>,
 
     /// Load this NVML library instead of the system's libnvidia-ml (given
     /// here, one that does not load is an error; from the variable, the
@@ -315,6 +330,18 @@ impl Cli {
     }
 
     /// The live view's start from the flags (and the config file they took in).
+    /// How the --remote hosts are reached: token and TLS files.
+    pub fn remote_access(&self) -> crate::serve::remote::Access {
+        crate::serve::remote::Access {
+            token_file: self.remote_token_file.clone(),
+            tls: crate::serve::tls::ClientFiles {
+                ca: self.remote_ca.clone(),
+                cert: self.remote_cert.clone(),
+                key: self.remote_key.clone(),
+            },
+        }
+    }
+
     pub fn look(&self) -> crate::view::tui::Look {
         crate::view::tui::Look {
             sort: self.sort,

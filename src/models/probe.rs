@@ -17,7 +17,12 @@ pub struct Prober {
 /// The HTTP client of the runtime probes and of `--remote`: requests
 /// bounded by `timeout` in all, connection included.
 pub fn agent(timeout: Duration) -> ureq::Agent {
-    let config = ureq::Agent::config_builder()
+    agent_config(timeout).build().into()
+}
+
+/// [`agent`]'s settings, for an agent that needs one more (TLS).
+pub fn agent_config(timeout: Duration) -> ureq::config::ConfigBuilder<ureq::typestate::AgentScope> {
+    ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         // A redirect could point anywhere: never followed.
         .max_redirects(0)
@@ -26,8 +31,6 @@ pub fn agent(timeout: Duration) -> ureq::Agent {
         .proxy(None)
         .http_status_as_error(false)
         .user_agent("gputaskman")
-        .build();
-    config.into()
 }
 
 impl Default for Prober {

@@ -44,20 +44,20 @@ pub struct Target {
     pub url: String,
 }
 
-/// Parses `--remote`: a comma-separated list of `http://host:port`
-/// (`http://` and the port may be left out; `/snapshot` may be given).
+/// Parses `--remote`: a comma-separated list of `http://host:port` or
+/// `https://host:port` (`http://` and the port may be left out;
+/// `/snapshot` may be given).
 pub fn parse_targets(list: &str) -> anyhow::Result<Vec<Target>> {
     let mut targets = Vec::new();
     for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let rest = if let Some(rest) = item.strip_prefix("http://") {
-            rest
+        let (scheme, rest) = if let Some(rest) = item.strip_prefix("http://") {
+            ("http", rest)
+        } else if let Some(rest) = item.strip_prefix("https://") {
+            ("https", rest)
         } else if item.contains("://") {
-            bail!(
-                "--remote {item}: only http:// is spoken (no TLS is built in: reach a remote host through an SSH \
-                 tunnel or a TLS-terminating proxy, and keep its token)"
-            );
+            bail!("--remote {item}: give http://host:port or https://host:port");
         } else {
-            item
+            ("http", item)
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => rest.split_at(i),
@@ -79,7 +79,7 @@ pub fn parse_targets(list: &str) -> anyhow::Result<Vec<Target>> {
             format!("{authority}:{DEFAULT_PORT}")
         };
         targets.push(Target {
-            url: format!("http://{authority}/snapshot"),
+            url: format!("{scheme}://{authority}/snapshot"),
             label: authority,
         });
     }
@@ -361,37 +361,57 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
+/// How the `--remote` hosts are reached: the token sent to them, and the
+/// TLS files for https:// hosts.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    pub token_file: Option<std::path::PathBuf>,
+    pub tls: super::tls::ClientFiles,
+}
+
+impl Access {
+    /// The targets, the token and the client for them; an https:// host
+    /// without `--remote-ca` is refused (no system roots are read).
+    fn open(&self, list: &str) -> anyhow::Result<(Vec<Target>, Option<String>, ureq::Agent)> {
+        let targets = parse_targets(list)?;
+        if let Some(t) = targets.iter().find(|t| t.url.starts_with("https://")) {
+            if self.tls.ca.is_none() {
+                bail!(
+                    "--remote {}: an https:// host needs --remote-ca FILE, the CA its certificate chains to",
+                    t.label
+                );
+            }
+        }
+        let token = self.token_file.as_deref().map(read_token).transpose()?;
+        let agent = super::tls::client_agent(&self.tls, TIMEOUT)?;
+        Ok((targets, token, agent))
+    }
+}
+
 /// `gputaskman --remote URLS`: the live view over every host, polled each
 /// `interval` seconds.
-pub fn run_live(
-    list: &str,
-    token_file: Option<&Path>,
-    interval: f64,
-    look: crate::view::tui::Look,
-) -> anyhow::Result<()> {
-    let targets = parse_targets(list)?;
-    let token = token_file.map(read_token).transpose()?;
+pub fn run_live(list: &str, access: &Access, interval: f64, look: crate::view::tui::Look) -> anyhow::Result<()> {
+    let (targets, token, agent) = access.open(list)?;
     // Bounded (more than 0, at most a day) by `cli::values::seconds`.
     let interval = Duration::from_secs_f64(interval);
     crate::view::tui::term::require_terminal()?;
     // Other machines' PIDs: no signal from here ever reaches them.
     let look = crate::view::tui::Look { readonly: true, ..look };
-    crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, interval)), look)
+    crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, agent, interval)), look)
 }
 
 /// `gputaskman --remote URLS --once|--json`: one round over every host,
 /// `--once` rows fitted to `width`, in ASCII only with `ascii`.
 pub fn run_once(
     list: &str,
-    token_file: Option<&Path>,
+    access: &Access,
     json: bool,
     width: Option<usize>,
     ascii: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let targets = parse_targets(list)?;
-    let token = token_file.map(read_token).transpose()?;
-    let fleet = Poller::new(targets, token.as_deref()).poll();
+    let (targets, token, agent) = access.open(list)?;
+    let fleet = Poller::with_agent(targets, token.as_deref(), agent).poll();
     let now = Instant::now();
     if json {
         serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
@@ -426,8 +446,13 @@ pub struct Poller {
 impl Poller {
     /// `token`: sent as `Authorization: Bearer` to every host.
     pub fn new(targets: Vec<Target>, token: Option<&str>) -> Poller {
+        Poller::with_agent(targets, token, crate::models::probe::agent(TIMEOUT))
+    }
+
+    /// [`Poller::new`] with its own client (TLS).
+    pub fn with_agent(targets: Vec<Target>, token: Option<&str>, agent: ureq::Agent) -> Poller {
         Poller {
-            agent: crate::models::probe::agent(TIMEOUT),
+            agent,
             authorization: token.map(|t| format!("Bearer {t}")),
             hosts: targets.into_iter().map(HostState::new).collect(),
         }
@@ -503,12 +528,12 @@ pub struct RemoteFeed {
 }
 
 impl RemoteFeed {
-    pub fn start(targets: Vec<Target>, token: Option<String>, interval: Duration) -> RemoteFeed {
+    pub fn start(targets: Vec<Target>, token: Option<String>, agent: ureq::Agent, interval: Duration) -> RemoteFeed {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("gputaskman-remote".into())
             .spawn(move || {
-                let mut poller = Poller::new(targets, token.as_deref());
+                let mut poller = Poller::with_agent(targets, token.as_deref(), agent);
                 loop {
                     let started = Instant::now();
                     if tx.send(poller.poll()).is_err() {
@@ -624,7 +649,7 @@ mod tests {
         );
         assert_eq!(t[1].label, "hostB:9464");
         assert_eq!(parse_targets("[::1]").unwrap()[0].label, "[::1]:9464");
-        for bad in ["", "https://a:1", "http://user:pw@a:1", "http://a:1/metrics", ","] {
+        for bad in ["", "ftp://a:1", "http://user:pw@a:1", "https://a:1/metrics", ","] {
             assert!(parse_targets(bad).is_err(), "{bad}");
         }
     }
@@ -718,7 +743,8 @@ mod tests {
     #[test]
     fn the_feed_polls_on_its_own_thread() {
         let a = host("alpha", 1, None);
-        let mut feed = RemoteFeed::start(vec![target(&a)], None, Duration::from_millis(50));
+        let agent = crate::models::probe::agent(TIMEOUT);
+        let mut feed = RemoteFeed::start(vec![target(&a)], None, agent, Duration::from_millis(50));
         let first = feed.next(Duration::from_secs(5)).expect("a first round");
         assert!(first.hosts[0].snapshot.is_some());
         std::thread::sleep(Duration::from_millis(200));
@@ -802,7 +828,8 @@ mod tests {
     fn the_live_view_feed_hands_over_merged_snapshots_and_says_who_is_stale() {
         let a = host("alpha", 1, None);
         let b = host("beta", 2, None);
-        let mut feed = RemoteFeed::start(vec![target(&a), target(&b)], None, Duration::from_millis(100));
+        let agent = crate::models::probe::agent(TIMEOUT);
+        let mut feed = RemoteFeed::start(vec![target(&a), target(&b)], None, agent, Duration::from_millis(100));
         let wait_for = |feed: &mut RemoteFeed, what: &dyn Fn(&Snapshot) -> bool| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {

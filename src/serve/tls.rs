@@ -13,11 +13,21 @@ pub struct TlsFiles {
     pub client_ca: Option<PathBuf>,
 }
 
+/// The files `--remote-ca`, `--remote-cert` and `--remote-key` name: the
+/// CA the `--remote` hosts' certificates chain to, and this client's own
+/// certificate for hosts that ask for one.
+#[derive(Debug, Clone, Default)]
+pub struct ClientFiles {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
 #[cfg(feature = "tls")]
-pub use with_tls::{server_config, Config};
+pub use with_tls::{client_agent, server_config, Config};
 
 #[cfg(not(feature = "tls"))]
-pub use without_tls::{server_config, Config};
+pub use without_tls::{client_agent, server_config, Config};
 
 #[cfg(feature = "tls")]
 mod with_tls {
@@ -89,6 +99,39 @@ mod with_tls {
             .with_context(|| format!("--tls-key {} does not go with --tls-cert", files.key.display()))?;
         Ok(Arc::new(config))
     }
+
+    /// The HTTP client of `--remote`: [`crate::models::probe::agent`]'s
+    /// settings, trusting only `files.ca` for https:// hosts (no system
+    /// roots are read), with the client certificate where given.
+    pub fn client_agent(files: &super::ClientFiles, timeout: std::time::Duration) -> anyhow::Result<ureq::Agent> {
+        use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+        if files.cert.is_some() != files.key.is_some() {
+            bail!("--remote-cert and --remote-key go together: give both or neither");
+        }
+        let mut tls =
+            TlsConfig::builder().unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        if let Some(ca) = &files.ca {
+            let roots: Vec<Certificate<'static>> = certificates("--remote-ca", ca)?
+                .iter()
+                .map(|c| Certificate::from_der(c.as_ref()).to_owned())
+                .collect();
+            tls = tls.root_certs(RootCerts::new_with_certs(&roots));
+        }
+        if let (Some(cert), Some(key)) = (&files.cert, &files.key) {
+            let chain: Vec<Certificate<'static>> = certificates("--remote-cert", cert)?
+                .iter()
+                .map(|c| Certificate::from_der(c.as_ref()).to_owned())
+                .collect();
+            let key_pem = read_pem("--remote-key", key)?;
+            let key = PrivateKey::from_pem(&key_pem)
+                .map_err(|e| anyhow::anyhow!("--remote-key {}: no PEM private key in it ({e})", key.display()))?;
+            tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+        }
+        let config = crate::models::probe::agent_config(timeout)
+            .tls_config(tls.build())
+            .build();
+        Ok(config.into())
+    }
 }
 
 #[cfg(not(feature = "tls"))]
@@ -100,6 +143,15 @@ mod without_tls {
 
     pub fn server_config(_: &TlsFiles) -> anyhow::Result<Config> {
         anyhow::bail!("this gputaskman was built without the `tls` feature: --tls-cert cannot be served")
+    }
+
+    pub fn client_agent(files: &super::ClientFiles, timeout: std::time::Duration) -> anyhow::Result<ureq::Agent> {
+        if files.ca.is_some() || files.cert.is_some() {
+            anyhow::bail!(
+                "this gputaskman was built without the `tls` feature: --remote-ca and --remote-cert cannot be used"
+            );
+        }
+        Ok(crate::models::probe::agent(timeout))
     }
 }
 
