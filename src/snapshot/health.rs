@@ -373,7 +373,7 @@ impl Health {
     pub fn hot(&self, temperature_c: Option<u32>) -> Option<String> {
         let t = temperature_c?;
         let slowdown = self.temperature_limits.as_ref()?.slowdown_c?;
-        (t + HOT_MARGIN_C >= slowdown).then(|| format!("{t} °C, slowdown at {slowdown} °C"))
+        (t.saturating_add(HOT_MARGIN_C) >= slowdown).then(|| format!("{t} °C, slowdown at {slowdown} °C"))
     }
 
     /// How the device stands, worst first; `temperature_c` is the
@@ -658,6 +658,8 @@ mod tests {
             ..Health::default()
         };
         assert_eq!(health.mark(Some(81)), Mark::Ok);
+        // A temperature no card has (a hand-edited snapshot): no overflow.
+        assert!(matches!(health.mark(Some(u32::MAX)), Mark::Hot(_)));
         assert_eq!(health.mark(Some(82)), Mark::Hot("82 °C, slowdown at 87 °C".into()));
         assert_eq!(health.line(Some(86)).as_deref(), Some("hot: 86 °C, slowdown at 87 °C"));
         // No temperature, or no threshold: nothing is claimed.

@@ -88,6 +88,9 @@ pub const PCIE_UTIL_RX_BYTES: c_uint = 1;
 // nvmlTemperatureSensors_t
 pub const TEMPERATURE_GPU: c_uint = 0;
 
+/// NVML_NVLINK_MAX_LINKS (nvml.h).
+pub const NVLINK_MAX_LINKS: c_uint = 18;
+
 // nvmlTemperatureThresholds_t
 pub const TEMPERATURE_THRESHOLD_SHUTDOWN: c_uint = 0;
 pub const TEMPERATURE_THRESHOLD_SLOWDOWN: c_uint = 1;

@@ -5,9 +5,9 @@
 //! `temp*_emergency`). What amdgpu has no counterpart for (violation
 //! time, XIDs, remapped rows) is null with the reason, never 0.
 
-use super::sysfs::{sorted_dirs, DrmDevice, Reader};
+use super::sysfs::{quiet, sorted_dirs, DrmDevice, Reader};
 use crate::snapshot::health::{amd_throttler_names, EccCounts, Health, PowerLimits, TemperatureLimits};
-use crate::snapshot::Device;
+use crate::snapshot::{Device, QueryError};
 use std::io::Read;
 use std::path::Path;
 
@@ -36,9 +36,14 @@ pub fn indep_throttle_status(table: &[u8]) -> Result<u64, String> {
     let offset = match (format, content) {
         (1, 3) => 112,
         (2, 2..=4) => 120,
-        _ => {
+        (1, 0..=2 | 4..=6) | (2, 0..=1) | (3, 0) => {
             return Err(format!(
                 "gpu_metrics v{format}.{content} has only chip-specific throttle bits, which are not decoded"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "gpu_metrics v{format}.{content} is a layout this gputaskman does not know"
             ))
         }
     };
@@ -82,16 +87,18 @@ pub fn ras_counts(device_dir: &Path) -> Result<Option<EccCounts>, String> {
         })
         .collect();
     files.sort();
-    files.truncate(MAX_RAS_BLOCKS);
+    if files.len() > MAX_RAS_BLOCKS {
+        return Err(format!("{} RAS blocks, more than a card has: not summed", files.len()));
+    }
     if files.is_empty() {
         return Ok(None);
     }
     let (mut corrected, mut uncorrected) = (0u64, 0u64);
     for file in files {
+        let block = file.file_name().unwrap_or_default().to_string_lossy();
         let text = super::sysfs::read_text(&file)
             .map_err(|e| format!("{}: {e}", file.display()))?
-            .unwrap_or_default();
-        let block = file.file_name().unwrap_or_default().to_string_lossy();
+            .ok_or_else(|| format!("{block}: the driver declined to answer"))?;
         let count = |key: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
@@ -135,22 +142,36 @@ fn read_into(r: &mut Reader, dev: &DrmDevice, device: &mut Device, temperature_s
         health.unavailable.insert(field.to_string(), why);
     };
     let metrics = dev.dir.join("gpu_metrics");
+    let mut failed = |query: &str, message: String| {
+        r.errors.push(QueryError {
+            query: query.to_string(),
+            message,
+        })
+    };
     let status = match read_capped(&metrics) {
         Ok(table) => indep_throttle_status(&table),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err("no gpu_metrics (a kernel before 5.10, or a chip without it)".to_string())
         }
-        Err(e) => Err(format!("gpu_metrics not readable: {e}")),
+        Err(e) if quiet(&e) => Err(format!("the driver declined to answer gpu_metrics: {e}")),
+        // A real failure: an error of the sample, not only a null.
+        Err(e) => {
+            failed("gpu_metrics", e.to_string());
+            Err(format!("the query failed: {e}"))
+        }
     };
     let reasons = status.map(amd_throttler_names);
     let ecc = ras_counts(&dev.dir);
-    if let Err(why) = &reasons {
-        unavailable("throttle_reasons", why.clone());
-    }
     match &ecc {
         Ok(None) => unavailable("ecc", "no RAS error counters (ras/ absent: this card has none)".into()),
-        Err(why) => unavailable("ecc", format!("RAS counters not readable: {why}")),
+        Err(why) => {
+            failed("ras error counts", why.clone());
+            unavailable("ecc", format!("the query failed: {why}"));
+        }
         Ok(Some(_)) => {}
+    }
+    if let Err(why) = &reasons {
+        unavailable("throttle_reasons", why.clone());
     }
     for (field, why) in [
         ("violations", "amdgpu keeps no time counters for throttling"),
@@ -186,7 +207,7 @@ fn read_into(r: &mut Reader, dev: &DrmDevice, device: &mut Device, temperature_s
         // amdgpu_pm.c, "hwmon interfaces for GPU temperature").
         let celsius = |r: &mut Reader, what: &str| {
             r.num(&h.join(format!("temp{sensor}_{what}")))
-                .map(|milli| ((milli + 500) / 1000) as u32)
+                .and_then(super::sysfs::celsius)
                 .filter(|c| (1..=150).contains(c))
         };
         let limits = TemperatureLimits {
@@ -232,6 +253,11 @@ mod tests {
             let e = indep_throttle_status(&table(format, content, 200, 112, hot)).unwrap_err();
             assert!(e.contains("chip-specific"), "{e}");
         }
+        // A layout newer than this code: not claimed to be either.
+        for (format, content) in [(1, 7), (2, 5), (3, 1), (9, 9)] {
+            let e = indep_throttle_status(&table(format, content, 200, 112, hot)).unwrap_err();
+            assert!(e.contains("does not know"), "{e}");
+        }
     }
 
     #[test]
@@ -271,5 +297,12 @@ mod tests {
         std::fs::write(ras.join("sdma_err_count"), "Query currently inaccessible\n").unwrap();
         let e = ras_counts(dir.path()).unwrap_err();
         assert!(e.contains("sdma_err_count") && e.contains("inaccessible"), "{e}");
+        // More blocks than a card has: not a partial total.
+        std::fs::remove_file(ras.join("sdma_err_count")).unwrap();
+        for i in 0..MAX_RAS_BLOCKS {
+            std::fs::write(ras.join(format!("b{i}_err_count")), "ue: 0\nce: 0\n").unwrap();
+        }
+        let e = ras_counts(dir.path()).unwrap_err();
+        assert!(e.contains("not summed"), "{e}");
     }
 }

@@ -284,10 +284,15 @@ pub fn read_text(path: &Path) -> std::io::Result<Option<String>> {
     }
 }
 
-fn quiet(e: &std::io::Error) -> bool {
+pub(super) fn quiet(e: &std::io::Error) -> bool {
     // ENOENT, EPERM, EINVAL, ENODEV, EBUSY, ENODATA, EOPNOTSUPP: the
     // driver has nothing to say here, which is not a fault.
     e.kind() == ErrorKind::NotFound || matches!(e.raw_os_error(), Some(1 | 16 | 19 | 22 | 61 | 95))
+}
+
+/// hwmon millidegrees, rounded to °C; None past what a u32 holds.
+pub(super) fn celsius(milli: u64) -> Option<u32> {
+    u32::try_from(milli.checked_add(500)? / 1000).ok()
 }
 
 /// A decimal or `0x` hexadecimal number.
@@ -638,7 +643,7 @@ fn hwmon(
         }
     }
     let temp = labelled.get("edge").or(labelled.get("pkg")).copied().or(first);
-    device.temperature_c = temp.map(|(_, m)| ((m + 500) / 1000) as u32);
+    device.temperature_c = temp.and_then(|(_, m)| celsius(m));
 
     let power_uw = r.num(&f("power1_average")).or_else(|| r.num(&f("power1_input")));
     device.power_w = power_uw.map(|uw| uw as f64 / 1e6);

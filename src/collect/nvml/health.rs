@@ -60,6 +60,8 @@ pub struct HealthTracker {
     lost_since: HashMap<u32, String>,
     /// Each device's NVLinks seen active since gputaskman started.
     links_seen_up: HashMap<u32, BTreeSet<u32>>,
+    /// Each device's last NVLink reading, shown when a query fails.
+    last_links: HashMap<u32, NvLinks>,
     /// Devices that answered no link: not asked again (18 calls a sample).
     no_nvlink: BTreeSet<u32>,
     /// Each device's last sample in which it answered.
@@ -180,13 +182,14 @@ impl HealthTracker {
             match handle.link_wrapper_for(link).is_active() {
                 Ok(true) => links.active.push(link),
                 Ok(false) => links.inactive.push(link),
-                // Past the card's last link.
-                Err(NvmlError::InvalidArg) => break,
-                // A link number this card lacks.
-                Err(NvmlError::NotSupported) => {}
+                // A link number this card lacks (past its last, or a gap:
+                // the 18-link bound ends the loop).
+                Err(NvmlError::InvalidArg | NvmlError::NotSupported) => {}
                 Err(e) => {
+                    // The last reading stands, marked, so a fallen link
+                    // is not forgotten for one failed query.
                     g.take::<()>("nvlink", Err(e));
-                    return None;
+                    return self.last_links.get(&index).cloned();
                 }
             }
         }
@@ -198,6 +201,7 @@ impl HealthTracker {
         let seen = self.links_seen_up.entry(index).or_default();
         seen.extend(&links.active);
         links.went_down = links.inactive.iter().copied().filter(|l| seen.contains(l)).collect();
+        self.last_links.insert(index, links.clone());
         Some(links)
     }
 

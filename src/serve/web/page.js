@@ -244,8 +244,8 @@ function healthText(d) {
   }
   const slowdown = h.temperature_limits ? h.temperature_limits.slowdown_c : null;
   if (slowdown !== null && d.temperature_c !== null && d.temperature_c + HOT_MARGIN_C >= slowdown) {
+    // Not yet slower: marked as throttling is, not as an error.
     said.push(`hot: ${d.temperature_c} °C, slowdown at ${slowdown} °C`);
-    bad = true;
   }
   if (h.throttle_reasons === null && !said.length) return { text: 'health: clock reasons n/a', bad };
   return { text: said.length ? said.join(' · ') : 'health: no fault reported', bad };

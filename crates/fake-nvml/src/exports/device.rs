@@ -174,7 +174,11 @@ device_fn!(nvmlDeviceGetTemperatureThreshold => (thresholdType: c_uint, temp: *m
 
 device_fn!(nvmlDeviceGetNvLinkState => (link: c_uint, isActive: *mut c_uint) |d| {
     let links = supported(d.nvlink.as_ref())?;
-    let up = links.get(link as usize).ok_or(abi::ERROR_INVALID_ARGUMENT)?;
+    // NVML_NVLINK_MAX_LINKS: no link number past it, whatever the scenario.
+    let up = links
+        .get(link as usize)
+        .filter(|_| link < abi::NVLINK_MAX_LINKS)
+        .ok_or(abi::ERROR_INVALID_ARGUMENT)?;
     put(isActive, enable_state(*up))
 });
 
