@@ -23,11 +23,7 @@ fn the_kubernetes_manifests_validate_and_agree_with_each_other_and_the_alert_rul
         .arg(promtool)
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = common::said(&out);
     assert!(out.status.success(), "{said}");
     assert!(
         said.contains("ok: the PrometheusRule's groups are gputaskman-alerts.yml's"),

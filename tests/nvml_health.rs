@@ -451,11 +451,7 @@ fn promtool_test_rules(promtool: &std::path::Path, dir: &std::path::Path, input:
         .arg(&file)
         .output()
         .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = common::said(&out);
     assert!(out.status.success(), "promtool test rules: {said}\n{tests:#}");
     assert!(said.contains("SUCCESS"), "{said}");
 }

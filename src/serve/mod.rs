@@ -341,7 +341,7 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     )?;
     stdout.flush()?;
     drop(stdout);
-    Server::with_tls(listener, Limits::default(), token, tls, published)
+    Server::new(listener, Limits::default(), token, tls, published)
         .context("serve")?
         .run();
     bail!("the server stopped")

@@ -411,7 +411,7 @@ pub fn run_once(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let (targets, token, agent) = access.open(list)?;
-    let fleet = Poller::with_agent(targets, token.as_deref(), agent).poll();
+    let fleet = Poller::new(targets, token.as_deref(), agent).poll();
     let now = Instant::now();
     if json {
         serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
@@ -444,13 +444,9 @@ pub struct Poller {
 }
 
 impl Poller {
-    /// `token`: sent as `Authorization: Bearer` to every host.
-    pub fn new(targets: Vec<Target>, token: Option<&str>) -> Poller {
-        Poller::with_agent(targets, token, crate::models::probe::agent(TIMEOUT))
-    }
-
-    /// [`Poller::new`] with its own client (TLS).
-    pub fn with_agent(targets: Vec<Target>, token: Option<&str>, agent: ureq::Agent) -> Poller {
+    /// `token`: sent as `Authorization: Bearer` to every host, through
+    /// `agent` ([`Access`]'s, with TLS where asked).
+    pub fn new(targets: Vec<Target>, token: Option<&str>, agent: ureq::Agent) -> Poller {
         Poller {
             agent,
             authorization: token.map(|t| format!("Bearer {t}")),
@@ -533,7 +529,7 @@ impl RemoteFeed {
         std::thread::Builder::new()
             .name("gputaskman-remote".into())
             .spawn(move || {
-                let mut poller = Poller::with_agent(targets, token.as_deref(), agent);
+                let mut poller = Poller::new(targets, token.as_deref(), agent);
                 loop {
                     let started = Instant::now();
                     if tx.send(poller.poll()).is_err() {
@@ -665,11 +661,17 @@ mod tests {
             listener,
             Limits::default(),
             token.map(Token::new),
+            None,
             Arc::new(Fixed(body)),
         )
         .unwrap()
         .spawn()
         .unwrap()
+    }
+
+    /// The client `--remote` uses without TLS.
+    fn agent() -> ureq::Agent {
+        crate::models::probe::agent(TIMEOUT)
     }
 
     fn target(handle: &super::super::http::Handle) -> Target {
@@ -681,7 +683,7 @@ mod tests {
         let a = host("alpha", 1 << 30, None);
         let b = host("beta", 3 << 30, None);
         let c = host("gamma", 2 << 30, None);
-        let mut poller = Poller::new(vec![target(&a), target(&b), target(&c)], None);
+        let mut poller = Poller::new(vec![target(&a), target(&b), target(&c)], None, agent());
         let fleet = poller.poll();
         let names: Vec<String> = fleet.hosts.iter().map(|h| h.name()).collect();
         assert!(names[0].starts_with("alpha (127.0.0.1:"), "{names:?}");
@@ -719,7 +721,7 @@ mod tests {
     #[test]
     fn a_host_never_reached_says_why() {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut poller = Poller::new(parse_targets(&format!("127.0.0.1:{port}")).unwrap(), None);
+        let mut poller = Poller::new(parse_targets(&format!("127.0.0.1:{port}")).unwrap(), None, agent());
         let fleet = poller.poll();
         let h = &fleet.hosts[0];
         assert!(h.snapshot.is_none() && !h.is_stale());
@@ -729,9 +731,9 @@ mod tests {
     #[test]
     fn the_token_is_sent_and_a_wrong_one_is_reported() {
         let a = host("alpha", 1, Some("right-token"));
-        let mut right = Poller::new(vec![target(&a)], Some("right-token"));
+        let mut right = Poller::new(vec![target(&a)], Some("right-token"), agent());
         assert!(right.poll().hosts[0].error.is_none());
-        let mut wrong = Poller::new(vec![target(&a)], Some("wrong-token"));
+        let mut wrong = Poller::new(vec![target(&a)], Some("wrong-token"), agent());
         let fleet = wrong.poll();
         assert!(
             fleet.hosts[0].error.as_deref().unwrap().contains("401"),
@@ -743,8 +745,7 @@ mod tests {
     #[test]
     fn the_feed_polls_on_its_own_thread() {
         let a = host("alpha", 1, None);
-        let agent = crate::models::probe::agent(TIMEOUT);
-        let mut feed = RemoteFeed::start(vec![target(&a)], None, agent, Duration::from_millis(50));
+        let mut feed = RemoteFeed::start(vec![target(&a)], None, agent(), Duration::from_millis(50));
         let first = feed.next(Duration::from_secs(5)).expect("a first round");
         assert!(first.hosts[0].snapshot.is_some());
         std::thread::sleep(Duration::from_millis(200));
@@ -756,7 +757,7 @@ mod tests {
     fn the_merged_view_numbers_devices_across_hosts_and_marks_a_stale_host() {
         let a = host("alpha", 1 << 30, None);
         let b = host("beta", 2 << 30, None);
-        let mut poller = Poller::new(vec![target(&a), target(&b)], None);
+        let mut poller = Poller::new(vec![target(&a), target(&b)], None, agent());
         let snap = poller.poll().merged(Instant::now());
         let devices: Vec<(u32, &str)> = snap
             .devices
@@ -812,7 +813,7 @@ mod tests {
             target(&a),
             parse_targets(&format!("127.0.0.1:{port}")).unwrap().remove(0),
         ];
-        let snap = Poller::new(targets, None).poll().merged(Instant::now());
+        let snap = Poller::new(targets, None, agent()).poll().merged(Instant::now());
         let dead = &snap.devices[1];
         assert_eq!(
             dead.name.as_deref(),
@@ -828,8 +829,7 @@ mod tests {
     fn the_live_view_feed_hands_over_merged_snapshots_and_says_who_is_stale() {
         let a = host("alpha", 1, None);
         let b = host("beta", 2, None);
-        let agent = crate::models::probe::agent(TIMEOUT);
-        let mut feed = RemoteFeed::start(vec![target(&a), target(&b)], None, agent, Duration::from_millis(100));
+        let mut feed = RemoteFeed::start(vec![target(&a), target(&b)], None, agent(), Duration::from_millis(100));
         let wait_for = |feed: &mut RemoteFeed, what: &dyn Fn(&Snapshot) -> bool| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {

@@ -110,18 +110,18 @@ mod with_tls {
         }
         let mut tls =
             TlsConfig::builder().unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
-        if let Some(ca) = &files.ca {
-            let roots: Vec<Certificate<'static>> = certificates("--remote-ca", ca)?
+        // The same certificates, in ureq's own type.
+        let ureq_certificates = |flag: &str, path: &Path| -> anyhow::Result<Vec<Certificate<'static>>> {
+            Ok(certificates(flag, path)?
                 .iter()
                 .map(|c| Certificate::from_der(c.as_ref()).to_owned())
-                .collect();
-            tls = tls.root_certs(RootCerts::new_with_certs(&roots));
+                .collect())
+        };
+        if let Some(ca) = &files.ca {
+            tls = tls.root_certs(RootCerts::new_with_certs(&ureq_certificates("--remote-ca", ca)?));
         }
         if let (Some(cert), Some(key)) = (&files.cert, &files.key) {
-            let chain: Vec<Certificate<'static>> = certificates("--remote-cert", cert)?
-                .iter()
-                .map(|c| Certificate::from_der(c.as_ref()).to_owned())
-                .collect();
+            let chain = ureq_certificates("--remote-cert", cert)?;
             let key_pem = read_pem("--remote-key", key)?;
             let key = PrivateKey::from_pem(&key_pem)
                 .map_err(|e| anyhow::anyhow!("--remote-key {}: no PEM private key in it ({e})", key.display()))?;

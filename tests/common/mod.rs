@@ -184,6 +184,15 @@ pub fn notes(entry: &serde_json::Value) -> String {
         .join("\n")
 }
 
+/// What a finished command said: its stdout, then its stderr.
+pub fn said(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The JSON a gputaskman command prints, which must succeed.
 pub fn json_of(cmd: &mut assert_cmd::Command) -> serde_json::Value {
     let out = cmd.output().unwrap();

@@ -171,11 +171,7 @@ pub fn promtool_clean(promtool: &Path, text: &str) {
         .unwrap();
     child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = super::said(&out);
     assert!(
         out.status.success() && said.trim().is_empty(),
         "promtool: {said}\n{text}"

@@ -5,7 +5,7 @@
 //! `temp*_emergency`). What amdgpu has no counterpart for (violation
 //! time, XIDs, remapped rows) is null with the reason, never 0.
 
-use super::sysfs::{quiet, sorted_dirs, DrmDevice, Reader};
+use super::sysfs::{quiet, DrmDevice, Hwmon, Reader};
 use crate::snapshot::health::{amd_throttler_names, EccCounts, Health, PowerLimits, TemperatureLimits};
 use crate::snapshot::{Device, QueryError};
 use std::io::Read;
@@ -128,15 +128,15 @@ fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Fills `device.health` for an awake amdgpu card. `temperature_sensor`
-/// is the hwmon `temp<N>` the device's temperature was read from.
-pub(super) fn read(dev: &DrmDevice, device: &mut Device, temperature_sensor: Option<u32>) {
+/// Fills `device.health` for an awake amdgpu card; `hwmon` is where its
+/// sensors were read.
+pub(super) fn read(dev: &DrmDevice, device: &mut Device, hwmon: Option<&Hwmon>) {
     let mut errors = Vec::new();
-    read_into(&mut Reader { errors: &mut errors }, dev, device, temperature_sensor);
+    read_into(&mut Reader { errors: &mut errors }, dev, device, hwmon);
     device.errors.extend(errors);
 }
 
-fn read_into(r: &mut Reader, dev: &DrmDevice, device: &mut Device, temperature_sensor: Option<u32>) {
+fn read_into(r: &mut Reader, dev: &DrmDevice, device: &mut Device, hwmon: Option<&Hwmon>) {
     let mut health = Health::default();
     let mut unavailable = |field: &str, why: String| {
         health.unavailable.insert(field.to_string(), why);
@@ -191,7 +191,11 @@ fn read_into(r: &mut Reader, dev: &DrmDevice, device: &mut Device, temperature_s
     health.throttle_source = reasons.is_ok().then(|| "gpu_metrics".to_string());
     health.throttle_reasons = reasons.ok();
     health.ecc = ecc.ok().flatten();
-    if let Some(h) = sorted_dirs(&dev.dir.join("hwmon"), "hwmon").into_iter().next() {
+    if let Some(Hwmon {
+        dir: h,
+        temperature_sensor,
+    }) = hwmon
+    {
         let watts = |r: &mut Reader, name: &str| r.num(&h.join(name)).filter(|uw| *uw > 0).map(|uw| uw as f64 / 1e6);
         let limits = PowerLimits {
             enforced_w: None,

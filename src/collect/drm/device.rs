@@ -81,7 +81,7 @@ impl DeviceReader {
         let mut energy = self.energy.get(&dev.key).copied();
         let awake = sysfs::read_values(dev, &mut device, &mut energy, now);
         if let (Some(awake), Some("amdgpu")) = (awake, dev.driver.as_deref()) {
-            super::amdgpu_health::read(dev, &mut device, awake.temperature_sensor);
+            super::amdgpu_health::read(dev, &mut device, awake.hwmon.as_ref());
         }
         if let Some(e) = energy {
             self.energy.insert(dev.key.clone(), e);

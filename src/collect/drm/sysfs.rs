@@ -338,9 +338,16 @@ pub struct EnergyReading {
     pub microjoules: u64,
 }
 
-/// A device's sensors were read (it was awake): from which hwmon
-/// `temp<N>` its temperature came.
+/// A device's sensors were read (it was awake), with the hwmon directory
+/// they came from where it has one.
 pub struct Awake {
+    pub hwmon: Option<Hwmon>,
+}
+
+/// The device's first hwmon directory, and which of its `temp<N>` sensors
+/// the temperature was read from.
+pub struct Hwmon {
+    pub dir: PathBuf,
     pub temperature_sensor: Option<u32>,
 }
 
@@ -369,7 +376,7 @@ pub fn read_values(
         _ => {}
     }
     let awake = (!asleep).then(|| Awake {
-        temperature_sensor: hwmon(&mut r, dev, device, energy, now),
+        hwmon: hwmon(&mut r, dev, device, energy, now),
     });
     device.errors.extend(errors);
     awake
@@ -556,7 +563,7 @@ fn xe(r: &mut Reader, dev: &DrmDevice, device: &mut Device) {
 }
 
 /// Subdirectories `<prefix>N`, in number order.
-pub(super) fn sorted_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+fn sorted_dirs(dir: &Path, prefix: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -618,15 +625,14 @@ fn throttle(r: &mut Reader, dir: &Path, prefix: &str, device: &mut Device) {
 }
 
 /// The first hwmon directory of the device: temperature, power, fan,
-/// clocks (amdgpu), energy (i915, xe: power from two readings). Returns
-/// the `temp<N>` sensor the temperature was read from.
+/// clocks (amdgpu), energy (i915, xe: power from two readings).
 fn hwmon(
     r: &mut Reader,
     dev: &DrmDevice,
     device: &mut Device,
     energy: &mut Option<EnergyReading>,
     now: Duration,
-) -> Option<u32> {
+) -> Option<Hwmon> {
     let h = sorted_dirs(&dev.dir.join("hwmon"), "hwmon").into_iter().next()?;
     let f = |name: &str| h.join(name);
     // Temperature: the sensor labelled edge (amdgpu) or pkg (xe), else the
@@ -681,7 +687,10 @@ fn hwmon(
         clocks.graphics_mhz = sclk.or(clocks.graphics_mhz);
         clocks.memory_mhz = mclk.or(clocks.memory_mhz);
     }
-    temp.map(|(sensor, _)| sensor)
+    Some(Hwmon {
+        temperature_sensor: temp.map(|(sensor, _)| sensor),
+        dir: h,
+    })
 }
 
 #[cfg(test)]

@@ -58,9 +58,9 @@ pub struct HealthTracker {
     /// XIDs read this sample for each device, by index.
     xids: HashMap<u32, Vec<XidEvent>>,
     lost_since: HashMap<u32, String>,
-    /// Each device's NVLinks seen active since gputaskman started.
-    links_seen_up: HashMap<u32, BTreeSet<u32>>,
-    /// Each device's last NVLink reading, shown when a query fails.
+    /// Each device's last NVLink reading: shown when a query fails, and
+    /// (its active and fallen links) the links seen up since gputaskman
+    /// started.
     last_links: HashMap<u32, NvLinks>,
     /// Devices that answered no link: not asked again (18 calls a sample).
     no_nvlink: BTreeSet<u32>,
@@ -198,9 +198,12 @@ impl HealthTracker {
             g.unavailable.insert("nvlink".into(), none.into());
             return None;
         }
-        let seen = self.links_seen_up.entry(index).or_default();
-        seen.extend(&links.active);
-        links.went_down = links.inactive.iter().copied().filter(|l| seen.contains(l)).collect();
+        // A link seen up before is now active or, if it fell, was in
+        // the last reading's `went_down` (or active, and falls now).
+        if let Some(last) = self.last_links.get(&index) {
+            let seen = |l: &u32| last.active.contains(l) || last.went_down.contains(l);
+            links.went_down = links.inactive.iter().copied().filter(seen).collect();
+        }
         self.last_links.insert(index, links.clone());
         Some(links)
     }

@@ -269,19 +269,9 @@ impl Drop for Handle {
 const CONNECTION_STACK: usize = 128 * 1024;
 
 impl Server {
-    /// Fails only when a token is given and no random session secret can
-    /// be had for its cookie.
+    /// Speaks TLS with `tls` where given. Fails only when a token is given
+    /// and no random session secret can be had for its cookie.
     pub fn new(
-        listener: TcpListener,
-        limits: Limits,
-        token: Option<Token>,
-        handler: Arc<dyn Handler>,
-    ) -> std::io::Result<Server> {
-        Server::with_tls(listener, limits, token, None, handler)
-    }
-
-    /// [`Server::new`] speaking TLS with `tls` where given.
-    pub fn with_tls(
         listener: TcpListener,
         limits: Limits,
         token: Option<Token>,

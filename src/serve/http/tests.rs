@@ -94,10 +94,16 @@ fn get(addr: SocketAddr, request: &[u8]) -> String {
 fn serves_over_loopback_and_stops() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let body = Arc::new(b"{\"a\":1}".to_vec());
-    let handle = Server::new(listener, limits(), Some(Token::new("t0ken")), Arc::new(Fixed(body)))
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let handle = Server::new(
+        listener,
+        limits(),
+        Some(Token::new("t0ken")),
+        None,
+        Arc::new(Fixed(body)),
+    )
+    .unwrap()
+    .spawn()
+    .unwrap();
     let addr = handle.addr();
     let ok = get(addr, b"GET /snapshot HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n");
     assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
@@ -121,7 +127,7 @@ fn a_head_that_never_ends_times_out() {
         read_deadline: Duration::from_millis(300),
         ..Limits::default()
     };
-    let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
+    let handle = Server::new(listener, limits, None, None, Arc::new(Fixed(Arc::new(vec![]))))
         .unwrap()
         .spawn()
         .unwrap();
@@ -143,7 +149,7 @@ fn a_client_that_never_reads_frees_its_slot_when_the_answer_stalls() {
     };
     // Far more than loopback's socket buffers take without a read.
     let body = Arc::new(vec![b'x'; 64 << 20]);
-    let handle = Server::new(listener, limits, None, Arc::new(Fixed(body)))
+    let handle = Server::new(listener, limits, None, None, Arc::new(Fixed(body)))
         .unwrap()
         .spawn()
         .unwrap();
@@ -179,10 +185,16 @@ fn over_the_connection_cap_answers_503_at_once() {
         max_connections: 2,
         ..Limits::default()
     };
-    let handle = Server::new(listener, limits, None, Arc::new(Slow(Duration::from_millis(1500))))
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let handle = Server::new(
+        listener,
+        limits,
+        None,
+        None,
+        Arc::new(Slow(Duration::from_millis(1500))),
+    )
+    .unwrap()
+    .spawn()
+    .unwrap();
     let addr = handle.addr();
     let busy: Vec<_> = (0..2)
         .map(|_| std::thread::spawn(move || get(addr, b"GET /snapshot HTTP/1.1\r\n\r\n")))
@@ -208,7 +220,7 @@ fn at_the_cap_an_idle_connection_gives_way_to_a_request() {
         max_connections: 2,
         ..Limits::default()
     };
-    let handle = Server::new(listener, limits, None, Arc::new(Fixed(Arc::new(vec![]))))
+    let handle = Server::new(listener, limits, None, None, Arc::new(Fixed(Arc::new(vec![]))))
         .unwrap()
         .spawn()
         .unwrap();
@@ -248,6 +260,7 @@ fn a_browser_signs_in_with_the_form_and_reads_with_its_cookie() {
         listener,
         limits(),
         Some(Token::new("t0ken-t0ken-t0ken")),
+        None,
         Arc::new(Fixed(body)),
     )
     .unwrap()
@@ -299,6 +312,7 @@ fn the_sign_in_form_is_bounded() {
         listener,
         limits(),
         Some(Token::new("t")),
+        None,
         Arc::new(Fixed(Arc::new(vec![]))),
     )
     .unwrap()
@@ -329,7 +343,7 @@ fn the_sign_in_form_is_bounded() {
 fn without_a_token_only_a_loopback_host_is_answered() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let body = Arc::new(b"{}".to_vec());
-    let handle = Server::new(listener, limits(), None, Arc::new(Fixed(body)))
+    let handle = Server::new(listener, limits(), None, None, Arc::new(Fixed(body)))
         .unwrap()
         .spawn()
         .unwrap();
@@ -361,10 +375,16 @@ fn without_a_token_only_a_loopback_host_is_answered() {
 fn a_server_on_another_address_answers_any_host() {
     let listener = TcpListener::bind("0.0.0.0:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let handle = Server::new(listener, limits(), None, Arc::new(Fixed(Arc::new(b"{}".to_vec()))))
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let handle = Server::new(
+        listener,
+        limits(),
+        None,
+        None,
+        Arc::new(Fixed(Arc::new(b"{}".to_vec()))),
+    )
+    .unwrap()
+    .spawn()
+    .unwrap();
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let lan = get(addr, b"GET /snapshot HTTP/1.1\r\nHost: gpu-box.lan:9464\r\n\r\n");
     assert!(lan.starts_with("HTTP/1.1 200 "), "{lan}");
