@@ -47,6 +47,15 @@ remote = []
 # remote_cert = "client.pem"
 # remote_key = "client.key"
 
+# Show every host Prometheus scrapes `gputaskman serve` on (--prometheus),
+# with a bearer token or user:password from a file
+# (--prometheus-token-file, --prometheus-basic-auth-file) and, for an
+# https:// URL, the CA it chains to (--prometheus-ca). Unset: not used.
+# prometheus = "http://127.0.0.1:9090"
+# prometheus_token_file = "prometheus-token"
+# prometheus_basic_auth_file = "prometheus-auth"
+# prometheus_ca = "prometheus-ca.pem"
+
 # Ask the runtimes found (llama.cpp, Ollama, vLLM, ...) which models they
 # hold, over their local HTTP APIs (--no-discovery turns it off).
 discovery = true
@@ -84,6 +93,10 @@ struct File {
     remote_ca: Option<PathBuf>,
     remote_cert: Option<PathBuf>,
     remote_key: Option<PathBuf>,
+    prometheus: Option<String>,
+    prometheus_token_file: Option<PathBuf>,
+    prometheus_basic_auth_file: Option<PathBuf>,
+    prometheus_ca: Option<PathBuf>,
     discovery: Option<bool>,
     readonly: Option<bool>,
     #[serde(default, deserialize_with = "columns")]
@@ -165,24 +178,46 @@ pub fn apply(cli: &mut Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     cli.no_discovery |= file.discovery == Some(false);
     cli.readonly |= file.readonly == Some(true);
     cli.columns = file.columns;
-    if cli.remote.is_none() {
+    let dir = path.parent().unwrap_or(Path::new(""));
+    // The command line's --remote or --prometheus wins over the file's
+    // either.
+    if cli.remote.is_none() && cli.prometheus.is_none() && file.prometheus.is_some() {
+        cli.prometheus = file.prometheus;
+        unless_given(
+            dir,
+            [
+                (&mut cli.prometheus_token_file, file.prometheus_token_file),
+                (&mut cli.prometheus_basic_auth_file, file.prometheus_basic_auth_file),
+                (&mut cli.prometheus_ca, file.prometheus_ca),
+            ],
+        );
+    }
+    if cli.remote.is_none() && cli.prometheus.is_none() {
         cli.remote = file
             .remote
             .filter(|hosts| !hosts.is_empty())
             .map(|hosts| hosts.join(","));
-        let dir = path.parent().unwrap_or(Path::new(""));
-        for (flag, key) in [
-            (&mut cli.remote_token_file, file.remote_token_file),
-            (&mut cli.remote_ca, file.remote_ca),
-            (&mut cli.remote_cert, file.remote_cert),
-            (&mut cli.remote_key, file.remote_key),
-        ] {
-            if flag.is_none() {
-                *flag = key.map(|p| dir.join(p));
-            }
-        }
+        unless_given(
+            dir,
+            [
+                (&mut cli.remote_token_file, file.remote_token_file),
+                (&mut cli.remote_ca, file.remote_ca),
+                (&mut cli.remote_cert, file.remote_cert),
+                (&mut cli.remote_key, file.remote_key),
+            ],
+        );
     }
     Ok(())
+}
+
+/// Each file's path where its flag was not given, taken from the config
+/// file's folder `dir` when relative.
+fn unless_given<const N: usize>(dir: &Path, paths: [(&mut Option<PathBuf>, Option<PathBuf>); N]) {
+    for (flag, key) in paths {
+        if flag.is_none() {
+            *flag = key.map(|p| dir.join(p));
+        }
+    }
 }
 
 fn parse(text: &str) -> anyhow::Result<File> {
@@ -328,7 +363,7 @@ mod tests {
             (
                 "sort = \"vram\"\ncolumns = [\"pid\", \"vrma\"]\n",
                 "line 2",
-                "columns: no column vrma; known: pid, device, name",
+                "columns: no column vrma; known: host, pid, device, name",
             ),
             (
                 "\n\ncolumns = [\"pid\", \"pid\"]\n",

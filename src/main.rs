@@ -95,6 +95,16 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         Some(Command::Config {
             action: ConfigAction::Init { force },
         }) => config::init(cli, *force, &mut stdout),
+        None if cli.prometheus.is_some() => {
+            let mut poller = cli.prometheus_access().unwrap_or_default().open()?;
+            if cli.once || cli.json {
+                let width = oneshot::terminal_width(cli.wide);
+                serve::remote::run_once_source(&mut poller, cli.json, width, cli.ascii, &mut stdout)
+            } else {
+                drop(stdout);
+                serve::remote::run_live_source(Box::new(poller), cli.interval, cli.look())
+            }
+        }
         None => match &cli.remote {
             Some(list) if cli.once || cli.json => {
                 let width = oneshot::terminal_width(cli.wide);

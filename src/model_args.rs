@@ -172,7 +172,10 @@ pub use crate::model_devices::GpuFree;
 /// The GPUs with their free memory (or the one `--gpu` names), by index:
 /// llama.cpp's device order when CUDA numbers them as NVML does (identical
 /// GPUs, or CUDA_DEVICE_ORDER=PCI_BUS_ID). NVML only: nothing else is read.
-pub fn gpus_free(nvml_lib: Option<&std::path::Path>, only: Option<crate::snapshot::GpuChoice>) -> Vec<GpuFree> {
+pub fn gpus_free(
+    nvml_lib: Option<&std::path::Path>,
+    only: Option<crate::snapshot::gpu_choice::GpuChoice>,
+) -> Vec<GpuFree> {
     use crate::collect::watchdog::{Watched, DEADLINE};
     // Started on a watchdog: a driver that hangs costs the deadline, not
     // the command.

@@ -37,7 +37,7 @@ pub struct Cli {
     /// Only device N (its index in --list-gpus), or one MIG instance
     /// (`0/1`: GPU 0, GPU instance 1).
     #[arg(long, value_name = "N")]
-    pub gpu: Option<crate::snapshot::GpuChoice>,
+    pub gpu: Option<crate::snapshot::gpu_choice::GpuChoice>,
 
     /// Refresh period of the live view and of record, in seconds.
     #[arg(
@@ -97,6 +97,31 @@ pub struct Cli {
     /// or --json).
     #[arg(long, value_name = "URLS", conflicts_with = "list_gpus")]
     pub remote: Option<String>,
+
+    /// Show every host Prometheus scrapes `gputaskman serve` on, from the
+    /// latest samples it keeps (http://host:port or https://host:port; with
+    /// --once or --json).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["list_gpus", "remote"])]
+    pub prometheus: Option<String>,
+
+    /// Send the bearer token in this file to --prometheus.
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub prometheus_token_file: Option<PathBuf>,
+
+    /// Sign in to --prometheus with the user:password in this file (HTTP
+    /// basic auth).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "prometheus",
+        conflicts_with = "prometheus_token_file"
+    )]
+    pub prometheus_basic_auth_file: Option<PathBuf>,
+
+    /// Trust this CA (PEM) for an https:// --prometheus; no system roots
+    /// are read.
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub prometheus_ca: Option<PathBuf>,
 
     /// Send the token in this file to the --remote hosts.
     #[arg(long, value_name = "FILE", requires = "remote")]
@@ -227,7 +252,7 @@ pub fn take_shared_flags(cli: &mut Cli, matches: &ArgMatches) -> Result<(), clap
             continue;
         }
         match id {
-            "gpu" => cli.gpu = sub.get_one::<crate::snapshot::GpuChoice>(id).copied(),
+            "gpu" => cli.gpu = sub.get_one::<crate::snapshot::gpu_choice::GpuChoice>(id).copied(),
             _ => {
                 cli.nvml_lib = sub.get_one::<PathBuf>(id).cloned();
                 cli.nvml_lib_on_command_line = true;
@@ -329,7 +354,16 @@ impl Cli {
         }
     }
 
-    /// The live view's start from the flags (and the config file they took in).
+    /// How --prometheus is reached: its URL, credentials and CA.
+    pub fn prometheus_access(&self) -> Option<crate::serve::prometheus::Access> {
+        Some(crate::serve::prometheus::Access {
+            url: self.prometheus.clone()?,
+            token_file: self.prometheus_token_file.clone(),
+            basic_auth_file: self.prometheus_basic_auth_file.clone(),
+            ca: self.prometheus_ca.clone(),
+        })
+    }
+
     /// How the --remote hosts are reached: token and TLS files.
     pub fn remote_access(&self) -> crate::serve::remote::Access {
         crate::serve::remote::Access {
@@ -342,6 +376,7 @@ impl Cli {
         }
     }
 
+    /// The live view's start from the flags (and the config file they took in).
     pub fn look(&self) -> crate::view::tui::Look {
         crate::view::tui::Look {
             sort: self.sort,

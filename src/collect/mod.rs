@@ -36,7 +36,7 @@ pub struct Options {
     /// Load this NVML library instead of the system's.
     pub nvml_lib: Option<PathBuf>,
     /// Only this device (its backend index), or this MIG instance.
-    pub gpu: Option<crate::snapshot::GpuChoice>,
+    pub gpu: Option<crate::snapshot::gpu_choice::GpuChoice>,
     /// Where /proc is (tests point it at recorded trees).
     pub proc_root: PathBuf,
     /// Discover models on a background thread: a sample never waits on a
@@ -336,6 +336,7 @@ fn merge(scanned: &[ProcInfo], gpu: Vec<(Owner, GpuUsage)>, include_idle: bool) 
             models_pending: false,
             listen_ports: None,
             container: None,
+            host: None,
             notes: info.notes.clone(),
         });
     }

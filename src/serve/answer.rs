@@ -34,49 +34,54 @@ pub fn read(body: &[u8]) -> Result<Snapshot, String> {
         .deserialize_map(AnswerVisitor)
         .and_then(|answer| de.end().map(|()| answer))
         .map_err(|e| format!("not a gputaskman snapshot: {e}"))?;
-    let mut snapshot = answer.rest;
-    if snapshot.schema_version != SCHEMA_VERSION {
+    if answer.rest.schema_version != SCHEMA_VERSION {
         return Err(format!(
             "snapshot schema version {}, this build reads {SCHEMA_VERSION}",
-            snapshot.schema_version
+            answer.rest.schema_version
         ));
     }
-    let cut: Vec<String> = [
-        answer.devices.said("devices", MAX_DEVICES),
-        answer.processes.said("processes", MAX_PROCESSES),
-        answer.backends.said("backend lines", MAX_BACKENDS),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    snapshot.devices = answer.devices.kept;
-    snapshot.processes = answer.processes.kept;
-    snapshot.backends = answer.backends.kept;
-    // A process left out may have held memory on any device: no device's
-    // list is whole, so nothing there is "unattributed".
-    if answer.processes.preferred_left_out > 0 {
-        for d in &mut snapshot.devices {
-            d.process_list_complete = false;
-        }
+    Ok(answer.settle(CAP_BACKEND))
+}
+
+/// A host's snapshot rebuilt from what another source holds of it
+/// (Prometheus's series), put through the same caps and checks as an
+/// answer read by [`read`]; what was left out is said on a backend line
+/// named `cap_backend`.
+pub fn within_caps(mut snapshot: Snapshot, cap_backend: &str) -> Snapshot {
+    let devices = std::mem::take(&mut snapshot.devices);
+    let processes = std::mem::take(&mut snapshot.processes);
+    let backends = std::mem::take(&mut snapshot.backends);
+    let mut answer = Answer {
+        devices: Capped::default(),
+        processes: Capped::default(),
+        backends: Capped::default(),
+        rest: snapshot,
+    };
+    for d in devices {
+        answer.devices.offer(d, MAX_DEVICES, device_first);
     }
-    if !cut.is_empty() {
-        snapshot.backends.push(Backend {
-            name: CAP_BACKEND.into(),
-            status: BackendStatus::Error,
-            detail: format!(
-                "cut to this view's caps: {}{}",
-                cut.join(", "),
-                if answer.processes.sent > MAX_PROCESSES {
-                    " (GPU and model processes kept first)"
-                } else {
-                    ""
-                }
-            ),
-        });
+    for p in processes {
+        answer.processes.offer(p, MAX_PROCESSES, process_first);
     }
-    crate::collect::plausible::check(&mut snapshot.devices, &mut snapshot.processes);
-    snapshot.attribution = Attribution::compute(&snapshot.devices, &snapshot.processes);
-    Ok(snapshot)
+    for b in backends {
+        answer.backends.offer(b, MAX_BACKENDS, backend_first);
+    }
+    answer.settle(cap_backend)
+}
+
+/// No device is kept before another.
+fn device_first(_: &Device) -> bool {
+    false
+}
+
+/// Processes on a GPU or running a model are kept first.
+fn process_first(p: &Process) -> bool {
+    !p.gpu.is_empty() || !p.models.is_empty()
+}
+
+/// Backend lines that are not OK are kept first.
+fn backend_first(b: &Backend) -> bool {
+    b.status != BackendStatus::Ok
 }
 
 /// The answer as read: the capped lists apart, the rest a snapshot with
@@ -88,9 +93,58 @@ struct Answer {
     rest: Snapshot,
 }
 
-/// Of a list, the items kept and how many were sent.
+impl Answer {
+    /// The snapshot of what was kept: a backend line named `cap_backend`
+    /// says what was left out, every figure goes through
+    /// [`crate::collect::plausible`], and the attribution is computed from
+    /// the rows kept.
+    fn settle(self, cap_backend: &str) -> Snapshot {
+        let cut: Vec<String> = [
+            self.devices.said("devices", MAX_DEVICES),
+            self.processes.said("processes", MAX_PROCESSES),
+            self.backends.said("backend lines", MAX_BACKENDS),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let (preferred_left_out, processes_sent) = (self.processes.preferred_left_out, self.processes.sent);
+        let mut snapshot = self.rest;
+        snapshot.devices = self.devices.kept();
+        snapshot.processes = self.processes.kept();
+        snapshot.backends = self.backends.kept();
+        // A process left out may have held memory on any device: no device's
+        // list is whole, so nothing there is "unattributed".
+        if preferred_left_out > 0 {
+            for d in &mut snapshot.devices {
+                d.process_list_complete = false;
+            }
+        }
+        if !cut.is_empty() {
+            snapshot.backends.push(Backend {
+                name: cap_backend.into(),
+                status: BackendStatus::Error,
+                detail: format!(
+                    "cut to this view's caps: {}{}",
+                    cut.join(", "),
+                    if processes_sent > MAX_PROCESSES {
+                        " (GPU and model processes kept first)"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        crate::collect::plausible::check(&mut snapshot.devices, &mut snapshot.processes);
+        snapshot.attribution = Attribution::compute(&snapshot.devices, &snapshot.processes);
+        snapshot
+    }
+}
+
+/// Of a list, the items kept (those preferred first) and how many were
+/// sent.
 struct Capped<T> {
-    kept: Vec<T>,
+    first: Vec<T>,
+    others: Vec<T>,
     sent: usize,
     /// Items that would have been kept first, left out all the same.
     preferred_left_out: usize,
@@ -99,7 +153,8 @@ struct Capped<T> {
 impl<T> Default for Capped<T> {
     fn default() -> Self {
         Capped {
-            kept: Vec::new(),
+            first: Vec::new(),
+            others: Vec::new(),
             sent: 0,
             preferred_left_out: 0,
         }
@@ -107,10 +162,34 @@ impl<T> Default for Capped<T> {
 }
 
 impl<T> Capped<T> {
+    /// Keeps `item` while fewer than `cap` are kept; past that, a preferred
+    /// item takes the place of one that is not.
+    fn offer(&mut self, item: T, cap: usize, preferred: fn(&T) -> bool) {
+        self.sent += 1;
+        let first = preferred(&item);
+        if self.first.len() + self.others.len() < cap {
+            if first {
+                self.first.push(item);
+            } else {
+                self.others.push(item);
+            }
+        } else if first && self.others.pop().is_some() {
+            self.first.push(item);
+        } else if first {
+            self.preferred_left_out += 1;
+        }
+    }
+
     /// `"20000 devices sent, 256 kept"` when some were left out.
     fn said(&self, what: &str, cap: usize) -> Option<String> {
-        (self.sent > self.kept.len())
-            .then(|| format!("{} {what} sent, {} kept (at most {cap})", self.sent, self.kept.len()))
+        let kept = self.first.len() + self.others.len();
+        (self.sent > kept).then(|| format!("{} {what} sent, {kept} kept (at most {cap})", self.sent))
+    }
+
+    fn kept(self) -> Vec<T> {
+        let mut kept = self.first;
+        kept.extend(self.others);
+        kept
     }
 }
 
@@ -148,25 +227,10 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for CappedList<T> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Capped<T>, A::Error> {
-        let (mut first, mut others) = (Vec::new(), Vec::new());
         let mut capped = Capped::default();
         while let Some(item) = seq.next_element::<T>()? {
-            capped.sent += 1;
-            let preferred = (self.preferred)(&item);
-            if first.len() + others.len() < self.cap {
-                if preferred {
-                    first.push(item);
-                } else {
-                    others.push(item);
-                }
-            } else if preferred && others.pop().is_some() {
-                first.push(item);
-            } else if preferred {
-                capped.preferred_left_out += 1;
-            }
+            capped.offer(item, self.cap, self.preferred);
         }
-        first.extend(others);
-        capped.kept = first;
         Ok(capped)
     }
 }
@@ -203,17 +267,9 @@ impl<'de> Visitor<'de> for AnswerVisitor {
         let mut has_attribution = false;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "devices" => devices = Some(map.next_value_seed(CappedList::new(MAX_DEVICES, |_: &Device| false))?),
-                "processes" => {
-                    processes = Some(map.next_value_seed(CappedList::new(MAX_PROCESSES, |p: &Process| {
-                        !p.gpu.is_empty() || !p.models.is_empty()
-                    }))?)
-                }
-                "backends" => {
-                    backends = Some(map.next_value_seed(CappedList::new(MAX_BACKENDS, |b: &Backend| {
-                        b.status != BackendStatus::Ok
-                    }))?)
-                }
+                "devices" => devices = Some(map.next_value_seed(CappedList::new(MAX_DEVICES, device_first))?),
+                "processes" => processes = Some(map.next_value_seed(CappedList::new(MAX_PROCESSES, process_first))?),
+                "backends" => backends = Some(map.next_value_seed(CappedList::new(MAX_BACKENDS, backend_first))?),
                 "attribution" => {
                     map.next_value::<IgnoredAny>()?;
                     has_attribution = true;

@@ -286,6 +286,13 @@ pub struct SampleInfo {
     pub duration_s: Option<f64>,
 }
 
+/// The name of every family `render` may write (the fleet view's query
+/// asks only for these).
+#[cfg(test)]
+pub(crate) fn family_names() -> impl Iterator<Item = &'static str> {
+    DEFS.iter().map(|d| d.name)
+}
+
 /// The whole exposition for one snapshot. Rendered once per sample; a
 /// scrape only copies the result.
 pub fn render(snap: &Snapshot, info: SampleInfo) -> String {
@@ -614,6 +621,7 @@ pub(crate) mod tests {
             models_pending: false,
             listen_ports: None,
             container: None,
+            host: None,
             notes: vec![],
         };
         let mut llama = process(4242, "llama-server", Some(1_406_669_824));

@@ -17,6 +17,7 @@ pub mod http;
 pub mod metrics;
 // A few of the poller's accessors serve only its tests.
 #[cfg_attr(not(test), allow(dead_code))]
+pub mod prometheus;
 pub mod remote;
 pub mod tls;
 pub mod usage;

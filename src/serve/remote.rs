@@ -6,17 +6,18 @@
 //! [`RemoteFeed`] polls on a thread of its own and hands over a [`Fleet`]
 //! after every round; [`Fleet::devices`] and [`Fleet::processes`] flatten
 //! it into host-tagged rows. As a live-view [`Feed`] it hands the view one
-//! merged [`Snapshot`] (see [`Fleet::merged`]) until the data model has a
-//! host field of its own: every device gets a fleet-wide index and its
-//! host's name in front of its own, every process its host's name in front
-//! of its name, and a host that stopped answering is an error line with the
-//! age of what is shown, its devices marked stale.
+//! merged [`Snapshot`] (see [`Fleet::merged`]): every device gets a
+//! fleet-wide index and its place (its host and the host's own label,
+//! [`FleetPlace`]), every process its host, and a host that stopped
+//! answering is an error line with the age of what is shown, its devices
+//! marked stale. A [`FleetSource`] makes the rounds: [`Poller`] asks each
+//! host, `super::prometheus` asks Prometheus once for all of them.
 //!
 //! Requests are plain GETs with a timeout, a bounded body, no proxy and no
 //! redirects (as in `models/probe.rs`), to the addresses the user named.
 
 use crate::snapshot::{
-    Attribution, Backend, BackendStatus, Device, Host, Process, QueryError, Snapshot, SCHEMA_VERSION,
+    Attribution, Backend, BackendStatus, Device, FleetPlace, Host, Process, QueryError, Snapshot, SCHEMA_VERSION,
 };
 use crate::view::safe_text::escape;
 use crate::view::tui::feed::{Feed, FeedCommand, Update};
@@ -104,7 +105,8 @@ pub struct HostState {
 }
 
 impl HostState {
-    fn new(target: Target) -> HostState {
+    /// A host known by its label and URL, not polled yet.
+    pub(crate) fn new(target: Target) -> HostState {
         HostState {
             target,
             snapshot: None,
@@ -146,9 +148,22 @@ impl HostState {
 }
 
 /// Every host after one round of polling.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Fleet {
     pub hosts: Vec<HostState>,
+    /// Why the round could not be made at all (Prometheus did not answer);
+    /// the hosts are then the last round's, each marked with it.
+    pub error: Option<String>,
+}
+
+/// What makes the fleet's rounds: [`Poller`] asks every host itself,
+/// `super::prometheus::PromPoller` asks Prometheus once for all of them.
+pub trait FleetSource: Send {
+    /// One round. A host that fails is a host with an error; the round
+    /// itself fails only with [`Fleet::error`].
+    fn poll(&mut self) -> Fleet;
+    /// The flag that named the source, for messages (`--remote`).
+    fn flag(&self) -> &'static str;
 }
 
 impl Fleet {
@@ -206,8 +221,8 @@ fn short_names(hosts: &[HostState]) -> Vec<String> {
 
 impl Fleet {
     /// The whole fleet as one snapshot for a view that shows one machine:
-    /// devices numbered across the fleet and named `host · device`,
-    /// processes named `host/name`, one backend line per host saying how it
+    /// devices numbered across the fleet, each with its host and the host's
+    /// own label (`fleet`), processes with their host, one backend line per host saying how it
     /// answered (with the age of a stale host's last answer), a stale
     /// host's devices marked stale, and a host that never answered shown as
     /// a device-less entry with its error. Nothing is summed across hosts
@@ -232,7 +247,11 @@ impl Fleet {
                 devices.push(Device {
                     index: devices.len() as u32,
                     backend: "remote".into(),
-                    name: Some(format!("{name} · no answer")),
+                    name: Some("no answer".into()),
+                    fleet: Some(FleetPlace {
+                        host: name.clone(),
+                        label: "-".into(),
+                    }),
                     process_list_complete: false,
                     errors: vec![QueryError {
                         query: format!("GET {}", h.target.url),
@@ -251,6 +270,8 @@ impl Fleet {
             let mut index = HashMap::new();
             for d in &snap.devices {
                 let mut d = d.clone();
+                // The host's own label, before the fleet's numbering.
+                let label = d.label();
                 let fleet_index = devices.len() as u32;
                 index.insert((d.backend.clone(), d.index), fleet_index);
                 d.index = fleet_index;
@@ -258,7 +279,10 @@ impl Fleet {
                 d.parent = d
                     .parent
                     .and_then(|parent| index.get(&(d.backend.clone(), parent)).copied());
-                d.name = Some(format!("{name} · {}", d.name.as_deref().unwrap_or("n/a")));
+                d.fleet = Some(FleetPlace {
+                    host: name.clone(),
+                    label,
+                });
                 if h.is_stale() {
                     d.stale = true;
                     d.notes.push(format!("{name}: {}", h.status(now)));
@@ -267,7 +291,7 @@ impl Fleet {
             }
             for p in &snap.processes {
                 let mut p = p.clone();
-                p.name = Some(format!("{name}/{}", p.name.as_deref().unwrap_or("n/a")));
+                p.host = Some(name.clone());
                 for g in &mut p.gpu {
                     // An entry naming a device the host did not list keeps
                     // an index no device has, rather than another host's.
@@ -278,6 +302,16 @@ impl Fleet {
                 }
                 processes.push(p);
             }
+        }
+        if let Some(e) = &self.error {
+            backends.insert(
+                0,
+                Backend {
+                    name: "fleet".into(),
+                    status: BackendStatus::Error,
+                    detail: e.clone(),
+                },
+            );
         }
         let taken_at = crate::units::now_rfc3339();
         // The rows come from every host: the shortest of their windows.
@@ -392,12 +426,22 @@ impl Access {
 /// `interval` seconds.
 pub fn run_live(list: &str, access: &Access, interval: f64, look: crate::view::tui::Look) -> anyhow::Result<()> {
     let (targets, token, agent) = access.open(list)?;
+    run_live_source(Box::new(Poller::new(targets, token.as_deref(), agent)), interval, look)
+}
+
+/// The live view over the fleet `source` gathers, a round each `interval`
+/// seconds.
+pub fn run_live_source(
+    source: Box<dyn FleetSource>,
+    interval: f64,
+    look: crate::view::tui::Look,
+) -> anyhow::Result<()> {
     // Bounded (more than 0, at most a day) by `cli::values::seconds`.
     let interval = Duration::from_secs_f64(interval);
     crate::view::tui::term::require_terminal()?;
     // Other machines' PIDs: no signal from here ever reaches them.
     let look = crate::view::tui::Look { readonly: true, ..look };
-    crate::view::tui::run_feed(Box::new(RemoteFeed::start(targets, token, agent, interval)), look)
+    crate::view::tui::run_feed(Box::new(RemoteFeed::start(source, interval)), look)
 }
 
 /// `gputaskman --remote URLS --once|--json`: one round over every host,
@@ -411,7 +455,30 @@ pub fn run_once(
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
     let (targets, token, agent) = access.open(list)?;
-    let fleet = Poller::new(targets, token.as_deref(), agent).poll();
+    run_once_source(
+        &mut Poller::new(targets, token.as_deref(), agent),
+        json,
+        width,
+        ascii,
+        out,
+    )
+}
+
+/// One round of `source`, as JSON or text: see [`run_once`].
+pub fn run_once_source(
+    source: &mut dyn FleetSource,
+    json: bool,
+    width: Option<usize>,
+    ascii: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let fleet = source.poll();
+    if let Some(e) = &fleet.error {
+        anyhow::bail!("{}: {e}", source.flag());
+    }
+    if fleet.hosts.is_empty() {
+        anyhow::bail!("{}: no host exports gputaskman series (yet)", source.flag());
+    }
     let now = Instant::now();
     if json {
         serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
@@ -431,7 +498,7 @@ pub fn run_once(
             .iter()
             .map(|h| format!("{}: {}", h.target.label, h.error.as_deref().unwrap_or("no answer")))
             .collect();
-        anyhow::bail!("no --remote host answered ({})", why.join("; "));
+        anyhow::bail!("no {} host answered ({})", source.flag(), why.join("; "));
     }
     Ok(())
 }
@@ -489,6 +556,7 @@ impl Poller {
         }
         Fleet {
             hosts: self.hosts.clone(),
+            error: None,
         }
     }
 
@@ -521,15 +589,27 @@ pub struct RemoteFeed {
     interval: Duration,
     /// The last round's hosts: (answering, stale, never answered).
     counts: Option<(usize, usize, usize)>,
+    /// `remote` or `prometheus`, for the status line.
+    source: &'static str,
+}
+
+impl FleetSource for Poller {
+    fn poll(&mut self) -> Fleet {
+        Poller::poll(self)
+    }
+
+    fn flag(&self) -> &'static str {
+        "--remote"
+    }
 }
 
 impl RemoteFeed {
-    pub fn start(targets: Vec<Target>, token: Option<String>, agent: ureq::Agent, interval: Duration) -> RemoteFeed {
+    pub fn start(mut poller: Box<dyn FleetSource>, interval: Duration) -> RemoteFeed {
         let (tx, rx) = mpsc::channel();
+        let flag = poller.flag();
         std::thread::Builder::new()
-            .name("gputaskman-remote".into())
+            .name("gputaskman-fleet".into())
             .spawn(move || {
-                let mut poller = Poller::new(targets, token.as_deref(), agent);
                 loop {
                     let started = Instant::now();
                     if tx.send(poller.poll()).is_err() {
@@ -546,6 +626,7 @@ impl RemoteFeed {
             stopped: false,
             interval,
             counts: None,
+            source: flag.trim_start_matches('-'),
         }
     }
 
@@ -598,14 +679,14 @@ impl Feed for RemoteFeed {
 
     fn status(&self) -> String {
         if self.stopped {
-            return "remote: the poller stopped".into();
+            return format!("{}: the poller stopped", self.source);
         }
-        let every = format!("every {:.1} s", self.interval.as_secs_f64());
+        let every = format!("{}, every {:.1} s", self.source, self.interval.as_secs_f64());
         match self.counts {
-            None => format!("remote, {every}: waiting for the first answers"),
-            Some((ok, 0, 0)) => format!("remote, {every}: {ok} answering"),
+            None => format!("{every}: waiting for the first answers"),
+            Some((ok, 0, 0)) => format!("{every}: {ok} answering"),
             Some((ok, stale, none)) => {
-                format!("remote, {every}: {ok} answering, {stale} stale, {none} never answered")
+                format!("{every}: {ok} answering, {stale} stale, {none} never answered")
             }
         }
     }
@@ -745,7 +826,10 @@ mod tests {
     #[test]
     fn the_feed_polls_on_its_own_thread() {
         let a = host("alpha", 1, None);
-        let mut feed = RemoteFeed::start(vec![target(&a)], None, agent(), Duration::from_millis(50));
+        let mut feed = RemoteFeed::start(
+            Box::new(Poller::new(vec![target(&a)], None, agent())),
+            Duration::from_millis(50),
+        );
         let first = feed.next(Duration::from_secs(5)).expect("a first round");
         assert!(first.hosts[0].snapshot.is_some());
         std::thread::sleep(Duration::from_millis(200));
@@ -759,25 +843,30 @@ mod tests {
         let b = host("beta", 2 << 30, None);
         let mut poller = Poller::new(vec![target(&a), target(&b)], None, agent());
         let snap = poller.poll().merged(Instant::now());
-        let devices: Vec<(u32, &str)> = snap
+        // Numbered across the fleet; each keeps its name and its host's
+        // own label beside the host's name.
+        let devices: Vec<(u32, &str, &str, String)> = snap
             .devices
             .iter()
-            .map(|d| (d.index, d.name.as_deref().unwrap()))
+            .map(|d| {
+                let place = d.fleet.as_ref().unwrap();
+                (d.index, d.name.as_deref().unwrap(), place.host.as_str(), d.label())
+            })
             .collect();
         assert_eq!(
             devices,
             [
-                (0, "alpha · NVIDIA GeForce RTX 4080 SUPER"),
-                (1, "beta · NVIDIA GeForce RTX 4080 SUPER")
+                (0, "NVIDIA GeForce RTX 4080 SUPER", "alpha", "0".into()),
+                (1, "NVIDIA GeForce RTX 4080 SUPER", "beta", "0".into())
             ]
         );
-        let llama: Vec<(&str, u32)> = snap
+        let llama: Vec<(&str, &str, u32)> = snap
             .processes
             .iter()
             .filter(|p| p.pid == 4242)
-            .map(|p| (p.name.as_deref().unwrap(), p.gpu[0].device))
+            .map(|p| (p.host.as_deref().unwrap(), p.name.as_deref().unwrap(), p.gpu[0].device))
             .collect();
-        assert_eq!(llama, [("alpha/llama-server", 0), ("beta/llama-server", 1)]);
+        assert_eq!(llama, [("alpha", "llama-server", 0), ("beta", "llama-server", 1)]);
         assert_eq!(snap.attribution.devices[1].measured_sum_bytes, Some(2 << 30));
         assert_eq!(snap.host.hostname.as_deref(), Some("2 hosts"));
         assert!(snap.backends.iter().all(|b| b.status == BackendStatus::Ok));
@@ -799,7 +888,7 @@ mod tests {
         assert_eq!(
             snap.processes
                 .iter()
-                .filter(|p| p.name.as_deref() == Some("beta/llama-server"))
+                .filter(|p| p.host.as_deref() == Some("beta") && p.pid == 4242)
                 .count(),
             1
         );
@@ -815,21 +904,22 @@ mod tests {
         ];
         let snap = Poller::new(targets, None, agent()).poll().merged(Instant::now());
         let dead = &snap.devices[1];
-        assert_eq!(
-            dead.name.as_deref(),
-            Some(format!("127.0.0.1:{port} · no answer").as_str())
-        );
+        assert_eq!(dead.name.as_deref(), Some("no answer"));
+        assert_eq!(dead.fleet.as_ref().unwrap().host, format!("127.0.0.1:{port}"));
         assert!(!dead.process_list_complete);
         assert_eq!(dead.errors[0].query, format!("GET http://127.0.0.1:{port}/snapshot"));
         // Not every host has a hostname: every host goes by its label.
-        assert!(snap.devices[0].name.as_deref().unwrap().starts_with("127.0.0.1:"));
+        assert!(snap.devices[0].fleet.as_ref().unwrap().host.starts_with("127.0.0.1:"));
     }
 
     #[test]
     fn the_live_view_feed_hands_over_merged_snapshots_and_says_who_is_stale() {
         let a = host("alpha", 1, None);
         let b = host("beta", 2, None);
-        let mut feed = RemoteFeed::start(vec![target(&a), target(&b)], None, agent(), Duration::from_millis(100));
+        let mut feed = RemoteFeed::start(
+            Box::new(Poller::new(vec![target(&a), target(&b)], None, agent())),
+            Duration::from_millis(100),
+        );
         let wait_for = |feed: &mut RemoteFeed, what: &dyn Fn(&Snapshot) -> bool| {
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {

@@ -9,6 +9,7 @@
 //! - only measured bytes are summed (see [`Attribution`]).
 
 pub mod diff;
+pub mod gpu_choice;
 pub mod health;
 pub mod load;
 mod model_estimate;
@@ -163,6 +164,19 @@ pub struct Device {
     /// source reads no health.
     #[serde(default)]
     pub health: Option<health::Health>,
+    /// In a fleet view (`--remote`, `--prometheus`): the host the device is
+    /// on and its label there. Absent in one machine's own snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetPlace>,
+}
+
+/// Where a device of a fleet view is: its host, and the label the host
+/// gives it (`0`, `0/1`), which the fleet's own numbering replaces in
+/// `index`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub struct FleetPlace {
+    pub host: String,
+    pub label: String,
 }
 
 /// A PCI function's identity, the same for every card of one model and
@@ -205,6 +219,9 @@ impl Device {
     /// its GPU and GPU instance id (`0/1`), with the compute instance id
     /// when it is not the first one (`0/1.1`). `--gpu` takes the same.
     pub fn label(&self) -> String {
+        if let Some(place) = &self.fleet {
+            return place.label.clone();
+        }
         match (&self.parent, &self.mig) {
             (Some(parent), Some(mig)) if mig.compute_instance_id == 0 => {
                 format!("{parent}/{}", mig.gpu_instance_id)
@@ -222,63 +239,6 @@ pub fn device_label(devices: &[Device], index: u32) -> String {
         .iter()
         .find(|d| d.index == index)
         .map_or_else(|| index.to_string(), Device::label)
-}
-
-/// What `--gpu` names: a device by index (a GPU in MIG mode with its
-/// instances), or one MIG instance by its label (`0/1`, `0/1.2`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpuChoice {
-    /// The device, or the GPU the instance is part of.
-    pub index: u32,
-    /// GPU instance id and compute instance id.
-    pub instance: Option<(u32, u32)>,
-}
-
-impl std::str::FromStr for GpuChoice {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<GpuChoice, String> {
-        let want = || format!("{text:?}: give a device index (1) or a MIG instance (0/1, 0/1.2), as --list-gpus shows");
-        let number = |t: &str| t.parse::<u32>().map_err(|_| want());
-        let Some((index, instance)) = text.split_once('/') else {
-            return Ok(GpuChoice {
-                index: number(text)?,
-                instance: None,
-            });
-        };
-        let (gpu_instance, compute_instance) = instance.split_once('.').unwrap_or((instance, "0"));
-        Ok(GpuChoice {
-            index: number(index)?,
-            instance: Some((number(gpu_instance)?, number(compute_instance)?)),
-        })
-    }
-}
-
-impl std::fmt::Display for GpuChoice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.instance {
-            None => write!(f, "{}", self.index),
-            Some((gi, 0)) => write!(f, "{}/{gi}", self.index),
-            Some((gi, ci)) => write!(f, "{}/{gi}.{ci}", self.index),
-        }
-    }
-}
-
-impl GpuChoice {
-    /// Whether `device` is shown: the device itself and, for a GPU, its
-    /// MIG instances; for an instance, that instance only.
-    pub fn matches(&self, device: &Device) -> bool {
-        match self.instance {
-            None => device.index == self.index || device.parent == Some(self.index),
-            Some((gi, ci)) => {
-                device.parent == Some(self.index)
-                    && device
-                        .mig
-                        .as_ref()
-                        .is_some_and(|m| (m.gpu_instance_id, m.compute_instance_id) == (gi, ci))
-            }
-        }
-    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
@@ -398,6 +358,10 @@ pub struct Process {
     /// be read, so host processes' JSON (and recordings) stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<Container>,
+    /// In a fleet view (`--remote`, `--prometheus`): the host the process
+    /// runs on. Absent in one machine's own snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// What could not be read, and other things a person should know.
     pub notes: Vec<String>,
 }
@@ -975,6 +939,7 @@ pub(crate) mod tests {
 
     #[test]
     fn labels_name_instances_by_gpu_and_instance_ids_and_gpu_choices_parse_them() {
+        use super::gpu_choice::GpuChoice;
         let gpu = device(0, None);
         assert_eq!(device(3, None).label(), "3");
         let mut mig = instance(5, 0, 1, None);

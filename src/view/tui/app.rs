@@ -907,10 +907,11 @@ fn target(p: &Process) -> Target {
 }
 
 /// `/`: the needle (lowercase) in the name, command line, user, kind,
-/// runtimes or models, or the PID whole.
+/// runtimes, models or a fleet's host, or the PID whole.
 fn matches_filter(p: &Process, needle: &str) -> bool {
     let hit = |s: Option<&str>| s.is_some_and(|s| s.to_lowercase().contains(needle));
     hit(p.name.as_deref())
+        || hit(p.host.as_deref())
         || hit(p.cmdline.as_deref())
         || hit(p.user.as_deref())
         || hit(Some(p.kind.label()))

@@ -10,6 +10,8 @@ pub const FULL_WIDTH: u16 = 170;
 /// file's `columns` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Column {
+    /// In a fleet view: the host the process runs on.
+    Host,
     Pid,
     /// The device index(es) the process is on: `0`, or `0,3`.
     Device,
@@ -34,7 +36,8 @@ pub enum Column {
     Command,
 }
 
-pub const FULL: [Column; 18] = [
+pub const FULL: [Column; 19] = [
+    Column::Host,
     Column::Pid,
     Column::Device,
     Column::Name,
@@ -54,7 +57,8 @@ pub const FULL: [Column; 18] = [
     Column::Inside,
     Column::Command,
 ];
-pub const SLIM: [Column; 12] = [
+pub const SLIM: [Column; 13] = [
+    Column::Host,
     Column::Pid,
     Column::Device,
     Column::Name,
@@ -74,7 +78,7 @@ pub const SLIM: [Column; 12] = [
 /// shrinks rather than go when it can. What is shown is never cut but for
 /// text, on the right. PID, GPU and VRAM go last: a row without them says
 /// nothing of who holds the card. Documented in README.
-pub const DROP_ORDER: [Column; 17] = [
+pub const DROP_ORDER: [Column; 18] = [
     Column::Paged,
     Column::Rss,
     Column::Kind,
@@ -89,6 +93,7 @@ pub const DROP_ORDER: [Column; 17] = [
     Column::Cpu,
     Column::Gpu,
     Column::Name,
+    Column::Host,
     Column::Device,
     Column::Vram,
     Column::Pid,
@@ -101,11 +106,12 @@ const MIN_TEXT: usize = 6;
 pub const MIN_COMMAND: usize = 12;
 
 impl Column {
-    pub const ALL: [Column; 18] = FULL;
+    pub const ALL: [Column; 19] = FULL;
 
     /// The config file's name of the column.
     pub fn name(self) -> &'static str {
         match self {
+            Column::Host => "host",
             Column::Pid => "pid",
             Column::Device => "device",
             Column::Name => "name",
@@ -133,6 +139,7 @@ impl Column {
 
     pub fn title(self) -> &'static str {
         match self {
+            Column::Host => "HOST",
             Column::Pid => "PID",
             Column::Device => "GPU",
             Column::Name => "NAME",
@@ -157,6 +164,7 @@ impl Column {
     /// The width it asks for; figures take more when a value needs it.
     pub fn width(self) -> usize {
         match self {
+            Column::Host => 14,
             Column::Pid => 8,
             Column::Device => 3,
             Column::Name => 15,

@@ -391,8 +391,17 @@ pub fn cell(c: Column, app: &App, p: &Process) -> String {
         Column::Device if !on_gpu => "-".into(),
         Column::Device => {
             let devices: std::collections::BTreeSet<u32> = usages.iter().map(|g| g.device).collect();
-            devices.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            // A fleet's devices go by their host's own labels, not the
+            // fleet's numbering (the HOST column says which host).
+            let listed = app
+                .snapshot
+                .as_ref()
+                .map(|s| s.devices.as_slice())
+                .filter(|_| p.host.is_some());
+            let label = |i: &u32| listed.map_or_else(|| i.to_string(), |d| crate::snapshot::device_label(d, *i));
+            devices.iter().map(label).collect::<Vec<_>>().join(",")
         }
+        Column::Host => opt(p.host.as_deref()).to_string(),
         Column::Name => opt(p.name.as_deref()).to_string(),
         Column::User => opt(p.user.as_deref()).to_string(),
         Column::Container => p.container.as_ref().map_or_else(|| "-".into(), container_label),

@@ -84,6 +84,7 @@ pub fn process(pid: u32, name: &str, kind: ProcessKind, cpu: Option<f64>, rss_mi
         models_pending: false,
         listen_ports: None,
         container: None,
+        host: None,
         notes: vec![],
     }
 }

@@ -100,10 +100,15 @@ pub(super) fn backend_line(b: &crate::snapshot::Backend) -> String {
 }
 
 /// `GPU 0`, or a MIG instance indented under its GPU: `  MIG 0/1 3g.40gb`.
+/// In a fleet view the host comes first: `alpha GPU 0`.
 fn device_title(d: &Device) -> String {
-    match &d.mig {
+    let title = match &d.mig {
         Some(mig) => format!("  MIG {} {}", d.label(), escape(opt(mig.profile.as_deref()))),
         None => format!("GPU {}", d.label()),
+    };
+    match &d.fleet {
+        Some(place) => format!("{} {title}", escape(&place.host)),
+        None => title,
     }
 }
 

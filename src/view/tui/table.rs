@@ -100,6 +100,8 @@ fn wanted_columns(app: &App, rows: &[(&Process, String)]) -> Vec<Column> {
         Column::Rss => any(&|p| p.rss_bytes.is_some()),
         Column::User => any(&|p| p.user.is_some()),
         Column::Container => any(&|p| p.container.is_some()),
+        // Only a fleet's rows have a host; one machine's never.
+        Column::Host => rows.iter().take(SAID_ROWS).any(|(p, _)| p.host.is_some()),
         Column::Command => any(&|p| p.cmdline.is_some()),
         Column::Kind => true,
         Column::Runtime => any(&|p| !p.runtimes.is_empty()),

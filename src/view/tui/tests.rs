@@ -67,9 +67,11 @@ fn pid_order(screen: &str) -> Vec<u32> {
     table
         .iter()
         .filter_map(|l| {
-            let first = l.split_whitespace().next()?;
-            let pid: u32 = first.trim_end_matches(['*', '?']).parse().ok()?;
-            pids.contains(&pid).then_some(pid)
+            // The first word, or the second after a fleet's HOST.
+            l.split_whitespace().take(2).find_map(|word| {
+                let pid: u32 = word.trim_end_matches(['*', '?']).parse().ok()?;
+                pids.contains(&pid).then_some(pid)
+            })
         })
         .collect()
 }
@@ -414,6 +416,24 @@ fn slash_filters_by_name() {
         key(&mut app, c);
     }
     assert_eq!(pid_order(&screen(&mut app, 120, 40)), vec![4242]);
+}
+
+#[test]
+fn slash_filters_a_fleet_by_host_and_the_host_column_names_each_row() {
+    let mut snap = desktop();
+    for p in &mut snap.processes {
+        p.host = Some(if p.pid == 4242 { "gpu-node-7" } else { "gpu-node-1" }.into());
+    }
+    let mut app = app_with(snap);
+    let all = screen(&mut app, 160, 40);
+    assert!(all.contains("HOST"), "{all}");
+    assert!(all.contains("gpu-node-7"), "{all}");
+    key(&mut app, '/');
+    for c in "node-7".chars() {
+        key(&mut app, c);
+    }
+    app.on_key(KeyEvent::from(KeyCode::Enter));
+    assert_eq!(pid_order(&screen(&mut app, 160, 40)), vec![4242]);
 }
 
 #[test]
