@@ -6,12 +6,12 @@
 //! intervals.
 
 mod common;
-use common::prometheus::{tool, wait_until};
+use common::prometheus::{tool, wait_until, Prometheus};
 use common::tmux::{tmux_path, Tmux};
 use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How many `serve` instances Prometheus scrapes. 200 as the issue asks;
@@ -41,50 +41,16 @@ fn scenario(i: usize, pid: u32) -> Value {
 }
 
 /// A Prometheus scraping every port in `ports` every [`SCRAPE_S`] s.
-struct Prom {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Prom {
-    fn start(binary: &Path, ports: &[u16]) -> Prom {
-        let dir = tempfile::tempdir().unwrap();
-        let targets: Vec<String> = ports.iter().map(|p| format!("'127.0.0.1:{p}'")).collect();
-        let config = dir.path().join("prometheus.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "global:\n  scrape_interval: {SCRAPE_S}s\n  scrape_timeout: 1s\n\
-                 scrape_configs:\n  - job_name: gpu\n    static_configs:\n      - targets: [{}]\n",
-                targets.join(", ")
-            ),
-        )
-        .unwrap();
-        let port = free_port();
-        let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start prometheus");
-        Prom { child, port, _dir: dir }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Prom {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn scraping(binary: &Path, ports: &[u16]) -> Prometheus {
+    let targets: Vec<String> = ports.iter().map(|p| format!("'127.0.0.1:{p}'")).collect();
+    Prometheus::with_config(
+        binary,
+        &format!(
+            "global:\n  scrape_interval: {SCRAPE_S}s\n  scrape_timeout: 1s\n\
+             scrape_configs:\n  - job_name: gpu\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        ),
+    )
 }
 
 /// `--prometheus URL --json`; None (said on stderr) while Prometheus is
@@ -130,8 +96,8 @@ fn the_fleet_from_a_real_prometheus_shows_every_host_and_names_a_stopped_one_dow
     let scenarios: Vec<Scenario> = (0..n).map(|i| Scenario::new(&scenario(i, worker.pid()))).collect();
     let mut serves: Vec<Option<Daemon>> = scenarios.iter().map(|s| Some(serve(s.path()))).collect();
     let ports: Vec<u16> = serves.iter().map(|s| s.as_ref().unwrap().port).collect();
-    let prom = Prom::start(&prometheus, &ports);
-    let url = prom.url();
+    let prom = scraping(&prometheus, &ports);
+    let url = format!("http://127.0.0.1:{}", prom.port());
 
     // Every host answers, with its own GPU and the process it lists.
     let started = Instant::now();

@@ -571,14 +571,18 @@ impl Poller {
             401 => return Err("HTTP 401: the host wants a token (or another one)".into()),
             s => return Err(format!("HTTP {s}")),
         }
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(BODY_LIMIT)
-            .read_to_vec()
-            .map_err(|e| e.to_string())?;
-        super::answer::read(&body)
+        super::answer::read(&read_body(&mut response, BODY_LIMIT)?)
     }
+}
+
+/// An answer's body, at most `limit` bytes (more is an error, not a cut).
+pub fn read_body(response: &mut ureq::http::Response<ureq::Body>, limit: u64) -> Result<Vec<u8>, String> {
+    response
+        .body_mut()
+        .with_config()
+        .limit(limit)
+        .read_to_vec()
+        .map_err(|e| e.to_string())
 }
 
 /// A poller on a thread of its own: a round every `interval`, each handed

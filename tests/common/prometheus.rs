@@ -79,19 +79,23 @@ impl Prometheus {
     /// of the scrape config, indented four spaces: `scheme`, `tls_config`,
     /// `authorization`) added.
     pub fn start_with(binary: &Path, target_port: u16, scrape: &str) -> Prometheus {
-        let dir = tempfile::tempdir().unwrap();
-        let config = dir.path().join("prometheus.yml");
         let authorization = scrape;
-        std::fs::write(
-            &config,
-            format!(
+        Prometheus::with_config(
+            binary,
+            &format!(
                 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
                  scrape_configs:\n  - job_name: gputaskman\n    scrape_interval: 1s\n    scrape_timeout: 1s\n\
                  {authorization}\
                  \x20   static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
             ),
         )
-        .unwrap();
+    }
+
+    /// Prometheus on a port of its own with this `prometheus.yml`, ready.
+    pub fn with_config(binary: &Path, yaml: &str) -> Prometheus {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(&config, yaml).unwrap();
         let port = super::free_port();
         let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
         let child = Command::new(binary)
@@ -112,6 +116,10 @@ impl Prometheus {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self._dir.path().join("prometheus.log")).unwrap_or_default()
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The instant vector of `query`: (labels, value) per series.

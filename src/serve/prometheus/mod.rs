@@ -27,8 +27,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// How long Prometheus may take to answer one query.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
-/// The largest answer read: a thousand hosts of eight GPUs and a dozen
-/// processes each answer about 100 MB (BENCHMARKS.md: the fleet).
+/// The largest answer read: a thousand hosts of eight GPUs and twelve
+/// processes each answer 51.5 MiB (BENCHMARKS.md: the fleet view).
 pub const BODY_LIMIT: u64 = 1 << 30;
 /// How many down hosts' last figures one round fetches (one query each).
 const RECALLED: usize = 16;
@@ -169,12 +169,7 @@ impl PromPoller {
         }
         let mut response = request.call().map_err(|e| e.to_string())?;
         let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(BODY_LIMIT)
-            .read_to_vec()
-            .map_err(|e| e.to_string())?;
+        let body = super::remote::read_body(&mut response, BODY_LIMIT)?;
         match status {
             // Prometheus answers a bad query 400 and a timeout 503 with its
             // JSON error: the envelope says why.
