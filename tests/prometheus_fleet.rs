@@ -157,7 +157,8 @@ fn the_fleet_from_a_real_prometheus_shows_every_host_and_names_a_stopped_one_dow
         let bin = env!("CARGO_BIN_EXE_gputaskman");
         tmux.start(&format!("{bin} --prometheus {url} --interval 1"));
         let screen = tmux.wait_for("every host answering", Duration::from_secs(30), |s| {
-            s.contains(&format!("prometheus, every 1.0 s: {n} answering"))
+            // A round slower than the interval is said between the two.
+            s.contains("prometheus, every 1.0 s") && s.contains(&format!(": {n} answering"))
         });
         assert!(screen.contains("HOST"), "{screen}");
         assert!(screen.contains("GPU 0"), "{screen}");

@@ -588,9 +588,13 @@ pub fn read_body(response: &mut ureq::http::Response<ureq::Body>, limit: u64) ->
 /// A poller on a thread of its own: a round every `interval`, each handed
 /// over as a [`Fleet`]. Never blocks the caller.
 pub struct RemoteFeed {
-    rx: Receiver<Fleet>,
+    /// Each round, with how long it took.
+    rx: Receiver<(Fleet, Duration)>,
     stopped: bool,
     interval: Duration,
+    /// How long the last round took: when longer than the interval, the
+    /// view refreshes at that pace, and says so.
+    round: Option<Duration>,
     /// The last round's hosts: (answering, stale, never answered).
     counts: Option<(usize, usize, usize)>,
     /// `remote` or `prometheus`, for the status line.
@@ -616,7 +620,8 @@ impl RemoteFeed {
             .spawn(move || {
                 loop {
                     let started = Instant::now();
-                    if tx.send(poller.poll()).is_err() {
+                    let fleet = poller.poll();
+                    if tx.send((fleet, started.elapsed())).is_err() {
                         return; // the view is gone
                     }
                     if let Some(rest) = interval.checked_sub(started.elapsed()) {
@@ -629,6 +634,7 @@ impl RemoteFeed {
             rx,
             stopped: false,
             interval,
+            round: None,
             counts: None,
             source: flag.trim_start_matches('-'),
         }
@@ -639,8 +645,9 @@ impl RemoteFeed {
         let mut last = None;
         loop {
             match self.rx.try_recv() {
-                Ok(f) => {
+                Ok((f, took)) => {
                     self.counts = Some(count(&f));
+                    self.round = Some(took);
                     last = Some(f)
                 }
                 Err(TryRecvError::Empty) => return last,
@@ -654,8 +661,9 @@ impl RemoteFeed {
 
     /// Waits up to `timeout` for the next round.
     pub fn next(&mut self, timeout: Duration) -> Option<Fleet> {
-        let fleet = self.rx.recv_timeout(timeout).ok()?;
+        let (fleet, took) = self.rx.recv_timeout(timeout).ok()?;
         self.counts = Some(count(&fleet));
+        self.round = Some(took);
         Some(fleet)
     }
 
@@ -685,7 +693,15 @@ impl Feed for RemoteFeed {
         if self.stopped {
             return format!("{}: the poller stopped", self.source);
         }
-        let every = format!("{}, every {:.1} s", self.source, self.interval.as_secs_f64());
+        let every = match self.round.filter(|r| *r > self.interval) {
+            Some(r) => format!(
+                "{}, every {:.1} s (a round takes {:.1} s)",
+                self.source,
+                self.interval.as_secs_f64(),
+                r.as_secs_f64()
+            ),
+            None => format!("{}, every {:.1} s", self.source, self.interval.as_secs_f64()),
+        };
         match self.counts {
             None => format!("{every}: waiting for the first answers"),
             Some((ok, 0, 0)) => format!("{every}: {ok} answering"),
@@ -944,5 +960,32 @@ mod tests {
         assert!(stale.devices[1].notes.iter().any(|n| n.contains("stale: last answer")));
         assert!(feed.status().contains("1 answering, 1 stale"), "{}", feed.status());
         assert!(!feed.is_replay());
+    }
+
+    /// A source whose rounds take 300 ms.
+    struct Slow;
+
+    impl FleetSource for Slow {
+        fn poll(&mut self) -> Fleet {
+            std::thread::sleep(Duration::from_millis(300));
+            Fleet::default()
+        }
+
+        fn flag(&self) -> &'static str {
+            "--prometheus"
+        }
+    }
+
+    #[test]
+    fn a_round_slower_than_the_interval_is_said_on_the_status_line() {
+        let mut feed = RemoteFeed::start(Box::new(Slow), Duration::from_millis(100));
+        assert_eq!(feed.status(), "prometheus, every 0.1 s: waiting for the first answers");
+        assert!(feed.next(Duration::from_secs(10)).is_some());
+        let status = feed.status();
+        assert!(
+            status.starts_with("prometheus, every 0.1 s (a round takes 0."),
+            "{status}"
+        );
+        assert!(status.ends_with("s): 0 answering"), "{status}");
     }
 }
