@@ -107,7 +107,7 @@ fn columns_and_readonly_are_read_and_a_wrong_column_stops_with_its_line() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains(&format!("config {}", path.display())), "{err}");
     assert!(
-        err.contains("line 3") && err.contains("columns: no column VRAM; known: pid, device"),
+        err.contains("line 3") && err.contains("columns: no column VRAM; known: host, pid, device"),
         "{err}"
     );
 }
