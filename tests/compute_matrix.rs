@@ -44,6 +44,12 @@ const CASES: &[Case] = &[
     ("granitemoe-1b-a400m", true, 2048, 2048, 1, false),
     ("granitemoe-1b-a400m", false, 512, 8192, 4, false),
     ("granitemoe-1b-a400m", false, 512, 8192, 4, true),
+    ("deepseek2-lite", true, 512, 4096, 1, false),
+    ("deepseek2-lite", false, 128, 16384, 1, false),
+    ("deepseek2-lite", false, 512, 8192, 4, false),
+    ("mamba-130m", true, 512, 4096, 1, false),
+    ("mamba-130m", false, 2048, 4096, 1, false),
+    ("mamba-130m", true, 512, 8192, 16, false),
 ];
 
 /// Cases the estimate misses, with the error measured (MiB): gemma3 with

@@ -45,6 +45,16 @@ SHAPES = {
                                 n_expert=32, n_expert_used=8, n_ff_exp=512,
                                 floats={"logit_scale": 6.0, "residual_scale": 0.22, "embedding_scale": 12.0,
                                         "attention.scale": 0.015625}),
+    # deepseek-ai/DeepSeek-V2-Lite: multi-head latent attention (kv_lora_rank 512, no q LoRA,
+    # nope 128 + rope 64 per head, V 128), 64 routed experts of 1408 (6 used) beside 2 shared,
+    # the first layer dense. Written as convert_hf_to_gguf.py writes MLA models: one KV head
+    # of K = 512 + 64 and V = 512, the MLA head sizes apart, wkv_b split into k_b and v_b.
+    "deepseek2-lite": spec("deepseek2", 27, 2048, 16, 1, 576, 10944, 102400, 163840, tied=False,
+                           mla=dict(rank=512, nope=128, rope=64, v=128),
+                           n_expert=64, n_expert_used=6, n_ff_exp=1408, n_expert_shared=2, dense_lead=1),
+    # state-spaces/mamba-130m: 24 Mamba-1 layers, d_inner 1536, d_state 16, d_conv 4, dt_rank 48.
+    "mamba-130m": spec("mamba", 24, 768, 0, 0, 0, 0, 50280, 1048576, tied=True,
+                       ssm=dict(d_inner=1536, d_state=16, d_conv=4, dt_rank=48)),
 }
 
 
@@ -56,6 +66,12 @@ def tensors(s):
         out.append(("output.weight", [e, s["n_vocab"]]))
     for il in range(s["n_layer"]):
         b = f"blk.{il}."
+        if "ssm" in s:
+            out += mamba_layer(b, s)
+            continue
+        if "mla" in s:
+            out += mla_layer(b, s, il)
+            continue
         out += [
             (b + "attn_norm.weight", [e]),
             (b + "attn_q.weight", [e, s["n_head"] * hd]),
@@ -85,6 +101,64 @@ def tensors(s):
     return out
 
 
+def mamba_layer(b, s):
+    """src/llama-model.cpp LLM_ARCH_MAMBA: the in/x/dt/out projections and the scan's A, D."""
+    e, m = s["n_embd"], s["ssm"]
+    d_inner, d_state, dt_rank = m["d_inner"], m["d_state"], m["dt_rank"]
+    return [
+        (b + "attn_norm.weight", [e]),
+        (b + "ssm_in.weight", [e, 2 * d_inner]),
+        (b + "ssm_conv1d.weight", [m["d_conv"], d_inner]),
+        (b + "ssm_conv1d.bias", [d_inner]),
+        (b + "ssm_x.weight", [d_inner, dt_rank + 2 * d_state]),
+        (b + "ssm_dt.weight", [dt_rank, d_inner]),
+        (b + "ssm_dt.bias", [d_inner]),
+        (b + "ssm_a", [d_state, d_inner]),
+        (b + "ssm_d", [d_inner]),
+        (b + "ssm_out.weight", [d_inner, e]),
+    ]
+
+
+def mla_layer(b, s, il):
+    """src/llama-model.cpp LLM_ARCH_DEEPSEEK2: q through a LoRA (q_rank) or, in the Lite
+    models, one matrix."""
+    e, h, m = s["n_embd"], s["n_head"], s["mla"]
+    q_width = h * (m["nope"] + m["rope"])
+    if "q_rank" in m:
+        q = [
+            (b + "attn_q_a.weight", [e, m["q_rank"]]),
+            (b + "attn_q_a_norm.weight", [m["q_rank"]]),
+            (b + "attn_q_b.weight", [m["q_rank"], q_width]),
+        ]
+    else:
+        q = [(b + "attn_q.weight", [e, q_width])]
+    out = [(b + "attn_norm.weight", [e])] + q + [
+        (b + "attn_kv_a_mqa.weight", [e, m["rank"] + m["rope"]]),
+        (b + "attn_kv_a_norm.weight", [m["rank"]]),
+        (b + "attn_k_b.weight", [m["nope"], m["rank"], h]),
+        (b + "attn_v_b.weight", [m["rank"], m["v"], h]),
+        (b + "attn_output.weight", [h * m["v"], e]),
+        (b + "ffn_norm.weight", [e]),
+    ]
+    if il < s["dense_lead"]:
+        return out + [
+            (b + "ffn_gate.weight", [e, s["n_ff"]]),
+            (b + "ffn_up.weight", [e, s["n_ff"]]),
+            (b + "ffn_down.weight", [s["n_ff"], e]),
+        ]
+    n, f = s["n_expert"], s["n_ff_exp"]
+    shared = f * s["n_expert_shared"]
+    return out + [
+        (b + "ffn_gate_inp.weight", [e, n]),
+        (b + "ffn_gate_exps.weight", [e, f, n]),
+        (b + "ffn_up_exps.weight", [e, f, n]),
+        (b + "ffn_down_exps.weight", [f, e, n]),
+        (b + "ffn_gate_shexp.weight", [e, shared]),
+        (b + "ffn_up_shexp.weight", [e, shared]),
+        (b + "ffn_down_shexp.weight", [shared, e]),
+    ]
+
+
 def write(name, path):
     s = SHAPES[name]
     arch = s["arch"]
@@ -97,10 +171,31 @@ def write(name, path):
     w.add_feed_forward_length(s["n_ff"])
     w.add_head_count(s["n_head"])
     w.add_head_count_kv(s["n_head_kv"])
-    w.add_key_length(s["head_dim"])
-    w.add_value_length(s["head_dim"])
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(1e6)
+    if "ssm" in s:
+        m = s["ssm"]
+        w.add_ssm_conv_kernel(m["d_conv"])
+        w.add_ssm_inner_size(m["d_inner"])
+        w.add_ssm_state_size(m["d_state"])
+        w.add_ssm_time_step_rank(m["dt_rank"])
+    elif "mla" in s:
+        m = s["mla"]
+        w.add_key_length(m["rank"] + m["rope"])
+        w.add_value_length(m["rank"])
+        w.add_uint32(f"{arch}.attention.key_length_mla", m["nope"] + m["rope"])
+        w.add_uint32(f"{arch}.attention.value_length_mla", m["v"])
+        w.add_kv_lora_rank(m["rank"])
+        if "q_rank" in m:
+            w.add_q_lora_rank(m["q_rank"])
+        w.add_rope_dimension_count(m["rope"])
+        w.add_leading_dense_block_count(s["dense_lead"])
+        w.add_expert_shared_count(s["n_expert_shared"])
+        w.add_expert_weights_scale(1.0)
+        w.add_rope_freq_base(1e4)
+    else:
+        w.add_key_length(s["head_dim"])
+        w.add_value_length(s["head_dim"])
+        w.add_rope_freq_base(1e6)
     if "sliding_window" in s:
         w.add_sliding_window(s["sliding_window"])
     if "n_expert" in s:
@@ -118,7 +213,8 @@ def write(name, path):
     w.add_eos_token_id(2)
     data = 0
     for tname, ne in tensors(s):
-        kind = T.F32 if len(ne) == 1 else T.Q4_0
+        # Q4_0 rows are blocks of 32; narrower matrices (mamba's dt, conv and A) stay F32.
+        kind = T.Q4_0 if len(ne) > 1 and ne[0] % 32 == 0 else T.F32
         block, size = GGML_QUANT_SIZES[kind]
         nbytes = int(np.prod(ne)) // block * size
         w.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float32), nbytes, raw_dtype=kind)

@@ -31,11 +31,25 @@
 //! GPU backends keep fewer activations beside the scores
 //! (`beside_scores`), measured on recorded CUDA, Vulkan and Metal lines
 //! from public threads (tests/data/compute-captures).
-//! Architectures whose graph differs (recurrent, hybrid, MLA, encoders,
-//! vision towers, shared experts) get `None`: unknown, not a guess.
+//!
+//! Two other graphs are modelled, fitted the same way on real shapes:
+//!
+//! - DeepSeek's multi-head latent attention in its absorbed form
+//!   (src/models/deepseek2.cpp, `is_mla`): one latent KV head of
+//!   `kv_lora_rank + rope` dims, the query absorbed into it per head, and
+//!   without flash attention the latent V cache made contiguous
+//!   (`build_attn_mha`'s `ggml_cont(ggml_transpose(v))`), which extends the
+//!   buffer when it is larger than the hole the absorbed query leaves;
+//! - Mamba-1 (src/models/graph-context-mamba.cpp `build_mamba_layer`): no
+//!   attention; the live set at the selective scan is the layer's
+//!   activations and every sequence's conv and SSM states.
+//!
+//! Architectures whose graph differs (Mamba-2, RWKV, hybrid, encoders,
+//! vision towers, MLA in an older GGUF without the split `k_b`/`v_b`) get
+//! `None`: unknown, not a guess.
 
 use crate::hparams::{Hparams, Memory};
-use crate::memory::{estimate, EstimateError, KvSettings};
+use crate::memory::{estimate, CacheKind, EstimateError, KvSettings};
 use crate::model::Model;
 use crate::value::Value;
 
@@ -141,7 +155,12 @@ impl Default for BatchSettings {
 #[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Peak {
     AttentionScores,
+    /// Attention with flash attention, when its activations outweigh the
+    /// feed-forward block's (latent attention's absorbed queries).
+    Attention,
     FeedForward,
+    /// A recurrent layer's selective scan with the sequences' states.
+    StateScan,
     Logits,
 }
 
@@ -181,9 +200,38 @@ struct Widths {
     n_head: u64,
     n_q: u64,
     n_kv_dim: u64,
-    /// `n_ff`, or `n_ff_exp x n_expert_used` for a mixture of experts.
+    /// The widest feed-forward block: `n_ff`, or `n_ff_exp x n_expert_used`
+    /// for a mixture of experts, or the leading dense blocks' `n_ff` where
+    /// wider (DeepSeek's first layers).
     n_ff_active: u64,
     n_vocab: Option<u64>,
+    graph: Graph,
+}
+
+/// Which layer graph the widths are for.
+#[derive(Clone, Copy)]
+enum Graph {
+    /// Attention and a feed-forward block (src/models/llama.cpp and kin).
+    Decoder,
+    /// Absorbed multi-head latent attention (src/models/deepseek2.cpp).
+    Mla {
+        /// `kv_lora_rank`: the latent V width and the cached K's first part.
+        rank: u64,
+        /// `key_length_mla`: a query head before absorption (nope + rope).
+        head_k: u64,
+        /// `rope.dimension_count`.
+        rope: u64,
+        /// `q_lora_rank`: the query goes through a LoRA (DeepSeek-V3, Kimi).
+        q_lora: bool,
+    },
+    /// Mamba-1's selective scan (src/models/graph-context-mamba.cpp).
+    Mamba {
+        /// `ssm.inner_size`.
+        d_inner: u64,
+        /// One sequence's conv and SSM state of one layer, in floats
+        /// (src/llama-hparams.cpp `n_embd_r + n_embd_s`).
+        state: u64,
+    },
 }
 
 /// Architectures whose graph is the llama decoder (src/models/*.cpp):
@@ -207,20 +255,60 @@ fn key_u64(model: &Model, arch: &str, suffix: &str) -> Option<u64> {
     }
 }
 
+/// Which graph `arch` builds, or why it is not modelled.
+fn graph(model: &Model, hp: &Hparams, arch: &str) -> Result<Graph, String> {
+    let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
+    let not_modelled = || format!("the compute graph of architecture {arch:?} is not modelled");
+    match arch {
+        _ if MODELLED.contains(&arch) && hp.memory == Memory::Kv && !hp.is_mla => Ok(Graph::Decoder),
+        // An older deepseek2 GGUF keeps `wkv_b` whole and llama.cpp runs it
+        // as plain multi-head attention over decompressed K and V.
+        "deepseek2" if hp.is_mla => Ok(Graph::Mla {
+            rank: need("attention.kv_lora_rank")?,
+            head_k: need("attention.key_length_mla")?,
+            rope: need("rope.dimension_count")?,
+            q_lora: key_u64(model, arch, "attention.q_lora_rank").unwrap_or(0) != 0,
+        }),
+        "deepseek2" => Err(format!(
+            "{} (an older GGUF without multi-head latent attention's split k_b/v_b)",
+            not_modelled()
+        )),
+        "mamba" if hp.memory == Memory::Recurrent => {
+            let state = hp.state.map(|w| w.r.saturating_add(w.s)).ok_or_else(not_modelled)?;
+            Ok(Graph::Mamba {
+                d_inner: need("ssm.inner_size")?,
+                state,
+            })
+        }
+        _ => Err(not_modelled()),
+    }
+}
+
 fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
     let arch = model.metadata().get_str("general.architecture").unwrap_or("");
-    if !MODELLED.contains(&arch) || hp.memory != Memory::Kv || hp.is_mla {
-        return Err(format!("the compute graph of architecture {arch:?} is not modelled"));
-    }
+    let graph = graph(model, hp, arch)?;
     let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
     let n_embd = need("embedding_length")?;
-    let n_head = need("attention.head_count")?;
+    // Mamba has no heads and no feed-forward block.
+    let attends = !matches!(graph, Graph::Mamba { .. });
+    let n_head = if attends { need("attention.head_count")? } else { 0 };
     let n_head_kv = u64::from(hp.n_head_kv.iter().copied().max().unwrap_or(0));
+    let dense = || need("feed_forward_length");
     let n_ff_active = match key_u64(model, arch, "expert_count").unwrap_or(0) {
-        0 => need("feed_forward_length")?,
-        _ => need("expert_feed_forward_length")?
-            .checked_mul(need("expert_used_count")?)
-            .ok_or_else(|| format!("{arch}: implausible expert widths"))?,
+        _ if !attends => 0,
+        0 => dense()?,
+        _ => {
+            let experts = need("expert_feed_forward_length")?
+                .checked_mul(need("expert_used_count")?)
+                .ok_or_else(|| format!("{arch}: implausible expert widths"))?;
+            // The shared experts (deepseek2's `ffn_*_shexp`) run after the
+            // routed ones have been summed, so they do not add to the peak:
+            // measured on test shapes with 2 and 4 shared experts.
+            match key_u64(model, arch, "leading_dense_block_count").unwrap_or(0) {
+                0 => experts,
+                _ => experts.max(dense()?),
+            }
+        }
     };
     // The vocabulary is the token embedding's rows (src/llama-model.cpp
     // creates tok_embd as {n_embd, n_vocab}).
@@ -240,8 +328,16 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
         n_kv_dim: n_head_kv.saturating_mul(u64::from(hp.head_k.max(hp.head_v))),
         n_ff_active,
         n_vocab,
+        graph,
+    };
+    let (graph_a, graph_b) = match graph {
+        Graph::Decoder => (0, 0),
+        Graph::Mla { rank, head_k, .. } => (rank, head_k),
+        Graph::Mamba { d_inner, state } => (d_inner, state),
     };
     let widest = [
+        graph_a,
+        graph_b,
         w.n_embd,
         w.n_head,
         w.n_q,
@@ -286,13 +382,11 @@ pub fn compute(
     let mask_bytes = if fa { F16 } else { F32 };
     // Saturating: cells and tokens come from a process's settings, and a
     // sum past u64 is refused below as implausible.
-    let masks_bytes: u64 = est
-        .kv
-        .caches
-        .iter()
+    let attention_caches = || est.kv.caches.iter().filter(|c| c.kind != CacheKind::Recurrent);
+    let masks_bytes: u64 = attention_caches()
         .map(|c| u64::from(c.cells).saturating_mul(t).saturating_mul(mask_bytes))
         .fold(0, u64::saturating_add);
-    let n_kv_max = est.kv.caches.iter().map(|c| u64::from(c.cells)).max().unwrap_or(0);
+    let n_kv_max = attention_caches().map(|c| u64::from(c.cells)).max().unwrap_or(0);
 
     let mut out = ComputeEstimate {
         backend: batch.backend,
@@ -323,7 +417,20 @@ pub fn compute(
     let output_width = w.n_vocab.map(|v| v + if batch.embeddings { w.n_embd } else { 0 });
     out.output_bytes = output_width.map(|width| width * output_rows * F32);
 
-    let Some((attention, feed_forward)) = layer_peaks(&w, batch.backend, (n_kv_max, t), masks_bytes, fa) else {
+    let shape = ReservedBatch {
+        n_kv: n_kv_max,
+        n_tokens: t,
+        n_seq: u64::from(kv.n_seq.max(1)),
+        masks_bytes,
+        flash_attn: fa,
+        // The latent V cache's element size (the K cache's type: MLA keeps
+        // V inside K), for its contiguous copy.
+        v_cont_bytes_per_cell: kv.type_k.ggml_type().row_bytes(match w.graph {
+            Graph::Mla { rank, .. } => rank,
+            _ => 0,
+        }),
+    };
+    let Some((attention, feed_forward)) = layer_peaks(&w, batch.backend, &shape) else {
         out.why = "implausible settings: the graph's buffers would pass 2^64 bytes".into();
         return Ok(out);
     };
@@ -342,8 +449,13 @@ pub fn compute(
         out.why = "the vocabulary size (token_embd.weight) is unknown".into();
         return Ok(out);
     };
+    let attention_peak = match w.graph {
+        Graph::Mamba { .. } => Peak::StateScan,
+        _ if fa => Peak::Attention,
+        _ => Peak::AttentionScores,
+    };
     let (peak, bytes) = [
-        (Peak::AttentionScores, attention),
+        (attention_peak, attention),
         (Peak::FeedForward, feed_forward),
         (Peak::Logits, logits),
     ]
@@ -361,25 +473,79 @@ pub fn compute(
         _ => masks_bytes.saturating_add(t * w.n_embd * F32),
     });
     out.why = why(peak, &w, n_kv_max, n_tokens, n_outputs, fa);
+    if batch.backend != Backend::Cpu && !matches!(w.graph, Graph::Decoder) {
+        out.why
+            .push_str("; taken from the CPU backend's live set (no GPU capture of this graph)");
+    }
     Ok(out)
 }
 
-/// The live sets at the attention and at the feed-forward block, in bytes.
-/// In u128: n_kv and t are each below 2^32 and the widths below 2^24
-/// (`widths`), so no product overflows; a total past u64 is no real
-/// configuration (its settings are a process's argv): None.
-fn layer_peaks(w: &Widths, backend: Backend, (n_kv, t): (u64, u64), masks_bytes: u64, fa: bool) -> Option<(u64, u64)> {
-    if masks_bytes == u64::MAX {
+/// The reserved graph's sizes that the live sets depend on.
+struct ReservedBatch {
+    /// The largest cache's cells.
+    n_kv: u64,
+    n_tokens: u64,
+    /// Sequences: each has its own recurrent state.
+    n_seq: u64,
+    masks_bytes: u64,
+    flash_attn: bool,
+    /// `None` when the cache type has no row size for the latent width.
+    v_cont_bytes_per_cell: Option<u64>,
+}
+
+/// The live sets at the attention (or a recurrent layer's scan) and at the
+/// feed-forward block, in bytes. In u128: n_kv and t are each below 2^32
+/// and the widths below 2^24 (`widths`), so no product overflows; a total
+/// past u64 is no real configuration (its settings are a process's argv):
+/// None.
+fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<(u64, u64)> {
+    if b.masks_bytes == u64::MAX {
         return None; // saturated
     }
-    let (t, f32, masks) = (u128::from(t), u128::from(F32), u128::from(masks_bytes));
-    let scores = if fa {
+    let (n_kv, t, f32, masks) = (
+        u128::from(b.n_kv),
+        u128::from(b.n_tokens),
+        u128::from(F32),
+        u128::from(b.masks_bytes),
+    );
+    let scores = if b.flash_attn {
         0
     } else {
-        u128::from(n_kv) * t * u128::from(w.n_head) * f32
+        n_kv * t * u128::from(w.n_head) * f32
     };
-    let attention = scores + t * u128::from(beside_scores(backend, w)) * f32 + masks;
-    let feed_forward = t * u128::from(3 * w.n_ff_active + 5 * w.n_embd) * f32 + masks;
+    let attention = match w.graph {
+        Graph::Decoder => scores + t * u128::from(beside_scores(backend, w)) * f32 + masks,
+        Graph::Mla { rank, head_k, rope, .. } => {
+            // Fitted on the real server (tests/compute_matrix.rs and the
+            // shapes of RELIABILITY.md): the residual stream and its norms
+            // (5 x n_embd), per head the absorbed query and the `kqv` product
+            // in the latent width (2 x rank) beside the query head before
+            // absorption (nope + rope), and 16 floats per rope dim.
+            let per_token = 5 * w.n_embd + w.n_head * (2 * rank + head_k) + 16 * rope;
+            let mut bytes = scores + t * u128::from(per_token) * f32 + masks;
+            if !b.flash_attn {
+                // The contiguous copy of the latent V goes where the absorbed
+                // query (n_head x rank x t floats) was freed, when it fits.
+                let v_cont = n_kv * u128::from(b.v_cont_bytes_per_cell?);
+                if v_cont > u128::from(w.n_head) * u128::from(rank) * t * f32 {
+                    bytes += v_cont;
+                }
+            }
+            bytes
+        }
+        Graph::Mamba { d_inner, state } => {
+            // `ssm_scan` with its inputs: 15/2 x d_inner floats a token,
+            // fitted on the real server at d_inner 1536 and 2048 (llama.cpp
+            // loads Mamba-1 with d_inner = 2 x n_embd only, so the two widths
+            // cannot be told apart), beside each sequence's states gathered
+            // for the layer (`build_rs`).
+            t * u128::from(d_inner) * 15 / 2 * f32 + u128::from(b.n_seq) * u128::from(state) * f32
+        }
+    };
+    let feed_forward = match w.graph {
+        Graph::Mamba { .. } => 0,
+        _ => t * u128::from(3 * w.n_ff_active + 5 * w.n_embd) * f32 + masks,
+    };
     Some((u64::try_from(attention).ok()?, u64::try_from(feed_forward).ok()?))
 }
 
@@ -406,9 +572,13 @@ fn beside_scores(backend: Backend, w: &Widths) -> u64 {
 }
 
 fn why(peak: Peak, w: &Widths, n_kv: u64, n_tokens: u32, n_outputs: u32, fa: bool) -> String {
-    match peak {
+    let what = match peak {
         Peak::AttentionScores => format!(
             "attention scores dominate: {n_kv} cells x {n_tokens} tokens x {} heads in f32 (flash attention off)",
+            w.n_head
+        ),
+        Peak::Attention => format!(
+            "the attention's activations dominate: {} heads' absorbed queries x {n_tokens} tokens (flash attention keeps the scores out)",
             w.n_head
         ),
         Peak::FeedForward => format!(
@@ -420,9 +590,19 @@ fn why(peak: Peak, w: &Widths, n_kv: u64, n_tokens: u32, n_outputs: u32, fa: boo
                 ""
             }
         ),
+        Peak::StateScan => format!("the selective scan dominates: its activations x {n_tokens} tokens and every sequence's state"),
         Peak::Logits => format!(
             "the logits dominate: {} tokens of vocabulary x {n_outputs} outputs in f32",
             w.n_vocab.unwrap_or(0)
         ),
+    };
+    match w.graph {
+        Graph::Decoder => what,
+        // Measured on test shapes (RELIABILITY.md): the q LoRA's own
+        // intermediates added 0 to 4096 floats a token the fit does not hold.
+        Graph::Mla { q_lora: true, .. } => {
+            format!("{what}; the q LoRA's intermediates are not modelled (the server reserved up to 9% more on test shapes)")
+        }
+        Graph::Mla { .. } | Graph::Mamba { .. } => what,
     }
 }

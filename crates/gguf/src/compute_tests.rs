@@ -171,17 +171,19 @@ fn experts_count_the_ones_used_per_token() {
 
 #[test]
 fn an_architecture_not_modelled_is_unknown_not_zero() {
+    // Mamba-2's graph (groups, heads, a gated norm) is not Mamba-1's.
     let b = Builder::default()
         .arch(
-            "mamba",
+            "mamba2",
             &[
                 ("block_count", 24),
                 ("context_length", 4096),
                 ("embedding_length", 768),
                 ("ssm.conv_kernel", 4),
                 ("ssm.inner_size", 1536),
-                ("ssm.state_size", 16),
-                ("ssm.time_step_rank", 48),
+                ("ssm.state_size", 128),
+                ("ssm.time_step_rank", 24),
+                ("ssm.group_count", 1),
             ],
         )
         .tensor("token_embd.weight", &[768, 50280], F32);
@@ -189,6 +191,130 @@ fn an_architecture_not_modelled_is_unknown_not_zero() {
     assert_eq!(e.compute_bytes, None);
     assert_eq!(e.peak, None);
     assert!(e.why.contains("not modelled"), "{}", e.why);
+}
+
+/// DeepSeek-V2-Lite as convert_hf_to_gguf.py writes it (tests/servers/
+/// shape_model.py deepseek2-lite): absorbed MLA with a rank of 512, 64
+/// experts of 1408 (6 used), 2 shared, the first layer dense (10944).
+fn deepseek2_lite() -> Builder {
+    deepseek2_lite_with_ffn(10944, 1408, 6)
+}
+
+/// Its attention with other feed-forward widths: the dense layer's, an
+/// expert's and the experts used per token.
+fn deepseek2_lite_with_ffn(n_ff: u32, n_ff_exp: u32, n_used: u32) -> Builder {
+    let keys = [
+        ("feed_forward_length", n_ff),
+        ("expert_count", 64),
+        ("expert_used_count", n_used),
+        ("expert_feed_forward_length", n_ff_exp),
+        ("expert_shared_count", 2),
+        ("leading_dense_block_count", 1),
+    ];
+    keys.iter()
+        .fold(crate::tests::deepseek_v2_lite(), |b, &(key, v)| {
+            b.u32(&format!("deepseek2.{key}"), v)
+        })
+        .tensor("token_embd.weight", &[2048, 102400], F32)
+}
+
+#[test]
+fn latent_attention_with_flash_attention_is_the_dense_first_layer() {
+    // Server: 88.14 MiB, 0.39 MiB output. The dense layer's 10944-wide FFN
+    // outweighs the routed experts' 6 x 1408.
+    let e = cpu(&deepseek2_lite(), kv(4096, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.peak, Some(Peak::FeedForward), "{}", e.why);
+    assert_eq!(e.compute_bytes, Some(512 * (3 * 10944 + 5 * 2048) * 4 + 4 * MIB));
+    assert!((mib(e.compute_bytes) - 88.14).abs() < 0.02);
+    assert_eq!(e.output_bytes, Some(102400 * 4));
+}
+
+#[test]
+fn latent_attention_without_flash_attention_is_every_heads_scores_over_one_latent_head() {
+    // Server: 196.01 MiB: 16 heads' scores over 4096 cells (128 MiB), the
+    // f32 mask (8 MiB) and 30720 floats a token of activations (60 MiB).
+    let e = cpu(&deepseek2_lite(), kv(4096, 512, 1, false), FlashAttn::Off);
+    assert_eq!(e.peak, Some(Peak::AttentionScores), "{}", e.why);
+    assert_eq!(e.compute_bytes, Some(196 * MIB));
+    // Server: 128.01 MiB with 4 streams of 2048 cells each.
+    let e = cpu(&deepseek2_lite(), kv(8192, 512, 4, false), FlashAttn::Off);
+    assert_eq!(e.compute_bytes, Some(128 * MIB));
+}
+
+#[test]
+fn the_latent_v_copy_counts_once_it_outgrows_the_absorbed_querys_hole() {
+    // -ub 128: the absorbed query leaves 16 x 512 x 128 floats (4 MiB).
+    // Server: 167.00 MiB at -c 16384, whose V copy is 16 MiB and counts;
+    // 49.00 MiB at -c 4096, whose 4 MiB copy fits the hole.
+    let e = cpu(&deepseek2_lite(), kv(16384, 128, 1, false), FlashAttn::Off);
+    assert_eq!(e.compute_bytes, Some(167 * MIB), "{}", e.why);
+    let e = cpu(&deepseek2_lite(), kv(4096, 128, 1, false), FlashAttn::Off);
+    assert_eq!(e.compute_bytes, Some(49 * MIB), "{}", e.why);
+}
+
+#[test]
+fn latent_attention_activations_can_outweigh_the_feed_forward_block() {
+    // A test shape (RELIABILITY.md): DeepSeek-V2-Lite's attention with a
+    // 4096-wide dense layer and 2 experts of 512 used. Server: 64.01 MiB
+    // with flash attention.
+    let b = deepseek2_lite_with_ffn(4096, 512, 2);
+    let e = cpu(&b, kv(4096, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.peak, Some(Peak::Attention), "{}", e.why);
+    assert_eq!(e.compute_bytes, Some(64 * MIB));
+    // With a q LoRA the server reserved 68.01 MiB: said, not modelled.
+    let e = cpu(
+        &b.u32("deepseek2.attention.q_lora_rank", 1536),
+        kv(4096, 512, 1, false),
+        FlashAttn::On,
+    );
+    assert_eq!(e.compute_bytes, Some(64 * MIB));
+    assert!(e.why.contains("q LoRA"), "{}", e.why);
+}
+
+#[test]
+fn an_older_deepseek2_without_latent_attention_is_unknown() {
+    let b = Builder::default()
+        .arch(
+            "deepseek2",
+            &[
+                ("block_count", 27),
+                ("context_length", 163840),
+                ("embedding_length", 2048),
+                ("feed_forward_length", 10944),
+                ("attention.head_count", 16),
+                ("attention.head_count_kv", 16),
+                ("attention.key_length", 192),
+                ("attention.value_length", 128),
+            ],
+        )
+        .tensor("token_embd.weight", &[2048, 102400], F32);
+    let e = cpu(&b, kv(4096, 512, 1, false), FlashAttn::On);
+    assert_eq!(e.compute_bytes, None);
+    assert!(e.why.contains("older GGUF"), "{}", e.why);
+}
+
+/// state-spaces/mamba-130m (tests/servers/shape_model.py mamba-130m).
+fn mamba_130m() -> Builder {
+    crate::tests::mamba_130m().tensor("token_embd.weight", &[768, 50280], F32)
+}
+
+#[test]
+fn mamba_is_the_scan_and_every_sequences_state() {
+    // One sequence's conv and SSM state of a layer: (3 + 16) x 1536 floats.
+    let state = (3 + 16) * 1536 * 4;
+    // Server: 22.62 MiB at -ub 512, whatever the context or flash attention.
+    for (ctx, fa) in [(4096, FlashAttn::On), (65536, FlashAttn::Off)] {
+        let e = cpu(&mamba_130m(), kv(ctx, 512, 1, false), fa);
+        assert_eq!(e.peak, Some(Peak::StateScan), "{}", e.why);
+        assert_eq!(e.compute_bytes, Some(512 * 11520 * 4 + state));
+        assert!((mib(e.compute_bytes) - 22.62).abs() < 0.01);
+    }
+    // Server: 24.29 MiB with 16 sequences, 90.14 at -ub 2048.
+    let e = cpu(&mamba_130m(), kv(4096, 512, 16, false), FlashAttn::On);
+    assert!((mib(e.compute_bytes) - 24.29).abs() < 0.01, "{}", mib(e.compute_bytes));
+    let e = cpu(&mamba_130m(), kv(4096, 2048, 1, false), FlashAttn::On);
+    assert!((mib(e.compute_bytes) - 90.14).abs() < 0.05, "{}", mib(e.compute_bytes));
+    assert_eq!(e.output_bytes, Some(50280 * 4));
 }
 
 /// The shape a capture's log printed, as a header-only model: the keys it

@@ -99,7 +99,7 @@ fn gpt_oss_20b() -> Builder {
     )
 }
 
-fn deepseek_v2_lite() -> Builder {
+pub(crate) fn deepseek_v2_lite() -> Builder {
     // As convert_hf_to_gguf.py writes MLA models: one KV head, K = rank +
     // rope dims (576), V = rank (512), the MLA head sizes separately.
     Builder::default().arch(
@@ -120,7 +120,7 @@ fn deepseek_v2_lite() -> Builder {
     )
 }
 
-fn mamba_130m() -> Builder {
+pub(crate) fn mamba_130m() -> Builder {
     Builder::default().arch(
         "mamba",
         &[
