@@ -28,10 +28,13 @@ pub enum SortKey {
     Energy,
     Name,
     Pid,
+    /// The host of a fleet view (`--remote`, `--prometheus`); `s` passes it
+    /// by where no row has one.
+    Host,
 }
 
 impl SortKey {
-    pub const ALL: [SortKey; 8] = [
+    pub const ALL: [SortKey; 9] = [
         SortKey::Vram,
         SortKey::Spill,
         SortKey::Gpu,
@@ -40,6 +43,7 @@ impl SortKey {
         SortKey::Energy,
         SortKey::Name,
         SortKey::Pid,
+        SortKey::Host,
     ];
 
     pub fn label(self) -> &'static str {
@@ -52,6 +56,7 @@ impl SortKey {
             SortKey::Energy => "ENERGY",
             SortKey::Name => "NAME",
             SortKey::Pid => "PID",
+            SortKey::Host => "HOST",
         }
     }
 
@@ -71,13 +76,14 @@ impl SortKey {
             Column::Cpu => SortKey::Cpu,
             Column::GpuTime => SortKey::GpuTime,
             Column::Energy => SortKey::Energy,
+            Column::Host => SortKey::Host,
             _ => return None,
         })
     }
 
-    /// Figures sort largest first, names and PIDs from the start.
+    /// Figures sort largest first, names, PIDs and hosts from the start.
     pub fn descending(self) -> bool {
-        !matches!(self, SortKey::Name | SortKey::Pid)
+        !matches!(self, SortKey::Name | SortKey::Pid | SortKey::Host)
     }
 }
 
@@ -495,6 +501,7 @@ impl App {
 
     fn sort_value(&self, key: SortKey, p: &Process, scope: &usage::Scope) -> Value {
         let figure = |v: Option<f64>| v.map(Value::Num).unwrap_or(Value::Unknown);
+        let text = |t: Option<&str>| t.map(|t| Value::Text(t.to_lowercase())).unwrap_or(Value::Unknown);
         match key {
             SortKey::Vram => figure(self.figure(p, |g| g.vram_bytes).map(|v| v as f64)),
             SortKey::Spill => figure(self.figure(p, |g| g.spill_bytes).map(|v| v as f64)),
@@ -505,12 +512,9 @@ impl App {
             SortKey::GpuTime | SortKey::Energy if !scope.counting() => Value::Unknown,
             SortKey::GpuTime => figure(scope.of_process(p).totals.gpu_seconds),
             SortKey::Energy => figure(scope.of_process(p).totals.energy_j),
-            SortKey::Name => p
-                .name
-                .as_ref()
-                .map(|n| Value::Text(n.to_lowercase()))
-                .unwrap_or(Value::Unknown),
+            SortKey::Name => text(p.name.as_deref()),
             SortKey::Pid => Value::Num(f64::from(p.pid)),
+            SortKey::Host => text(p.host.as_deref()),
         }
     }
 

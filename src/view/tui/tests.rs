@@ -437,6 +437,40 @@ fn slash_filters_a_fleet_by_host_and_the_host_column_names_each_row() {
 }
 
 #[test]
+fn s_sorts_a_fleet_by_host_after_the_pid_and_a_local_view_passes_it_by() {
+    let mut snap = desktop();
+    for p in &mut snap.processes {
+        p.host = Some(
+            if [4242, 7310].contains(&p.pid) {
+                "GPU-node-7"
+            } else {
+                "gpu-node-1"
+            }
+            .into(),
+        );
+    }
+    let mut app = app_with(snap);
+    while app.sort != SortKey::Pid {
+        key(&mut app, 's');
+    }
+    key(&mut app, 's');
+    assert_eq!(app.sort, SortKey::Host);
+    let s = screen(&mut app, 160, 40);
+    assert!(s.contains("HOST↑"), "{s}");
+    // By host, case aside, then by PID within a host.
+    assert_eq!(pid_order(&s), vec![1468, 6010, 7822, 9120, 4242, 7310]);
+    // Reversed, ties stay by PID.
+    key(&mut app, 'S');
+    assert_eq!(
+        pid_order(&screen(&mut app, 160, 40)),
+        vec![4242, 7310, 1468, 6010, 7822, 9120]
+    );
+    key(&mut app, 's');
+    assert_eq!(app.sort, SortKey::Vram);
+    // No row has a host: `s` goes from PID back to VRAM (the test above).
+}
+
+#[test]
 fn p_pauses_the_screen_and_resume_catches_up() {
     let mut app = app_with(desktop());
     assert_eq!(key(&mut app, 'p'), Action::Redraw);
