@@ -50,6 +50,9 @@ const CASES: &[Case] = &[
     ("mamba-130m", true, 512, 4096, 1, false),
     ("mamba-130m", false, 2048, 4096, 1, false),
     ("mamba-130m", true, 512, 8192, 16, false),
+    ("mamba2-130m", true, 512, 4096, 1, false),
+    ("mamba2-130m", false, 2048, 4096, 1, false),
+    ("mamba2-130m", true, 512, 8192, 8, false),
 ];
 
 /// Cases the estimate misses, with the error measured (MiB): gemma3 with

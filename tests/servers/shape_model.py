@@ -55,6 +55,10 @@ SHAPES = {
     # state-spaces/mamba-130m: 24 Mamba-1 layers, d_inner 1536, d_state 16, d_conv 4, dt_rank 48.
     "mamba-130m": spec("mamba", 24, 768, 0, 0, 0, 0, 50280, 1048576, tied=True,
                        ssm=dict(d_inner=1536, d_state=16, d_conv=4, dt_rank=48)),
+    # state-spaces/mamba2-130m: 24 Mamba-2 layers, d_inner 1536 in 24 heads of 64, d_state 128,
+    # one group.
+    "mamba2-130m": spec("mamba2", 24, 768, 0, 0, 0, 0, 50288, 1048576, tied=True,
+                        ssm=dict(d_inner=1536, d_state=128, d_conv=4, dt_rank=24, n_group=1)),
 }
 
 
@@ -102,9 +106,24 @@ def tensors(s):
 
 
 def mamba_layer(b, s):
-    """src/llama-model.cpp LLM_ARCH_MAMBA: the in/x/dt/out projections and the scan's A, D."""
+    """src/llama-model.cpp LLM_ARCH_MAMBA: the in/x/dt/out projections and the scan's A, D;
+    LLM_ARCH_MAMBA2 (n_group given): x, z, B, C and dt from one projection, one dt per head."""
     e, m = s["n_embd"], s["ssm"]
     d_inner, d_state, dt_rank = m["d_inner"], m["d_state"], m["dt_rank"]
+    if "n_group" in m:
+        g, n_head = m["n_group"], dt_rank
+        xbc = d_inner + 2 * g * d_state
+        return [
+            (b + "attn_norm.weight", [e]),
+            (b + "ssm_in.weight", [e, 2 * d_inner + 2 * g * d_state + n_head]),
+            (b + "ssm_conv1d.weight", [m["d_conv"], xbc]),
+            (b + "ssm_conv1d.bias", [xbc]),
+            (b + "ssm_dt.bias", [n_head]),
+            (b + "ssm_a", [1, n_head]),
+            (b + "ssm_d", [1, n_head]),
+            (b + "ssm_norm.weight", [d_inner // g, g]),
+            (b + "ssm_out.weight", [d_inner, e]),
+        ]
     return [
         (b + "attn_norm.weight", [e]),
         (b + "ssm_in.weight", [e, 2 * d_inner]),
@@ -178,6 +197,8 @@ def write(name, path):
         w.add_ssm_inner_size(m["d_inner"])
         w.add_ssm_state_size(m["d_state"])
         w.add_ssm_time_step_rank(m["dt_rank"])
+        if "n_group" in m:
+            w.add_ssm_group_count(m["n_group"])
     elif "mla" in s:
         m = s["mla"]
         w.add_key_length(m["rank"] + m["rope"])
@@ -213,8 +234,9 @@ def write(name, path):
     w.add_eos_token_id(2)
     data = 0
     for tname, ne in tensors(s):
-        # Q4_0 rows are blocks of 32; narrower matrices (mamba's dt, conv and A) stay F32.
-        kind = T.Q4_0 if len(ne) > 1 and ne[0] % 32 == 0 else T.F32
+        # Q4_0 rows are blocks of 32; narrower matrices (mamba's dt, conv and A) and
+        # norms stay F32.
+        kind = T.Q4_0 if len(ne) > 1 and ne[0] % 32 == 0 and "norm" not in tname else T.F32
         block, size = GGML_QUANT_SIZES[kind]
         nbytes = int(np.prod(ne)) // block * size
         w.add_tensor_info(tname, list(reversed(ne)), np.dtype(np.float32), nbytes, raw_dtype=kind)

@@ -40,11 +40,12 @@
 //!   without flash attention the latent V cache made contiguous
 //!   (`build_attn_mha`'s `ggml_cont(ggml_transpose(v))`), which extends the
 //!   buffer when it is larger than the hole the absorbed query leaves;
-//! - Mamba-1 (src/models/graph-context-mamba.cpp `build_mamba_layer`): no
-//!   attention; the live set at the selective scan is the layer's
-//!   activations and every sequence's conv and SSM states.
+//! - Mamba-1 and Mamba-2 (src/models/graph-context-mamba.cpp
+//!   `build_mamba_layer`, `build_mamba2_layer`): no attention; the live set
+//!   at the selective scan is the layer's activations and every sequence's
+//!   conv and SSM states.
 //!
-//! Architectures whose graph differs (Mamba-2, RWKV, hybrid, encoders,
+//! Architectures whose graph differs (RWKV, the hybrids, encoders,
 //! vision towers, MLA in an older GGUF without the split `k_b`/`v_b`) get
 //! `None`: unknown, not a guess.
 
@@ -224,13 +225,19 @@ enum Graph {
         /// `q_lora_rank`: the query goes through a LoRA (DeepSeek-V3, Kimi).
         q_lora: bool,
     },
-    /// Mamba-1's selective scan (src/models/graph-context-mamba.cpp).
+    /// Mamba-1's and Mamba-2's selective scan
+    /// (src/models/graph-context-mamba.cpp `build_mamba_layer`,
+    /// `build_mamba2_layer`).
     Mamba {
         /// `ssm.inner_size`.
         d_inner: u64,
-        /// One sequence's conv and SSM state of one layer, in floats
-        /// (src/llama-hparams.cpp `n_embd_r + n_embd_s`).
-        state: u64,
+        /// Floats a token beside 15/2 x d_inner: Mamba-2's B and C
+        /// (6 x n_group x d_state) and a dt per head; 0 for Mamba-1.
+        beside: u64,
+        /// One sequence's conv state (`n_embd_r`) and SSM state
+        /// (`n_embd_s`) of one layer, in floats (src/llama-hparams.cpp).
+        r: u64,
+        s: u64,
     },
 }
 
@@ -273,11 +280,20 @@ fn graph(model: &Model, hp: &Hparams, arch: &str) -> Result<Graph, String> {
             "{} (an older GGUF without multi-head latent attention's split k_b/v_b)",
             not_modelled()
         )),
-        "mamba" if hp.memory == Memory::Recurrent => {
-            let state = hp.state.map(|w| w.r.saturating_add(w.s)).ok_or_else(not_modelled)?;
+        "mamba" | "mamba2" if hp.memory == Memory::Recurrent => {
+            let state = hp.state.ok_or_else(not_modelled)?;
+            let beside = match arch {
+                "mamba2" => need("ssm.group_count")?
+                    .saturating_mul(need("ssm.state_size")?)
+                    .saturating_mul(6)
+                    .saturating_add(need("ssm.time_step_rank")?),
+                _ => 0,
+            };
             Ok(Graph::Mamba {
                 d_inner: need("ssm.inner_size")?,
-                state,
+                beside,
+                r: state.r,
+                s: state.s,
             })
         }
         _ => Err(not_modelled()),
@@ -333,7 +349,7 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
     let (graph_a, graph_b) = match graph {
         Graph::Decoder => (0, 0),
         Graph::Mla { rank, head_k, .. } => (rank, head_k),
-        Graph::Mamba { d_inner, state } => (d_inner, state),
+        Graph::Mamba { d_inner, beside, r, s } => (d_inner.max(beside), r.saturating_add(s)),
     };
     let widest = [
         graph_a,
@@ -533,13 +549,23 @@ fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<(u64, 
             }
             bytes
         }
-        Graph::Mamba { d_inner, state } => {
-            // `ssm_scan` with its inputs: 15/2 x d_inner floats a token,
-            // fitted on the real server at d_inner 1536 and 2048 (llama.cpp
-            // loads Mamba-1 with d_inner = 2 x n_embd only, so the two widths
-            // cannot be told apart), beside each sequence's states gathered
-            // for the layer (`build_rs`).
-            t * u128::from(d_inner) * 15 / 2 * f32 + u128::from(b.n_seq) * u128::from(state) * f32
+        Graph::Mamba { d_inner, beside, r, s } => {
+            // `ssm_scan` with its inputs: 15/2 x d_inner floats a token (and
+            // Mamba-2's `beside`), fitted on the real server at d_inner 1536
+            // and 2048 (llama.cpp loads Mamba-1 and Mamba-2 with d_inner =
+            // 2 x n_embd only, so n_embd's share cannot be told apart), with
+            // each sequence's states gathered for the layer (`build_rs`).
+            let (d_inner, n_seq) = (u128::from(d_inner), u128::from(b.n_seq));
+            let mut bytes =
+                t * (d_inner * 15 / 2 + u128::from(beside)) * f32 + n_seq * (u128::from(r) + u128::from(s)) * f32;
+            // The scan's new SSM states beyond the first sequence's go where
+            // its t x d_inner output was freed, when they fit (measured on
+            // 1 to 16 sequences, `-ub` 128 to 2048).
+            let later_states = n_seq.saturating_sub(1) * u128::from(s) * f32;
+            if later_states > t * d_inner * f32 {
+                bytes += later_states;
+            }
+            bytes
         }
     };
     let feed_forward = match w.graph {

@@ -171,23 +171,20 @@ fn experts_count_the_ones_used_per_token() {
 
 #[test]
 fn an_architecture_not_modelled_is_unknown_not_zero() {
-    // Mamba-2's graph (groups, heads, a gated norm) is not Mamba-1's.
+    // An encoder: BERT's graph has no causal mask and no logits.
     let b = Builder::default()
         .arch(
-            "mamba2",
+            "bert",
             &[
-                ("block_count", 24),
-                ("context_length", 4096),
-                ("embedding_length", 768),
-                ("ssm.conv_kernel", 4),
-                ("ssm.inner_size", 1536),
-                ("ssm.state_size", 128),
-                ("ssm.time_step_rank", 24),
-                ("ssm.group_count", 1),
+                ("block_count", 12),
+                ("context_length", 512),
+                ("embedding_length", 384),
+                ("feed_forward_length", 1536),
+                ("attention.head_count", 12),
             ],
         )
-        .tensor("token_embd.weight", &[768, 50280], F32);
-    let e = cpu(&b, kv(4096, 512, 1, false), FlashAttn::On);
+        .tensor("token_embd.weight", &[384, 30522], F32);
+    let e = cpu(&b, kv(512, 512, 1, false), FlashAttn::On);
     assert_eq!(e.compute_bytes, None);
     assert_eq!(e.peak, None);
     assert!(e.why.contains("not modelled"), "{}", e.why);
@@ -484,4 +481,48 @@ fn implausible_widths_or_settings_are_unknown_not_an_overflow() {
     let e = compute(&qwen3().open(), &huge, FlashAttn::Off, &batch).expect("estimate");
     assert_eq!(e.compute_bytes, None);
     assert!(e.why.contains("implausible settings"), "{}", e.why);
+}
+
+/// state-spaces/mamba2-130m (tests/servers/shape_model.py mamba2-130m):
+/// d_inner 1536 in 24 heads, d_state 128, one group.
+fn mamba2_130m() -> Builder {
+    crate::tests::ssm_130m("mamba2", 128, 24)
+        .u32("mamba2.ssm.group_count", 1)
+        .tensor("token_embd.weight", &[768, 50288], F32)
+}
+
+#[test]
+fn mamba2_adds_its_groups_b_and_c_and_a_dt_per_head() {
+    // 15/2 x 1536 + 6 x 128 + 24 floats a token; a sequence's states are
+    // 3 x (1536 + 2 x 128) + 128 x 1536 floats. Server: 24.83 MiB at
+    // -ub 512, 97.01 at -ub 2048, 6.78 at -ub 128.
+    for (ub, server) in [(512, 24.83), (2048, 97.01), (128, 6.78)] {
+        let e = cpu(&mamba2_130m(), kv(4096, ub, 1, false), FlashAttn::On);
+        assert_eq!(e.peak, Some(Peak::StateScan), "{}", e.why);
+        let state = (3 * (1536 + 256) + 128 * 1536) * 4;
+        assert_eq!(e.compute_bytes, Some(u64::from(ub) * 12312 * 4 + state));
+        assert!(
+            (mib(e.compute_bytes) - server).abs() < 0.06,
+            "-ub {ub}: {}",
+            mib(e.compute_bytes)
+        );
+    }
+}
+
+#[test]
+fn later_sequences_new_states_count_once_they_outgrow_the_scans_output() {
+    // Server, mamba2-130m: at -ub 512, 27.14 MiB with 4 sequences (their 3
+    // later states, 2.25 MiB, fit where the 3 MiB output was) and 35.47
+    // with 8 (5.25 MiB do not); at -ub 2048, 108.55 with 16.
+    for (ub, n_seq, server) in [(512, 4, 27.14), (512, 8, 35.47), (2048, 16, 108.55), (128, 16, 29.59)] {
+        let e = cpu(&mamba2_130m(), kv(8192, ub, n_seq, false), FlashAttn::On);
+        assert!(
+            (mib(e.compute_bytes) - server).abs() < 0.05,
+            "-ub {ub} -np {n_seq}: {} against {server}",
+            mib(e.compute_bytes)
+        );
+    }
+    // Mamba-1 the same: mamba-130m, -ub 128, 16 sequences: 8.81 MiB.
+    let e = cpu(&mamba_130m(), kv(8192, 128, 16, false), FlashAttn::On);
+    assert!((mib(e.compute_bytes) - 8.81).abs() < 0.02, "{}", mib(e.compute_bytes));
 }

@@ -121,8 +121,14 @@ pub(crate) fn deepseek_v2_lite() -> Builder {
 }
 
 pub(crate) fn mamba_130m() -> Builder {
+    ssm_130m("mamba", 16, 48)
+}
+
+/// The 130m Mamba shapes (state-spaces/mamba-130m, mamba2-130m): 24 layers
+/// of 768, d_inner 1536; Mamba-2's time-step rank is its head count.
+pub(crate) fn ssm_130m(arch: &str, d_state: u32, dt_rank: u32) -> Builder {
     Builder::default().arch(
-        "mamba",
+        arch,
         &[
             ("block_count", 24),
             ("context_length", 1048576),
@@ -130,8 +136,8 @@ pub(crate) fn mamba_130m() -> Builder {
             ("attention.head_count", 0),
             ("ssm.conv_kernel", 4),
             ("ssm.inner_size", 1536),
-            ("ssm.state_size", 16),
-            ("ssm.time_step_rank", 48),
+            ("ssm.state_size", d_state),
+            ("ssm.time_step_rank", dt_rank),
         ],
     )
 }
