@@ -381,18 +381,7 @@ pub fn compute(
         ..kv.clone()
     };
     let est = estimate(model, &kv_fa)?;
-    // src/llama-context.cpp: n_batch = min(n_ctx, n_batch) for causal
-    // models, n_ubatch = min(n_batch, n_ubatch); sched_reserve takes
-    // n_tokens = min(n_ctx, n_ubatch) and n_outputs = min(n_tokens, n_outputs_max).
-    let n_ctx = est.kv.context;
-    let n_batch = batch.n_batch.max(1).min(n_ctx);
-    let n_tokens = kv.n_ubatch.max(1).min(n_batch);
-    let n_outputs_max = match batch.n_outputs_max {
-        None => kv.n_seq,
-        Some(0) => n_batch,
-        Some(n) => n,
-    };
-    let n_outputs = n_tokens.min(n_outputs_max);
+    let (n_tokens, n_outputs) = reserved_batch(est.kv.context, kv, batch);
     let t = u64::from(n_tokens);
 
     let mask_bytes = if fa { F16 } else { F32 };
@@ -465,19 +454,7 @@ pub fn compute(
         out.why = "the vocabulary size (token_embd.weight) is unknown".into();
         return Ok(out);
     };
-    let attention_peak = match w.graph {
-        Graph::Mamba { .. } => Peak::StateScan,
-        _ if fa => Peak::Attention,
-        _ => Peak::AttentionScores,
-    };
-    let (peak, bytes) = [
-        (attention_peak, attention),
-        (Peak::FeedForward, feed_forward),
-        (Peak::Logits, logits),
-    ]
-    .into_iter()
-    .max_by_key(|&(_, b)| b)
-    .unwrap_or((Peak::FeedForward, feed_forward));
+    let (peak, bytes) = largest(w.graph, fa, attention, feed_forward, logits);
     out.compute_bytes = Some(bytes);
     out.peak = Some(peak);
     // ggml's scheduler places graph inputs on the last backend, the CPU
@@ -494,6 +471,38 @@ pub fn compute(
             .push_str("; taken from the CPU backend's live set (no GPU capture of this graph)");
     }
     Ok(out)
+}
+
+/// The reserved batch's tokens and logit rows. src/llama-context.cpp:
+/// n_batch = min(n_ctx, n_batch) for causal models, n_ubatch = min(n_batch,
+/// n_ubatch); sched_reserve takes n_tokens = min(n_ctx, n_ubatch) and
+/// n_outputs = min(n_tokens, n_outputs_max).
+fn reserved_batch(n_ctx: u32, kv: &KvSettings, batch: &BatchSettings) -> (u32, u32) {
+    let n_batch = batch.n_batch.max(1).min(n_ctx);
+    let n_tokens = kv.n_ubatch.max(1).min(n_batch);
+    let n_outputs_max = match batch.n_outputs_max {
+        None => kv.n_seq,
+        Some(0) => n_batch,
+        Some(n) => n,
+    };
+    (n_tokens, n_tokens.min(n_outputs_max))
+}
+
+/// The largest of the moments, and which it is.
+fn largest(graph: Graph, fa: bool, attention: u64, feed_forward: u64, logits: u64) -> (Peak, u64) {
+    let attention_peak = match graph {
+        Graph::Mamba { .. } => Peak::StateScan,
+        _ if fa => Peak::Attention,
+        _ => Peak::AttentionScores,
+    };
+    [
+        (attention_peak, attention),
+        (Peak::FeedForward, feed_forward),
+        (Peak::Logits, logits),
+    ]
+    .into_iter()
+    .max_by_key(|&(_, b)| b)
+    .unwrap_or((Peak::FeedForward, feed_forward))
 }
 
 /// The reserved graph's sizes that the live sets depend on.
