@@ -53,6 +53,9 @@ const CASES: &[Case] = &[
     ("mamba2-130m", true, 512, 4096, 1, false),
     ("mamba2-130m", false, 2048, 4096, 1, false),
     ("mamba2-130m", true, 512, 8192, 8, false),
+    ("granite-4.0-h-tiny", true, 512, 4096, 1, false),
+    ("granite-4.0-h-tiny", false, 512, 16384, 1, false),
+    ("granite-4.0-h-tiny", true, 512, 8192, 8, false),
 ];
 
 /// Cases the estimate misses, with the error measured (MiB): gemma3 with

@@ -59,6 +59,15 @@ SHAPES = {
     # one group.
     "mamba2-130m": spec("mamba2", 24, 768, 0, 0, 0, 0, 50288, 1048576, tied=True,
                         ssm=dict(d_inner=1536, d_state=128, d_conv=4, dt_rank=24, n_group=1)),
+    # ibm-granite/granite-4.0-h-tiny (its GGUF's keys): 40 layers, Mamba-2 (d_inner 3072 in 48
+    # heads, d_state 128) but for attention (12 heads, 4 KV, of 128, no RoPE) at layers 5, 15,
+    # 25 and 35; in every layer 64 experts of 512 (6 used) beside a shared one of 1024.
+    "granite-4.0-h-tiny": spec("granitehybrid", 40, 1536, 12, 4, 128, 512, 100352, 1048576, tied=True,
+                               ssm=dict(d_inner=3072, d_state=128, d_conv=4, dt_rank=48, n_group=1),
+                               attention_layers=[5, 15, 25, 35],
+                               n_expert=64, n_expert_used=6, n_ff_exp=512, n_ff_shexp=1024,
+                               floats={"logit_scale": 6.0, "residual_scale": 0.22, "embedding_scale": 12.0,
+                                       "attention.scale": 0.0078125}),
 }
 
 
@@ -70,6 +79,9 @@ def tensors(s):
         out.append(("output.weight", [e, s["n_vocab"]]))
     for il in range(s["n_layer"]):
         b = f"blk.{il}."
+        if "attention_layers" in s:
+            out += hybrid_layer(b, s, il)
+            continue
         if "ssm" in s:
             out += mamba_layer(b, s)
             continue
@@ -89,13 +101,7 @@ def tensors(s):
         if s.get("gemma"):
             out += [(b + "post_attention_norm.weight", [e]), (b + "post_ffw_norm.weight", [e])]
         if "n_expert" in s:
-            n, f = s["n_expert"], s["n_ff_exp"]
-            out += [
-                (b + "ffn_gate_inp.weight", [e, n]),
-                (b + "ffn_gate_exps.weight", [e, f, n]),
-                (b + "ffn_up_exps.weight", [e, f, n]),
-                (b + "ffn_down_exps.weight", [f, e, n]),
-            ]
+            out += experts(b, e, s["n_expert"], s["n_ff_exp"], 0)
         else:
             out += [
                 (b + "ffn_gate.weight", [e, s["n_ff"]]),
@@ -138,6 +144,40 @@ def mamba_layer(b, s):
     ]
 
 
+def hybrid_layer(b, s, il):
+    """src/llama-model.cpp LLM_ARCH_GRANITE_HYBRID: a Mamba-2 or an attention block, then the
+    experts beside the shared one."""
+    e, hd = s["n_embd"], s["head_dim"]
+    if il in s["attention_layers"]:
+        mixer = [
+            (b + "attn_norm.weight", [e]),
+            (b + "attn_q.weight", [e, s["n_head"] * hd]),
+            (b + "attn_k.weight", [e, s["n_head_kv"] * hd]),
+            (b + "attn_v.weight", [e, s["n_head_kv"] * hd]),
+            (b + "attn_output.weight", [s["n_head"] * hd, e]),
+        ]
+    else:
+        mixer = mamba_layer(b, s)
+    return mixer + [(b + "ffn_norm.weight", [e])] + experts(b, e, s["n_expert"], s["n_ff_exp"], s["n_ff_shexp"])
+
+
+def experts(b, e, n, f, shared):
+    """n routed experts of f, and a shared FFN of `shared` where it is not 0."""
+    out = [
+        (b + "ffn_gate_inp.weight", [e, n]),
+        (b + "ffn_gate_exps.weight", [e, f, n]),
+        (b + "ffn_up_exps.weight", [e, f, n]),
+        (b + "ffn_down_exps.weight", [f, e, n]),
+    ]
+    if shared:
+        out += [
+            (b + "ffn_gate_shexp.weight", [e, shared]),
+            (b + "ffn_up_shexp.weight", [e, shared]),
+            (b + "ffn_down_shexp.weight", [shared, e]),
+        ]
+    return out
+
+
 def mla_layer(b, s, il):
     """src/llama-model.cpp LLM_ARCH_DEEPSEEK2: q through a LoRA (q_rank) or, in the Lite
     models, one matrix."""
@@ -165,17 +205,8 @@ def mla_layer(b, s, il):
             (b + "ffn_up.weight", [e, s["n_ff"]]),
             (b + "ffn_down.weight", [s["n_ff"], e]),
         ]
-    n, f = s["n_expert"], s["n_ff_exp"]
-    shared = f * s["n_expert_shared"]
-    return out + [
-        (b + "ffn_gate_inp.weight", [e, n]),
-        (b + "ffn_gate_exps.weight", [e, f, n]),
-        (b + "ffn_up_exps.weight", [e, f, n]),
-        (b + "ffn_down_exps.weight", [f, e, n]),
-        (b + "ffn_gate_shexp.weight", [e, shared]),
-        (b + "ffn_up_shexp.weight", [e, shared]),
-        (b + "ffn_down_shexp.weight", [shared, e]),
-    ]
+    f = s["n_ff_exp"]
+    return out + experts(b, e, s["n_expert"], f, f * s["n_expert_shared"])
 
 
 def write(name, path):
@@ -189,7 +220,15 @@ def write(name, path):
     w.add_block_count(s["n_layer"])
     w.add_feed_forward_length(s["n_ff"])
     w.add_head_count(s["n_head"])
-    w.add_head_count_kv(s["n_head_kv"])
+    if "attention_layers" in s:
+        # A layer is recurrent where its KV head count is 0.
+        w.add_head_count_kv([s["n_head_kv"] if il in s["attention_layers"] else 0 for il in range(s["n_layer"])])
+        w.add_key_length(s["head_dim"])
+        w.add_value_length(s["head_dim"])
+        w.add_rope_scaling_finetuned(False)
+        w.add_expert_shared_feed_forward_length(s["n_ff_shexp"])
+    else:
+        w.add_head_count_kv(s["n_head_kv"])
     w.add_layer_norm_rms_eps(1e-6)
     if "ssm" in s:
         m = s["ssm"]

@@ -45,7 +45,10 @@
 //!   at the selective scan is the layer's activations and every sequence's
 //!   conv and SSM states.
 //!
-//! Architectures whose graph differs (RWKV, the hybrids, encoders,
+//! - Granite-4.0-H (src/models/granite-hybrid.cpp): the Mamba-2 scan in
+//!   most layers, attention without RoPE in a few, experts in every one.
+//!
+//! Architectures whose graph differs (RWKV, the other hybrids, encoders,
 //! vision towers, MLA in an older GGUF without the split `k_b`/`v_b`) get
 //! `None`: unknown, not a guess.
 
@@ -188,6 +191,9 @@ pub struct ComputeEstimate {
     /// The terms of the compute buffer.
     pub masks_bytes: u64,
     pub attention_bytes: Option<u64>,
+    /// A recurrent layer's selective scan beside the states (Mamba, and
+    /// the Mamba-2 layers of Granite-4.0-H).
+    pub scan_bytes: Option<u64>,
     pub feed_forward_bytes: Option<u64>,
     pub logits_bytes: Option<u64>,
     pub peak: Option<Peak>,
@@ -205,6 +211,8 @@ struct Widths {
     /// for a mixture of experts, or the leading dense blocks' `n_ff` where
     /// wider (DeepSeek's first layers).
     n_ff_active: u64,
+    /// Experts used per token; 0 without experts.
+    n_used: u64,
     n_vocab: Option<u64>,
     graph: Graph,
 }
@@ -225,20 +233,31 @@ enum Graph {
         /// `q_lora_rank`: the query goes through a LoRA (DeepSeek-V3, Kimi).
         q_lora: bool,
     },
-    /// Mamba-1's and Mamba-2's selective scan
-    /// (src/models/graph-context-mamba.cpp `build_mamba_layer`,
-    /// `build_mamba2_layer`).
-    Mamba {
-        /// `ssm.inner_size`.
-        d_inner: u64,
-        /// Floats a token beside 15/2 x d_inner: Mamba-2's B and C
-        /// (6 x n_group x d_state) and a dt per head; 0 for Mamba-1.
-        beside: u64,
-        /// One sequence's conv state (`n_embd_r`) and SSM state
-        /// (`n_embd_s`) of one layer, in floats (src/llama-hparams.cpp).
-        r: u64,
-        s: u64,
+    /// Mamba-1's and Mamba-2's selective scan.
+    Mamba(Ssm),
+    /// Granite-4.0-H (src/models/granite-hybrid.cpp): Mamba-2 layers and a
+    /// few attention layers, each followed by experts beside a shared one
+    /// (or a dense block).
+    GraniteHybrid {
+        ssm: Ssm,
+        /// `rope.scaling.finetuned`: Granite-4.0-H turns RoPE off.
+        rope: bool,
     },
+}
+
+/// A Mamba layer's widths (src/models/graph-context-mamba.cpp
+/// `build_mamba_layer`, `build_mamba2_layer`).
+#[derive(Clone, Copy)]
+struct Ssm {
+    /// `ssm.inner_size`.
+    d_inner: u64,
+    /// Floats a token beside 15/2 x d_inner: Mamba-2's B and C
+    /// (6 x n_group x d_state) and a dt per head; 0 for Mamba-1.
+    beside: u64,
+    /// One sequence's conv state (`n_embd_r`) and SSM state (`n_embd_s`) of
+    /// one layer, in floats (src/llama-hparams.cpp).
+    r: u64,
+    s: u64,
 }
 
 /// Architectures whose graph is the llama decoder (src/models/*.cpp):
@@ -280,24 +299,39 @@ fn graph(model: &Model, hp: &Hparams, arch: &str) -> Result<Graph, String> {
             "{} (an older GGUF without multi-head latent attention's split k_b/v_b)",
             not_modelled()
         )),
-        "mamba" | "mamba2" if hp.memory == Memory::Recurrent => {
-            let state = hp.state.ok_or_else(not_modelled)?;
-            let beside = match arch {
-                "mamba2" => need("ssm.group_count")?
-                    .saturating_mul(need("ssm.state_size")?)
-                    .saturating_mul(6)
-                    .saturating_add(need("ssm.time_step_rank")?),
-                _ => 0,
-            };
-            Ok(Graph::Mamba {
-                d_inner: need("ssm.inner_size")?,
-                beside,
-                r: state.r,
-                s: state.s,
-            })
-        }
+        "mamba" | "mamba2" if hp.memory == Memory::Recurrent => Ok(Graph::Mamba(ssm(model, hp, arch)?)),
+        "granitehybrid" if hp.memory == Memory::Hybrid => Ok(Graph::GraniteHybrid {
+            ssm: ssm(model, hp, arch)?,
+            rope: model
+                .metadata()
+                .get(&format!("{arch}.rope.scaling.finetuned"))
+                .and_then(Value::as_bool)
+                .unwrap_or(true),
+        }),
         _ => Err(not_modelled()),
     }
+}
+
+/// The Mamba widths of `arch`: Mamba-1's, or Mamba-2's where the model has
+/// groups (mamba2, the hybrids' SSM layers).
+fn ssm(model: &Model, hp: &Hparams, arch: &str) -> Result<Ssm, String> {
+    let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
+    let state = hp
+        .state
+        .ok_or_else(|| format!("the recurrent state of architecture {arch:?} is not modelled"))?;
+    let beside = match arch {
+        "mamba" => 0,
+        _ => need("ssm.group_count")?
+            .saturating_mul(need("ssm.state_size")?)
+            .saturating_mul(6)
+            .saturating_add(need("ssm.time_step_rank")?),
+    };
+    Ok(Ssm {
+        d_inner: need("ssm.inner_size")?,
+        beside,
+        r: state.r,
+        s: state.s,
+    })
 }
 
 fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
@@ -306,16 +340,23 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
     let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
     let n_embd = need("embedding_length")?;
     // Mamba has no heads and no feed-forward block.
-    let attends = !matches!(graph, Graph::Mamba { .. });
+    let attends = !matches!(graph, Graph::Mamba(_));
     let n_head = if attends { need("attention.head_count")? } else { 0 };
     let n_head_kv = u64::from(hp.n_head_kv.iter().copied().max().unwrap_or(0));
     let dense = || need("feed_forward_length");
-    let n_ff_active = match key_u64(model, arch, "expert_count").unwrap_or(0) {
+    let n_used = match key_u64(model, arch, "expert_count").unwrap_or(0) {
+        0 => 0,
+        _ => need("expert_used_count")?,
+    };
+    let n_ff_active = match n_used {
         _ if !attends => 0,
         0 => dense()?,
         _ => {
-            let experts = need("expert_feed_forward_length")?
-                .checked_mul(need("expert_used_count")?)
+            // Without an expert width of their own (Granite, Mixtral) the
+            // experts are `feed_forward_length` wide.
+            let experts = key_u64(model, arch, "expert_feed_forward_length")
+                .map_or_else(dense, Ok)?
+                .checked_mul(n_used)
                 .ok_or_else(|| format!("{arch}: implausible expert widths"))?;
             // The shared experts (deepseek2's `ffn_*_shexp`) run after the
             // routed ones have been summed, so they do not add to the peak:
@@ -343,13 +384,16 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
         n_q: n_head.saturating_mul(u64::from(hp.head_k)),
         n_kv_dim: n_head_kv.saturating_mul(u64::from(hp.head_k.max(hp.head_v))),
         n_ff_active,
+        n_used,
         n_vocab,
         graph,
     };
     let (graph_a, graph_b) = match graph {
         Graph::Decoder => (0, 0),
         Graph::Mla { rank, head_k, .. } => (rank, head_k),
-        Graph::Mamba { d_inner, beside, r, s } => (d_inner.max(beside), r.saturating_add(s)),
+        Graph::Mamba(ssm) | Graph::GraniteHybrid { ssm, .. } => {
+            (ssm.d_inner.max(ssm.beside), ssm.r.saturating_add(ssm.s))
+        }
     };
     let widest = [
         graph_a,
@@ -359,6 +403,7 @@ fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
         w.n_q,
         w.n_kv_dim,
         w.n_ff_active,
+        w.n_used,
         w.n_vocab.unwrap_or(0),
     ];
     if widest.iter().any(|&x| x > MAX_WIDTH) {
@@ -403,6 +448,7 @@ pub fn compute(
         output_bytes: None,
         masks_bytes,
         attention_bytes: None,
+        scan_bytes: None,
         feed_forward_bytes: None,
         logits_bytes: None,
         peak: None,
@@ -435,7 +481,7 @@ pub fn compute(
             _ => 0,
         }),
     };
-    let Some((attention, feed_forward)) = layer_peaks(&w, batch.backend, &shape) else {
+    let Some(moments) = layer_peaks(&w, batch.backend, &shape) else {
         out.why = "implausible settings: the graph's buffers would pass 2^64 bytes".into();
         return Ok(out);
     };
@@ -446,15 +492,16 @@ pub fn compute(
     // the last layer's attention). Checked on four GPU captures, three of
     // them byte-exact (tests/data/compute-captures).
     let logits = w.n_vocab.map(|v| (v + w.n_embd) * u64::from(n_outputs) * F32);
-    out.attention_bytes = Some(attention);
-    out.feed_forward_bytes = Some(feed_forward);
+    out.attention_bytes = moments.attention;
+    out.scan_bytes = moments.scan;
+    out.feed_forward_bytes = Some(moments.feed_forward);
     out.logits_bytes = logits;
 
     let Some(logits) = logits else {
         out.why = "the vocabulary size (token_embd.weight) is unknown".into();
         return Ok(out);
     };
-    let (peak, bytes) = largest(w.graph, fa, attention, feed_forward, logits);
+    let (peak, bytes) = largest(&moments, fa, logits);
     out.compute_bytes = Some(bytes);
     out.peak = Some(peak);
     // ggml's scheduler places graph inputs on the last backend, the CPU
@@ -489,20 +536,18 @@ fn reserved_batch(n_ctx: u32, kv: &KvSettings, batch: &BatchSettings) -> (u32, u
 }
 
 /// The largest of the moments, and which it is.
-fn largest(graph: Graph, fa: bool, attention: u64, feed_forward: u64, logits: u64) -> (Peak, u64) {
-    let attention_peak = match graph {
-        Graph::Mamba { .. } => Peak::StateScan,
-        _ if fa => Peak::Attention,
-        _ => Peak::AttentionScores,
-    };
+fn largest(m: &Moments, fa: bool, logits: u64) -> (Peak, u64) {
+    let attention_peak = if fa { Peak::Attention } else { Peak::AttentionScores };
     [
-        (attention_peak, attention),
-        (Peak::FeedForward, feed_forward),
-        (Peak::Logits, logits),
+        m.attention.map(|b| (attention_peak, b)),
+        m.scan.map(|b| (Peak::StateScan, b)),
+        Some((Peak::FeedForward, m.feed_forward)),
+        Some((Peak::Logits, logits)),
     ]
     .into_iter()
+    .flatten()
     .max_by_key(|&(_, b)| b)
-    .unwrap_or((Peak::FeedForward, feed_forward))
+    .unwrap_or((Peak::FeedForward, m.feed_forward))
 }
 
 /// The reserved graph's sizes that the live sets depend on.
@@ -518,12 +563,21 @@ struct ReservedBatch {
     v_cont_bytes_per_cell: Option<u64>,
 }
 
-/// The live sets at the attention (or a recurrent layer's scan) and at the
-/// feed-forward block, in bytes. In u128: n_kv and t are each below 2^32
-/// and the widths below 2^24 (`widths`), so no product overflows; a total
-/// past u64 is no real configuration (its settings are a process's argv):
-/// None.
-fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<(u64, u64)> {
+/// The live sets of a layer's moments, in bytes.
+struct Moments {
+    /// At the attention; `None` for a graph without attention.
+    attention: Option<u64>,
+    /// At a recurrent layer's scan; `None` for a graph without one.
+    scan: Option<u64>,
+    /// At the feed-forward block (0 for Mamba, which has none).
+    feed_forward: u64,
+}
+
+/// The live sets at the attention, at a recurrent layer's scan and at the
+/// feed-forward block. In u128: n_kv and t are each below 2^32 and the
+/// widths below 2^24 (`widths`), so no product overflows; a total past u64
+/// is no real configuration (its settings are a process's argv): None.
+fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<Moments> {
     if b.masks_bytes == u64::MAX {
         return None; // saturated
     }
@@ -538,16 +592,20 @@ fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<(u64, 
     } else {
         n_kv * t * u128::from(w.n_head) * f32
     };
+    let beside = |floats: u64| scores + t * u128::from(floats) * f32 + masks;
     let attention = match w.graph {
-        Graph::Decoder => scores + t * u128::from(beside_scores(backend, w)) * f32 + masks,
+        Graph::Decoder => Some(beside(beside_scores(backend, w))),
+        // Without RoPE the query is not copied once more (3 x n_q less
+        // one): Granite-4.0-H-Tiny's attention layers, within 0.01 MiB.
+        Graph::GraniteHybrid { rope: false, .. } => Some(beside(beside_scores(backend, w).saturating_sub(w.n_q))),
+        Graph::GraniteHybrid { rope: true, .. } => Some(beside(beside_scores(backend, w))),
         Graph::Mla { rank, head_k, rope, .. } => {
             // Fitted on the real server (tests/compute_matrix.rs and the
             // shapes of RELIABILITY.md): the residual stream and its norms
             // (5 x n_embd), per head the absorbed query and the `kqv` product
             // in the latent width (2 x rank) beside the query head before
             // absorption (nope + rope), and 16 floats per rope dim.
-            let per_token = 5 * w.n_embd + w.n_head * (2 * rank + head_k) + 16 * rope;
-            let mut bytes = scores + t * u128::from(per_token) * f32 + masks;
+            let mut bytes = beside(5 * w.n_embd + w.n_head * (2 * rank + head_k) + 16 * rope);
             if !b.flash_attn {
                 // The contiguous copy of the latent V goes where the absorbed
                 // query (n_head x rank x t floats) was freed, when it fits.
@@ -556,32 +614,52 @@ fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<(u64, 
                     bytes += v_cont;
                 }
             }
-            bytes
+            Some(bytes)
         }
-        Graph::Mamba { d_inner, beside, r, s } => {
-            // `ssm_scan` with its inputs: 15/2 x d_inner floats a token (and
-            // Mamba-2's `beside`), fitted on the real server at d_inner 1536
-            // and 2048 (llama.cpp loads Mamba-1 and Mamba-2 with d_inner =
-            // 2 x n_embd only, so n_embd's share cannot be told apart), with
-            // each sequence's states gathered for the layer (`build_rs`).
-            let (d_inner, n_seq) = (u128::from(d_inner), u128::from(b.n_seq));
-            let mut bytes =
-                t * (d_inner * 15 / 2 + u128::from(beside)) * f32 + n_seq * (u128::from(r) + u128::from(s)) * f32;
-            // The scan's new SSM states beyond the first sequence's go where
-            // its t x d_inner output was freed, when they fit (measured on
-            // 1 to 16 sequences, `-ub` 128 to 2048).
-            let later_states = n_seq.saturating_sub(1) * u128::from(s) * f32;
-            if later_states > t * d_inner * f32 {
-                bytes += later_states;
-            }
-            bytes
-        }
+        Graph::Mamba(_) => None,
+    };
+    let scan = match w.graph {
+        Graph::Mamba(ssm) => Some(scan_bytes(ssm, b)),
+        // The masks are graph inputs alive through the last attention layer.
+        Graph::GraniteHybrid { ssm, .. } => Some(scan_bytes(ssm, b) + masks),
+        _ => None,
     };
     let feed_forward = match w.graph {
-        Graph::Mamba { .. } => 0,
+        Graph::Mamba(_) => 0,
+        // Granite-4.0-H's experts: the down projections of every expert used
+        // and their weighted copy, n_embd each (`build_moe_ffn`), beside the
+        // residual stream; measured on its shape and on 3 to 8 experts used.
+        Graph::GraniteHybrid { .. } if w.n_used > 0 => {
+            t * u128::from((3 * w.n_ff_active).max(2 * w.n_embd * w.n_used) + 5 * w.n_embd) * f32 + masks
+        }
         _ => t * u128::from(3 * w.n_ff_active + 5 * w.n_embd) * f32 + masks,
     };
-    Some((u64::try_from(attention).ok()?, u64::try_from(feed_forward).ok()?))
+    let fits = |v: Option<u128>| v.map(u64::try_from).transpose().ok();
+    Some(Moments {
+        attention: fits(attention)?,
+        scan: fits(scan)?,
+        feed_forward: u64::try_from(feed_forward).ok()?,
+    })
+}
+
+/// `ssm_scan` with its inputs: 15/2 x d_inner floats a token (and Mamba-2's
+/// `beside`), fitted on the real server at d_inner 1536 and 2048 (llama.cpp
+/// loads Mamba-1 and Mamba-2 with d_inner = 2 x n_embd only, so n_embd's
+/// share cannot be told apart), with each sequence's states gathered for the
+/// layer (`build_rs`).
+fn scan_bytes(ssm: Ssm, b: &ReservedBatch) -> u128 {
+    let (t, f32) = (u128::from(b.n_tokens), u128::from(F32));
+    let (d_inner, n_seq) = (u128::from(ssm.d_inner), u128::from(b.n_seq));
+    let mut bytes =
+        t * (d_inner * 15 / 2 + u128::from(ssm.beside)) * f32 + n_seq * (u128::from(ssm.r) + u128::from(ssm.s)) * f32;
+    // The scan's new SSM states beyond the first sequence's go where its
+    // t x d_inner output was freed, when they fit (measured on 1 to 16
+    // sequences, `-ub` 128 to 2048).
+    let later_states = n_seq.saturating_sub(1) * u128::from(ssm.s) * f32;
+    if later_states > t * d_inner * f32 {
+        bytes += later_states;
+    }
+    bytes
 }
 
 /// Floats per token alive beside the attention scores (the layer's
@@ -616,6 +694,12 @@ fn why(peak: Peak, w: &Widths, n_kv: u64, n_tokens: u32, n_outputs: u32, fa: boo
             "the attention's activations dominate: {} heads' absorbed queries x {n_tokens} tokens (flash attention keeps the scores out)",
             w.n_head
         ),
+        Peak::FeedForward if matches!(w.graph, Graph::GraniteHybrid { .. }) && 2 * w.n_embd * w.n_used > 3 * w.n_ff_active => {
+            format!(
+                "the experts' outputs dominate: {} experts x {} wide x {n_tokens} tokens",
+                w.n_used, w.n_embd
+            )
+        }
         Peak::FeedForward => format!(
             "the feed-forward block dominates: {} wide x {n_tokens} tokens{}",
             w.n_ff_active,
@@ -638,6 +722,6 @@ fn why(peak: Peak, w: &Widths, n_kv: u64, n_tokens: u32, n_outputs: u32, fa: boo
         Graph::Mla { q_lora: true, .. } => {
             format!("{what}; the q LoRA's intermediates are not modelled (the server reserved up to 9% more on test shapes)")
         }
-        Graph::Mla { .. } | Graph::Mamba { .. } => what,
+        Graph::Mla { .. } | Graph::Mamba(_) | Graph::GraniteHybrid { .. } => what,
     }
 }

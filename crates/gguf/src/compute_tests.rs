@@ -526,3 +526,69 @@ fn later_sequences_new_states_count_once_they_outgrow_the_scans_output() {
     let e = cpu(&mamba_130m(), kv(8192, 128, 16, false), FlashAttn::On);
     assert!((mib(e.compute_bytes) - 8.81).abs() < 0.02, "{}", mib(e.compute_bytes));
 }
+
+/// ibm-granite/granite-4.0-h-tiny (tests/servers/shape_model.py): 36
+/// Mamba-2 layers (d_inner 3072 in 48 heads, d_state 128) and attention
+/// (12 heads, 4 KV, of 128, no RoPE) at layers 5, 15, 25 and 35; 64 experts
+/// of 512, 6 used, beside a shared one of 1024.
+fn granite_4_h_tiny() -> Builder {
+    use crate::testutil::arr;
+    let kv_heads = (0..40).map(|il| Value::U32(if il % 10 == 5 { 4 } else { 0 })).collect();
+    Builder::default()
+        .arch(
+            "granitehybrid",
+            &[
+                ("block_count", 40),
+                ("context_length", 1048576),
+                ("embedding_length", 1536),
+                ("feed_forward_length", 512),
+                ("expert_count", 64),
+                ("expert_used_count", 6),
+                ("expert_shared_feed_forward_length", 1024),
+                ("attention.head_count", 12),
+                ("attention.key_length", 128),
+                ("attention.value_length", 128),
+                ("ssm.conv_kernel", 4),
+                ("ssm.inner_size", 3072),
+                ("ssm.state_size", 128),
+                ("ssm.time_step_rank", 48),
+                ("ssm.group_count", 1),
+            ],
+        )
+        .kv("granitehybrid.attention.head_count_kv", arr(ValueType::U32, kv_heads))
+        .kv("granitehybrid.rope.scaling.finetuned", Value::Bool(false))
+        .tensor("token_embd.weight", &[1536, 100352], F32)
+}
+
+#[test]
+fn granite_4_h_is_the_experts_outputs_the_scan_or_the_scores() {
+    // Server: 55.02 MiB at -ub 512 (and 220.06 at -ub 2048) with flash
+    // attention: 6 experts' down projections and their weighted copy, 1536
+    // wide each, beside 5 x 1536 and the f16 mask.
+    for (ub, server) in [(512, 55.02), (2048, 220.06)] {
+        let e = cpu(&granite_4_h_tiny(), kv(4096, ub, 1, false), FlashAttn::On);
+        assert_eq!(e.peak, Some(Peak::FeedForward), "{}", e.why);
+        assert!(e.why.contains("6 experts x 1536 wide"), "{}", e.why);
+        assert!(
+            (mib(e.compute_bytes) - server).abs() < 0.07,
+            "-ub {ub}: {}",
+            mib(e.compute_bytes)
+        );
+    }
+    // Without flash attention, 12 heads' scores over 4096 and 16384 cells:
+    // 121.01 and 433.01 MiB.
+    for (ctx, server) in [(4096, 121.01), (16384, 433.01)] {
+        let e = cpu(&granite_4_h_tiny(), kv(ctx, 512, 1, false), FlashAttn::Off);
+        assert_eq!(e.peak, Some(Peak::AttentionScores), "{}", e.why);
+        assert!(
+            (mib(e.compute_bytes) - server).abs() < 0.02,
+            "-c {ctx}: {}",
+            mib(e.compute_bytes)
+        );
+    }
+    // 8 sequences: the Mamba-2 scan with every sequence's state and the
+    // later ones' new states. Server: 70.72 MiB.
+    let e = cpu(&granite_4_h_tiny(), kv(8192, 512, 8, false), FlashAttn::On);
+    assert_eq!(e.peak, Some(Peak::StateScan), "{}", e.why);
+    assert!((mib(e.compute_bytes) - 70.72).abs() < 0.4, "{}", mib(e.compute_bytes));
+}

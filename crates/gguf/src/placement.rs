@@ -99,7 +99,11 @@ pub fn gpu_compute(c: &ComputeEstimate, layers: u32, holds_output: bool, no_kv_o
     if no_kv_offload {
         // The feed-forward block is sized beside the masks; the logits are
         // not (compute.rs: the masks are freed by the output head).
-        let ff = c.feed_forward_bytes?.saturating_sub(c.masks_bytes);
+        // A recurrent layer's scan stays beside its state, on the device.
+        let ff = c
+            .feed_forward_bytes?
+            .saturating_sub(c.masks_bytes)
+            .max(c.scan_bytes.unwrap_or(0));
         return if holds_output {
             Some(ff.max(c.logits_bytes?))
         } else {
@@ -109,9 +113,15 @@ pub fn gpu_compute(c: &ComputeEstimate, layers: u32, holds_output: bool, no_kv_o
     if holds_output {
         c.compute_bytes
     } else {
-        // The logits are the output layer's; the rest peaks at the scores
-        // or the feed-forward block, whichever this backend's graph makes.
-        Some(c.attention_bytes.unwrap_or(0).max(c.feed_forward_bytes?))
+        // The logits are the output layer's; the rest peaks at the scores,
+        // a recurrent layer's scan or the feed-forward block, whichever this
+        // backend's graph makes.
+        Some(
+            c.attention_bytes
+                .unwrap_or(0)
+                .max(c.scan_bytes.unwrap_or(0))
+                .max(c.feed_forward_bytes?),
+        )
     }
 }
 
