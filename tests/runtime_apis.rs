@@ -33,6 +33,16 @@ fn models(s: &Value, pid: u32) -> Vec<Value> {
     process(s, pid)["models"].as_array().unwrap().clone()
 }
 
+/// A stand-in `name` serving `routes`, and the models one snapshot lists
+/// for it; None (the test skips) without the test Python.
+fn served_models(name: &str, routes: &[(&str, &str)]) -> Option<Vec<Value>> {
+    let python = test_python()?;
+    let dir = tempfile::tempdir().unwrap();
+    let server = fake_api(&python, dir.path(), name, "serve", routes, &[]);
+    let s = common::snapshot_without_gpu(&[]);
+    Some(models(&s, server.pid()))
+}
+
 #[test]
 fn ollama_models_come_from_api_ps_with_their_blobs() {
     let Some(python) = test_python() else { return };
@@ -259,18 +269,9 @@ fn an_ollama_runner_alone_is_named_by_its_tag_from_the_manifests() {
 
 #[test]
 fn lm_studio_lists_only_its_loaded_model() {
-    let Some(python) = test_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let server = fake_api(
-        &python,
-        dir.path(),
-        "lms",
-        "serve",
-        &[("/api/v0/models", "lmstudio/models.json")],
-        &[],
-    );
-    let s = common::snapshot_without_gpu(&[]);
-    let m = models(&s, server.pid());
+    let Some(m) = served_models("lms", &[("/api/v0/models", "lmstudio/models.json")]) else {
+        return;
+    };
     assert_eq!(m.len(), 1, "{m:#?}");
     assert_eq!(m[0]["name"], "meta-llama-3.1-8b-instruct");
     assert_eq!(m[0]["context"], 8192);
@@ -279,22 +280,16 @@ fn lm_studio_lists_only_its_loaded_model() {
 
 #[test]
 fn lm_studio_current_api_is_asked_first() {
-    let Some(python) = test_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
     // Both answers served: the current one (LM Studio 0.4+) is the one read.
-    let server = fake_api(
-        &python,
-        dir.path(),
+    let Some(m) = served_models(
         "lms",
-        "serve",
         &[
             ("/api/v1/models", "lmstudio/models_v1.json"),
             ("/api/v0/models", "lmstudio/models.json"),
         ],
-        &[],
-    );
-    let s = common::snapshot_without_gpu(&[]);
-    let m = models(&s, server.pid());
+    ) else {
+        return;
+    };
     let names: Vec<&str> = m.iter().filter_map(|m| m["name"].as_str()).collect();
     assert_eq!(names, ["openai/gpt-oss-20b", "openai/gpt-oss-20b:2"], "{m:#?}");
     assert_eq!(m[0]["context"], 16384);
@@ -307,18 +302,12 @@ fn lm_studio_current_api_is_asked_first() {
 
 #[test]
 fn vllm_gives_the_model_and_kv_capacity_from_config_and_metrics() {
-    let Some(python) = test_python() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let server = fake_api(
-        &python,
-        dir.path(),
+    let Some(m) = served_models(
         "vllm",
-        "serve",
         &[("/v1/models", "vllm/models.json"), ("/metrics", "vllm/metrics.txt")],
-        &[],
-    );
-    let s = common::snapshot_without_gpu(&[]);
-    let m = models(&s, server.pid());
+    ) else {
+        return;
+    };
     assert_eq!(m.len(), 1, "{m:#?}");
     assert_eq!(m[0]["name"], "Qwen/Qwen3-0.6B");
     assert_eq!(m[0]["context"], 40960);
@@ -337,6 +326,35 @@ fn vllm_gives_the_model_and_kv_capacity_from_config_and_metrics() {
     assert_eq!(activity["kv_cache_used_ratio"], 0.0125);
     assert_eq!(activity["source"], "api:/metrics");
     assert_eq!(activity["generation_tokens_per_second"], Value::Null, "one sample");
+}
+
+/// A vLLM server first seen busy is read again 300 ms later, so one
+/// snapshot has its token rates: the counters moved by 40 prompt and 60
+/// generated tokens between the two reads of `/metrics`.
+#[test]
+fn a_busy_vllm_gives_its_token_rates_from_two_reads_of_its_counters() {
+    let Some(m) = served_models(
+        "vllm",
+        &[
+            ("/v1/models", "vllm/models.json"),
+            ("/metrics", "vllm/metrics-busy.txt"),
+            ("/metrics", "vllm/metrics-busy-later.txt"),
+        ],
+    ) else {
+        return;
+    };
+    let activity = &m[0]["activity"];
+    let generation = activity["generation_tokens_per_second"].as_f64().expect("two reads");
+    let prompt = activity["prompt_tokens_per_second"].as_f64().unwrap();
+    // 60 tokens over the window: at least the 300 ms waited, at most the
+    // snapshot's 2 s.
+    assert!((30.0..=200.0).contains(&generation), "{activity:#}");
+    assert!((prompt / generation - 40.0 / 60.0).abs() < 1e-9, "{activity:#}");
+    assert_eq!(activity["requests_running"], 2);
+    assert_eq!(
+        m[0]["runtime"]["generation_tokens_total"], 5060,
+        "the later read is shown"
+    );
 }
 
 /// A llama-server whose model file is on its command line, but whose API

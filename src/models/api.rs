@@ -118,11 +118,29 @@ impl TokenRates {
 }
 
 impl ApiAnswer {
+    /// The server's token totals and whether those in flight are in them:
+    /// llama.cpp's, or vLLM's `/metrics` counters, which its engine moves
+    /// at every step (vllm/v1/metrics/loggers.py), so a request in flight
+    /// is counted as it runs.
+    fn token_totals(&self) -> Option<(Option<u64>, Option<u64>, bool)> {
+        if let Some(state) = &self.server {
+            return Some(state.token_totals());
+        }
+        let m = self.vllm_metrics()?;
+        Some((m.prompt_tokens, m.generation_tokens, true))
+    }
+
+    /// The `/metrics` of a vLLM server (one answer for all it serves).
+    fn vllm_metrics(&self) -> Option<&runtimes::vllm::VllmMetrics> {
+        self.models.iter().find_map(|m| m.vllm.as_ref()?.metrics.as_ref())
+    }
+
     /// Takes the server's token totals as a sample (now) for the rates.
     fn sample_counters(&mut self) {
-        let Some(state) = &self.server else { return };
+        let Some((prompt, generated, in_flight)) = self.token_totals() else {
+            return;
+        };
         let now = Instant::now();
-        let (prompt, generated, in_flight) = state.token_totals();
         self.rates.sample((now, prompt, generated, in_flight));
         self.live_at = Some(now);
     }
@@ -131,9 +149,19 @@ impl ApiAnswer {
     /// [`FIRST_RATE_WINDOW`], so a one-shot snapshot (and the live view's
     /// first figures) has its token rates; an idle one is not waited for.
     fn busy_with_counted_requests(&self) -> bool {
-        self.server.as_ref().is_some_and(|s| {
+        let llama_cpp = self.server.as_ref().is_some_and(|s| {
             s.in_flight.is_some() && s.tokens_predicted_total.is_some() && s.slots_busy.is_some_and(|b| b > 0)
-        })
+        });
+        let vllm = self
+            .vllm_metrics()
+            .is_some_and(|m| m.generation_tokens.is_some() && m.requests_running.is_some_and(|r| r > 0));
+        llama_cpp || vllm
+    }
+
+    /// Tokens a second (prompt, generated) between the last two samples of
+    /// the server's counters; null until two exist.
+    pub(super) fn token_rates(&self) -> (Option<f64>, Option<f64>) {
+        (self.rates.prompt, self.rates.generation)
     }
 
     /// What the runtime is doing now, for a model it serves.
@@ -258,11 +286,30 @@ impl Apis {
         answer
     }
 
-    /// Asks a llama.cpp server again what changes from second to second.
+    /// Asks a llama.cpp or vLLM server again what changes from second to
+    /// second.
     fn sample_live(&self, key: Option<&str>, answer: &mut ApiAnswer) {
-        if let (Some(addr), Some(state)) = (answer.addr, answer.server.as_mut()) {
+        let Some(addr) = answer.addr else { return };
+        if let Some(state) = answer.server.as_mut() {
             state.clear_live();
             self.probe_llamacpp_live(addr, key, state);
+            answer.sample_counters();
+        } else if answer.vllm_metrics().is_some() {
+            // `/metrics` again; an answer that does not come leaves its
+            // figures unknown rather than the last ones shown as now.
+            let metrics = self
+                .prober
+                .get(addr, "/metrics", key)
+                .and_then(|b| runtimes::vllm::parse_metrics(&String::from_utf8_lossy(&b)));
+            for served in answer.models.iter_mut().filter_map(|m| m.vllm.as_mut()) {
+                served.metrics = metrics.as_ref().ok().cloned();
+            }
+            if let Err(e) = metrics {
+                let note = format!("vLLM's /metrics again: {e}");
+                if !answer.notes.contains(&note) {
+                    answer.notes.push(note);
+                }
+            }
             answer.sample_counters();
         }
     }

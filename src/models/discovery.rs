@@ -526,7 +526,15 @@ fn models_without_file(answer: &ApiAnswer, log: Option<&(String, logs::LogReport
     let vllm_log = log.and_then(|(source, report)| Some((source.as_str(), report.vllm.as_ref()?)));
     api_only
         .map(|api| match &api.vllm {
-            Some(served) => vllm::model(served, answer.server_url.clone(), vllm_log),
+            Some(served) => {
+                let mut model = vllm::model(served, answer.server_url.clone(), vllm_log);
+                // The counters are the server's: its rates are this
+                // model's when it serves one (LoRA adapters are listed too).
+                if let (Some(activity), [_]) = (model.activity.as_mut(), &answer.models[..]) {
+                    (activity.prompt_tokens_per_second, activity.generation_tokens_per_second) = answer.token_rates();
+                }
+                model
+            }
             None => Model {
                 name: api.name.clone(),
                 name_source: api.name.as_ref().and(api.name_source),

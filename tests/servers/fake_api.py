@@ -1,6 +1,7 @@
 """A stand-in runtime API for the end-to-end tests of the probes: serves
 recorded responses (path=FILE pairs) on a loopback port, or misbehaves on
-purpose (--mode garbage|hang|redirect|huge). Run it under a runtime's name
+purpose (--mode garbage|hang|redirect|huge). A path given twice or more serves its
+files in turn, the last one from then on (a counter that moves). Run it under a runtime's name
 (a symlink named `ollama`, `llama-server`, ...) so gputaskman takes it for
 that runtime. Prints "ready" once it listens; serves until killed.
 """
@@ -23,7 +24,7 @@ def main() -> None:
     for route in (r for r in args.routes if "=" in r):
         path, _, file = route.partition("=")
         with open(file, "rb") as f:
-            routes[path] = f.read()
+            routes.setdefault(path, []).append(f.read())
     seen = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -50,7 +51,10 @@ def main() -> None:
                 except OSError:
                     pass
                 return
-            body = b"this is not json {" if args.mode == "garbage" else routes.get(self.path.split("?")[0])
+            answers = routes.get(self.path.split("?")[0])
+            body = answers.pop(0) if answers and len(answers) > 1 else (answers or [None])[0]
+            if args.mode == "garbage":
+                body = b"this is not json {"
             if body is None:
                 self.send_response(404)
                 self.end_headers()

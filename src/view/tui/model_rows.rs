@@ -93,6 +93,13 @@ pub(super) fn model_lines(m: &Model, measured: Option<u64>, theme: Theme) -> Vec
             Span::raw(escape(crate::view::activity(a)).into_owned()),
         ]));
     }
+    // The server's own pool (vLLM): its KV cache in tokens and blocks.
+    if let Some(r) = &m.runtime {
+        out.push(Line::from(vec![
+            Span::styled("  pool: ", theme.bold()),
+            Span::raw(escape(crate::view::runtime_pool(r)).into_owned()),
+        ]));
+    }
     out.push(Line::from(vec![
         Span::styled("  server: ", theme.bold()),
         Span::raw(escape(opt(m.server_url.as_deref())).into_owned()),

@@ -231,6 +231,30 @@ fn the_model_detail_shows_estimate_reported_and_measured_side_by_side() {
     );
     assert!(s.contains("--api-key <redacted>"), "{s}");
     assert!(s.contains("VRAM over time "), "{s}");
+    assert!(!s.contains("pool:"), "llama.cpp says no pool of its own\n{s}");
+}
+
+#[test]
+fn the_model_detail_shows_the_servers_own_kv_pool() {
+    let mut snap = desktop();
+    let p = snap.processes.iter_mut().find(|p| p.pid == 4242).unwrap();
+    p.models[0].runtime = Some(crate::snapshot::runtime_report::RuntimeReport {
+        kv_tokens: Some(1_048_576),
+        kv_blocks: Some(8192),
+        kv_block_size: Some(128),
+        kv_pool_device: Some("CPU".into()),
+        max_concurrency: Some(2048.0),
+        max_model_len: Some(512),
+        memory_utilization: Some(0.5),
+        ..Default::default()
+    });
+    let mut app = app_with(snap);
+    app.selected_pid = Some(4242);
+    let s = screen(&mut app, 180, 48);
+    assert!(
+        s.contains("pool: KV pool 1048576 tokens (CPU), 8192 blocks of 128 · 2048.00x requests of 512 tokens · memory utilization 0.5"),
+        "{s}"
+    );
 }
 
 #[test]
