@@ -273,6 +273,11 @@ const MODELLED: &[&str] = &[
     "mistral3",
 ];
 
+/// A key the graph cannot be sized without.
+fn required(model: &Model, arch: &str, suffix: &str) -> Result<u64, String> {
+    key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"))
+}
+
 fn key_u64(model: &Model, arch: &str, suffix: &str) -> Option<u64> {
     let v = model.metadata().get(&format!("{arch}.{suffix}"))?;
     match v.as_array() {
@@ -283,7 +288,7 @@ fn key_u64(model: &Model, arch: &str, suffix: &str) -> Option<u64> {
 
 /// Which graph `arch` builds, or why it is not modelled.
 fn graph(model: &Model, hp: &Hparams, arch: &str) -> Result<Graph, String> {
-    let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
+    let need = |suffix: &str| required(model, arch, suffix);
     let not_modelled = || format!("the compute graph of architecture {arch:?} is not modelled");
     match arch {
         _ if MODELLED.contains(&arch) && hp.memory == Memory::Kv && !hp.is_mla => Ok(Graph::Decoder),
@@ -315,7 +320,7 @@ fn graph(model: &Model, hp: &Hparams, arch: &str) -> Result<Graph, String> {
 /// The Mamba widths of `arch`: Mamba-1's, or Mamba-2's where the model has
 /// groups (mamba2, the hybrids' SSM layers).
 fn ssm(model: &Model, hp: &Hparams, arch: &str) -> Result<Ssm, String> {
-    let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
+    let need = |suffix: &str| required(model, arch, suffix);
     let state = hp
         .state
         .ok_or_else(|| format!("the recurrent state of architecture {arch:?} is not modelled"))?;
@@ -337,7 +342,7 @@ fn ssm(model: &Model, hp: &Hparams, arch: &str) -> Result<Ssm, String> {
 fn widths(model: &Model, hp: &Hparams) -> Result<Widths, String> {
     let arch = model.metadata().get_str("general.architecture").unwrap_or("");
     let graph = graph(model, hp, arch)?;
-    let need = |suffix: &str| key_u64(model, arch, suffix).ok_or_else(|| format!("{arch}.{suffix} is missing"));
+    let need = |suffix: &str| required(model, arch, suffix);
     let n_embd = need("embedding_length")?;
     // Mamba has no heads and no feed-forward block.
     let attends = !matches!(graph, Graph::Mamba(_));
@@ -597,8 +602,10 @@ fn layer_peaks(w: &Widths, backend: Backend, b: &ReservedBatch) -> Option<Moment
         Graph::Decoder => Some(beside(beside_scores(backend, w))),
         // Without RoPE the query is not copied once more (3 x n_q less
         // one): Granite-4.0-H-Tiny's attention layers, within 0.01 MiB.
-        Graph::GraniteHybrid { rope: false, .. } => Some(beside(beside_scores(backend, w).saturating_sub(w.n_q))),
-        Graph::GraniteHybrid { rope: true, .. } => Some(beside(beside_scores(backend, w))),
+        Graph::GraniteHybrid { rope, .. } => {
+            let unroped = if rope { 0 } else { w.n_q };
+            Some(beside(beside_scores(backend, w).saturating_sub(unroped)))
+        }
         Graph::Mla { rank, head_k, rope, .. } => {
             // Fitted on the real server (tests/compute_matrix.rs and the
             // shapes of RELIABILITY.md): the residual stream and its norms
