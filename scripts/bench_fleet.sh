@@ -37,9 +37,7 @@ cleanup() {
   [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
-hz=$(getconf CLK_TCK)
+. scripts/bench-lib.sh
 
 # One host's template: real processes on a fake-NVML scenario.
 for i in $(seq 1 "$nprocs"); do

@@ -29,11 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# utime + stime of a process, in clock ticks (fields 14 and 15; the comm
-# field may hold spaces, so count from its closing parenthesis).
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
-hz=$(getconf CLK_TCK)
+. scripts/bench-lib.sh
 
 # N processes named like what runs on GPUs, each with a command line.
 names=(python3 llama-server ollama vllm comfyui)
