@@ -328,33 +328,162 @@ fn vllm_gives_the_model_and_kv_capacity_from_config_and_metrics() {
     assert_eq!(activity["generation_tokens_per_second"], Value::Null, "one sample");
 }
 
+/// The token rates of a server whose counters move at 400 prompt and 600
+/// generated tokens a second (`{{moving BASE RATE}}`). The window is timed
+/// by the monitor and the counters by the server: on a loaded machine the
+/// two clocks' reads are tens of ms apart.
+fn assert_moving_rates(activity: &Value) {
+    let generation = activity["generation_tokens_per_second"].as_f64().expect("two reads");
+    let prompt = activity["prompt_tokens_per_second"].as_f64().unwrap();
+    assert!((450.0..=750.0).contains(&generation), "{activity:#}");
+    assert!((prompt / generation - 400.0 / 600.0).abs() < 0.02, "{activity:#}");
+}
+
 /// A vLLM server first seen busy is read again 300 ms later, so one
-/// snapshot has its token rates: the counters moved by 40 prompt and 60
-/// generated tokens between the two reads of `/metrics`.
+/// snapshot has its token rates: its counters move at 400 prompt and 600
+/// generated tokens a second (tests/data/vllm/README.md), whoever reads
+/// them and however often.
 #[test]
 fn a_busy_vllm_gives_its_token_rates_from_two_reads_of_its_counters() {
     let Some(m) = served_models(
         "vllm",
         &[
             ("/v1/models", "vllm/models.json"),
-            ("/metrics", "vllm/metrics-busy.txt"),
-            ("/metrics", "vllm/metrics-busy-later.txt"),
+            ("/metrics", "vllm/metrics-moving.txt"),
         ],
     ) else {
         return;
     };
     let activity = &m[0]["activity"];
-    let generation = activity["generation_tokens_per_second"].as_f64().expect("two reads");
-    let prompt = activity["prompt_tokens_per_second"].as_f64().unwrap();
-    // 60 tokens over the window: at least the 300 ms waited, at most the
-    // snapshot's 2 s.
-    assert!((30.0..=200.0).contains(&generation), "{activity:#}");
-    assert!((prompt / generation - 40.0 / 60.0).abs() < 1e-9, "{activity:#}");
+    assert_moving_rates(activity);
     assert_eq!(activity["requests_running"], 2);
-    assert_eq!(
-        m[0]["runtime"]["generation_tokens_total"], 5060,
-        "the later read is shown"
+    let total = m[0]["runtime"]["generation_tokens_total"].as_u64().unwrap();
+    assert!(total >= 5000 + 180, "the later read is shown: {total}");
+}
+
+/// A folder holding a model of Qwen2.5-0.5B's shape (24 layers, 2 KV
+/// heads of 64, bfloat16: 12,288 B of KV a token) and one 1 MiB tensor of
+/// weights, for a server that names it.
+fn qwen_05b_folder(dir: &Path) -> PathBuf {
+    let folder = dir.join("qwen2.5-0.5b-instruct");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(
+        folder.join("config.json"),
+        r#"{"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":896,
+            "num_attention_heads":14,"num_key_value_heads":2,"num_hidden_layers":24,
+            "torch_dtype":"bfloat16","max_position_embeddings":32768}"#,
+    )
+    .unwrap();
+    let header = br#"{"model.embed_tokens.weight":{"dtype":"BF16","shape":[512,1024],"data_offsets":[0,1048576]}}"#;
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend_from_slice(header);
+    file.resize(file.len() + (1 << 20), 0);
+    std::fs::write(folder.join("model.safetensors"), file).unwrap();
+    folder
+}
+
+/// SGLang serving a folder here, its answers as recorded from SGLang
+/// 0.5.6.post2 (tests/data/sglang): the pool and the memory each part
+/// took in its own figures, beside the estimate from the folder, and what
+/// it does now with token rates from two reads of its counters.
+#[test]
+fn sglang_reports_its_pool_beside_the_estimate_from_its_folder() {
+    let Some(python) = test_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let folder = qwen_05b_folder(dir.path());
+    let recorded = std::fs::read_to_string(data("sglang/server_info.json")).unwrap();
+    let info = dir.path().join("server_info.json");
+    let folder_text = folder.display().to_string();
+    std::fs::write(
+        &info,
+        recorded
+            .replace(
+                r#""model_path":"qwen/qwen2.5-0.5b-instruct""#,
+                &format!(r#""model_path":"{folder_text}""#),
+            )
+            .replace(
+                r#""served_model_name":"qwen/qwen2.5-0.5b-instruct""#,
+                r#""served_model_name":"qwen2.5-0.5b""#,
+            ),
+    )
+    .unwrap();
+    let metrics = PathBuf::from(data("sglang/metrics-moving.txt"));
+    let server = common::fake_api(
+        &python,
+        dir.path(),
+        "sglang",
+        "serve",
+        &[("/server_info", &info), ("/metrics", &metrics)],
+        &["--model-path", &folder_text],
     );
+    let s = common::snapshot_without_gpu(&[]);
+    let m = models(&s, server.pid());
+    assert_eq!(m.len(), 1, "{m:#?}");
+    let m = &m[0];
+    assert_eq!(m["name"], "qwen2.5-0.5b");
+    assert_eq!(m["path"], folder_text.as_str());
+    assert_eq!(m["evidence"], serde_json::json!(["api", "cmdline"]));
+    assert_eq!(m["confirmed"], true);
+    // SGLang's own figures, GiB to two decimals (0.5.6's memory_usage).
+    let gib = |x: f64| (x * (1u64 << 30) as f64).round() as u64;
+    assert_eq!(m["reported"]["weights_bytes"], gib(1.06), "{m:#}");
+    assert_eq!(m["reported"]["kv_bytes"], gib(0.23));
+    assert_eq!(m["reported"]["compute_bytes"], gib(0.07));
+    assert_eq!(m["reported"]["source"], "api");
+    let runtime = &m["runtime"];
+    assert_eq!(runtime["kv_tokens"], 20480);
+    assert_eq!(runtime["kv_block_size"], 1);
+    assert_eq!(runtime["memory_utilization"], 0.841);
+    assert_eq!(runtime["prefix_cache_hit_ratio"], 0.25);
+    // The estimate: the folder's weights, and its per-token cost times
+    // SGLang's pool, within SGLang's rounding of its own 0.23 GiB.
+    let estimate = &m["estimate"];
+    assert_eq!(estimate["weights_bytes"], 1 << 20);
+    assert_eq!(estimate["kv_bytes_per_token"], 12_288);
+    assert_eq!(estimate["kv_bytes"], 12_288 * 20_480);
+    let reported_kv = m["reported"]["kv_bytes"].as_f64().unwrap();
+    assert!(
+        (12_288.0 * 20_480.0 / reported_kv - 1.0).abs() < 0.022,
+        "0.23 GiB is 0.234 rounded"
+    );
+    let activity = &m["activity"];
+    assert_eq!(activity["requests_running"], 2, "{activity:#}");
+    assert_eq!(activity["requests_waiting"], 1);
+    assert_eq!(activity["kv_cache_used_ratio"], 0.05);
+    assert_moving_rates(activity);
+}
+
+/// TGI's router, its answers as TGI 2.2 (`/info` with the pool) and
+/// 3.3.5 (`/metrics`) give them: the hub model by its id, its pool and
+/// context, and the work in the router's figures, whose token counts grow
+/// only as each request ends.
+#[test]
+fn tgi_gives_its_model_pool_and_work() {
+    let Some(m) = served_models(
+        "text-generation-router",
+        &[("/info", "tgi/info-2.2.json"), ("/metrics", "tgi/metrics.txt")],
+    ) else {
+        return;
+    };
+    assert_eq!(m.len(), 1, "{m:#?}");
+    assert_eq!(m[0]["name"], "meta-llama/Meta-Llama-3.1-8B-Instruct");
+    assert_eq!(m[0]["path"], Value::Null, "a hub id is no folder here");
+    assert_eq!(m[0]["context"], 4096);
+    assert_eq!(m[0]["estimate"], Value::Null, "nothing to estimate from");
+    assert_eq!(m[0]["reported"], Value::Null, "TGI says no bytes");
+    let runtime = &m[0]["runtime"];
+    assert_eq!(runtime["kv_tokens"], 19_056, "{runtime:#}");
+    assert_eq!(runtime["generation_tokens_total"], 3423);
+    assert_eq!(runtime["prompt_tokens_total"], 662);
+    let names = runtime["names"].as_array().unwrap();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("counted as each request ends")),
+        "{names:?}"
+    );
+    assert_eq!(m[0]["activity"]["requests_running"], 0);
+    assert_eq!(m[0]["activity"]["requests_waiting"], 0);
 }
 
 /// A llama-server whose model file is on its command line, but whose API

@@ -1,9 +1,9 @@
-//! Prometheus text from a runtime's /metrics (llama.cpp, vLLM): any text
+//! Prometheus text from a runtime's /metrics (llama.cpp, vLLM, SGLang, TGI): any text
 //! gives samples or an error, never a panic; every sample has a valid
 //! metric name and came from one line.
 #![no_main]
 
-use gputaskman::models::runtimes::{llamacpp, parse_prometheus, vllm};
+use gputaskman::models::runtimes::{llamacpp, parse_prometheus, sglang, tgi, vllm};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -25,4 +25,8 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(metrics) = vllm::parse_metrics(&text) {
         let _ = metrics.kv_capacity_tokens();
     }
+    if let Ok((work, _)) = sglang::parse_metrics(&text) {
+        assert!(work.kv_used_ratio.is_none_or(|r| (0.0..=1.0).contains(&r)));
+    }
+    let _ = tgi::parse_metrics(&text);
 });

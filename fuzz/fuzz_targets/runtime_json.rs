@@ -1,18 +1,19 @@
 //! Runtime API answers: llama.cpp /props, /slots and /v1/models, Ollama
-//! /api/ps, LM Studio /api/v0/models, vLLM /v1/models and the model's
-//! config.json, and safetensors headers. The first byte picks the parser;
+//! /api/ps, LM Studio /api/v0/models and /api/v1/models, vLLM /v1/models
+//! and the model's config.json, safetensors headers, SGLang /server_info
+//! and TGI /info. The first byte picks the parser;
 //! the rest is the body. A value or an error message, never a panic; what a
 //! parse gives can be merged and asked for totals without overflow.
 #![no_main]
 
-use gputaskman::models::runtimes::{llamacpp, lmstudio, ollama, vllm};
+use gputaskman::models::runtimes::{llamacpp, lmstudio, ollama, sglang, tgi, vllm};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, body)) = data.split_first() else {
         return;
     };
-    match which % 8 {
+    match which % 11 {
         0 => {
             if let Ok(props) = llamacpp::parse_props(body) {
                 let mut s = llamacpp::ServerState::default();
@@ -52,9 +53,22 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
         }
-        _ => {
+        7 => {
             let _ = vllm::safetensors_header_len(body);
             let _ = vllm::parse_safetensors_header(body);
+        }
+        8 => {
+            let _ = lmstudio::parse_v1_models(body);
+        }
+        9 => {
+            if let Ok(mut figures) = sglang::parse_server_info(body) {
+                sglang::pool_from_metrics(&mut figures, Some(u64::MAX));
+                let other = figures.clone();
+                figures.fill_from(&other);
+            }
+        }
+        _ => {
+            let _ = tgi::parse_info(body);
         }
     }
 });

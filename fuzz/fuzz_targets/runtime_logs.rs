@@ -1,4 +1,4 @@
-//! llama.cpp and Ollama log text, as read from a runtime's stdout/stderr
+//! llama.cpp, Ollama, vLLM, SGLang and TGI log text, as read from a runtime's stdout/stderr
 //! file or --log-file: any text gives a report, never a panic; a figure
 //! cannot exceed what the text could say, and reports add up without
 //! overflow.
@@ -32,4 +32,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = serde_json::to_string(&report.kv_caches).unwrap();
+    if let Some(server) = &report.server {
+        assert!(server.names.len() <= 16, "one name a figure: {:?}", server.names);
+    }
 });

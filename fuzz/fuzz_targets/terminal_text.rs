@@ -1,10 +1,10 @@
 //! Text for a terminal (src/view/safe_text.rs): whatever the bytes, what
 //! is shown carries no C0, DEL, C1 or bidi control, escaping it again
 //! changes nothing, and a cut to any width fits that width and ends on a
-//! whole escape (marked `~` by `clip`, `…` by `ellipsized`).
+//! whole escape (marked `~` by `clip`, `…` by `clip_marked`).
 #![no_main]
 
-use gputaskman::view::safe_text::{clip, ellipsized, escape, safe, width};
+use gputaskman::view::safe_text::{clip, clip_marked, escape, safe, width};
 use libfuzzer_sys::fuzz_target;
 
 /// What a terminal obeys, spelled apart from the sanitizer's own list:
@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(!cut.chars().any(obeyed), "{cut:?}");
         if total <= max {
             assert_eq!(cut, shown);
-            assert_eq!(ellipsized(&s, max), shown);
+            assert_eq!(clip_marked(&s, max, '…'), shown);
         } else {
             let kept = if max == 0 {
                 cut.as_str()
@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(shown.starts_with(kept), "{max}: {cut:?} of {shown:?}");
             assert!(ends.contains(&kept.len()), "{max}: half an escape in {cut:?}");
             let marked = if max == 0 { String::new() } else { format!("{kept}…") };
-            assert_eq!(ellipsized(&s, max), marked, "{max}");
+            assert_eq!(clip_marked(&s, max, '…'), marked, "{max}");
         }
         let padded = format!("{:<max$.max$}", safe(&s));
         assert_eq!(width(&padded), max, "{max}: {padded:?}");

@@ -1,5 +1,5 @@
 //! What a process's runtime API says: which API to ask (llama.cpp,
-//! Ollama, LM Studio, vLLM), the probes on loopback, and the answers kept
+//! Ollama, LM Studio, vLLM, SGLang, TGI), the probes on loopback, and the answers kept
 //! per process for [`PROBE_INTERVAL`], their live part (llama.cpp's
 //! `/slots`, `/metrics`) for [`LIVE_INTERVAL`], with the token rates
 //! between two samples of its counters.
@@ -8,6 +8,7 @@ use super::access::Access;
 use super::budget::ByteBudget;
 use super::cmdline::LaunchSettings;
 use super::hf_folder;
+use super::hf_server;
 use super::ollama_folder::{self, Installed};
 use super::probe::{self, Prober};
 use super::round::{ProcessKey, Round};
@@ -57,6 +58,8 @@ pub(super) struct ApiModel {
     pub(super) context: Option<u64>,
     /// What a vLLM server serves (its model is described by super::vllm).
     pub(super) vllm: Option<Box<vllm::Served>>,
+    /// What an SGLang or TGI server serves (super::hf_server).
+    pub(super) hf_server: Option<Box<hf_server::Served>>,
     pub(super) reported: Option<ModelReported>,
     /// What the runtime says the model is doing (Ollama: when it unloads).
     pub(super) activity: Option<crate::snapshot::ModelActivity>,
@@ -126,8 +129,16 @@ impl ApiAnswer {
         if let Some(state) = &self.server {
             return Some(state.token_totals());
         }
+        if let Some(w) = self.hf_server_work() {
+            return Some((w.prompt_tokens, w.generation_tokens, w.counts_in_flight));
+        }
         let m = self.vllm_metrics()?;
         Some((m.prompt_tokens, m.generation_tokens, true))
+    }
+
+    /// What an SGLang or TGI server's `/metrics` says it is doing.
+    fn hf_server_work(&self) -> Option<&runtimes::figures::ServerWork> {
+        self.models.iter().find_map(|m| m.hf_server.as_ref()?.work.as_ref())
     }
 
     /// The `/metrics` of a vLLM server (one answer for all it serves).
@@ -155,7 +166,10 @@ impl ApiAnswer {
         let vllm = self
             .vllm_metrics()
             .is_some_and(|m| m.generation_tokens.is_some() && m.requests_running.is_some_and(|r| r > 0));
-        llama_cpp || vllm
+        let hf_server = self
+            .hf_server_work()
+            .is_some_and(|w| w.generation_tokens.is_some() && w.requests_running.is_some_and(|r| r > 0));
+        llama_cpp || vllm || hf_server
     }
 
     /// Tokens a second (prompt, generated) between the last two samples of
@@ -187,6 +201,24 @@ pub(super) fn is_vllm_engine(name: &str) -> bool {
     name.starts_with("VLLM::")
 }
 
+/// SGLang's schedulers (one per GPU), detokenizer and controllers, renamed
+/// by setproctitle (`sglang::scheduler_TP0`, `sglang::detokenizer`:
+/// managers/scheduler.py); the main process keeps its command line and
+/// answers for the model. Their ports are their own (ZMQ, NCCL).
+fn is_sglang_worker(name: &str) -> bool {
+    name.starts_with("sglang::")
+}
+
+/// TGI's router (`text-generation-router`, which the launcher starts)
+/// serves the API; the launcher and the shards (`text-generation-server
+/// serve`, which hold the GPU) answer on no TCP port of its
+/// (launcher/src/main.rs).
+fn is_tgi_router(info: &ProcInfo) -> bool {
+    let file = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+    info.argv.first().map(|a| file(a)).as_deref() == Some("text-generation-router")
+        || info.exe.as_deref().map(file).as_deref() == Some("text-generation-router")
+}
+
 /// The runtime APIs gputaskman knows.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Api {
@@ -194,6 +226,17 @@ pub(super) enum Api {
     Ollama,
     LmStudio,
     Vllm,
+    Sglang,
+    Tgi,
+}
+
+impl From<hf_server::Runtime> for Api {
+    fn from(runtime: hf_server::Runtime) -> Api {
+        match runtime {
+            hf_server::Runtime::Sglang => Api::Sglang,
+            hf_server::Runtime::Tgi => Api::Tgi,
+        }
+    }
 }
 
 impl Api {
@@ -207,10 +250,14 @@ impl Api {
             Some(Api::Ollama)
         } else if has("lm-studio") {
             Some(Api::LmStudio)
-        } else if is_vllm_engine(&info.name) {
+        } else if is_vllm_engine(&info.name) || is_sglang_worker(&info.name) {
             None
         } else if has("vllm") {
             Some(Api::Vllm)
+        } else if has("sglang") {
+            Some(Api::Sglang)
+        } else if has("tgi") {
+            is_tgi_router(info).then_some(Api::Tgi)
         } else if ["llama.cpp", "ggml", "koboldcpp"].iter().any(|r| has(r))
             || launch
                 .model_paths
@@ -231,6 +278,8 @@ impl Api {
             Api::Ollama => "Ollama",
             Api::LmStudio => "LM Studio",
             Api::Vllm => "vLLM",
+            Api::Sglang => "SGLang",
+            Api::Tgi => "TGI",
         }
     }
 }
@@ -293,6 +342,14 @@ impl Apis {
         if let Some(state) = answer.server.as_mut() {
             state.clear_live();
             self.probe_llamacpp_live(addr, key, state);
+            answer.sample_counters();
+        } else if let Some(served) = answer.models.iter_mut().find_map(|m| m.hf_server.as_mut()) {
+            if let Err(e) = hf_server::refresh_work(&self.prober, addr, key, served) {
+                let note = format!("{} /metrics again: {e}", Api::from(served.runtime).name());
+                if !answer.notes.contains(&note) {
+                    answer.notes.push(note);
+                }
+            }
             answer.sample_counters();
         } else if answer.vllm_metrics().is_some() {
             // `/metrics` again; an answer that does not come leaves its
@@ -372,6 +429,31 @@ impl Apis {
                     .probe_ollama(addr, &answer.installed)
                     .map(|models| answer.models = models),
                 Api::LmStudio => self.probe_lmstudio(addr).map(|models| answer.models = models),
+                Api::Sglang | Api::Tgi => {
+                    let budgets = hf_folder::Budgets {
+                        probe: &ByteBudget::new("this probe", PROBE_BYTES),
+                        round: &round.bytes,
+                    };
+                    let runtime = match api {
+                        Api::Sglang => hf_server::Runtime::Sglang,
+                        _ => hf_server::Runtime::Tgi,
+                    };
+                    let launched = (key, launch.model_paths.as_slice());
+                    hf_server::probe(
+                        &self.prober,
+                        addr,
+                        runtime,
+                        launched,
+                        (access, &budgets),
+                        &mut answer.notes,
+                    )
+                    .map(|served| {
+                        answer.models = vec![ApiModel {
+                            hf_server: Some(Box::new(served)),
+                            ..ApiModel::default()
+                        }]
+                    })
+                }
                 Api::Vllm => {
                     let budgets = hf_folder::Budgets {
                         probe: &ByteBudget::new("this probe", PROBE_BYTES),
@@ -457,6 +539,7 @@ impl Apis {
                 file_type: m.quantization_level.clone(),
                 context: m.context_length,
                 vllm: None,
+                hf_server: None,
                 reported: Some(ModelReported {
                     total_bytes: m.size,
                     device_bytes: m.size_vram,

@@ -165,6 +165,9 @@ enum Flag {
 const FLAGS: &[(&str, Flag)] = &[
     ("-m", Flag::Model),
     ("--model", Flag::Model),
+    // SGLang's and TGI's launcher's (a folder or a hub id).
+    ("--model-path", Flag::Model),
+    ("--model-id", Flag::Model),
     // Speculative-decoding draft models and multimodal projectors are files
     // the process loads too.
     ("-md", Flag::Model),

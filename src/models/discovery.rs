@@ -11,6 +11,7 @@ use super::budget::ByteBudget;
 use super::cmdline::{self, LaunchSettings};
 use super::estimate;
 use super::evidence::{add, add_api_paths, is_confirmed, Evidence, Found};
+use super::hf_server;
 use super::log_file;
 use super::logs;
 use super::ollama_folder::{self, Installed};
@@ -519,34 +520,39 @@ impl Discovery {
 }
 
 /// The models an API names without a file here (Ollama names whose blob is
-/// elsewhere, LM Studio ids), and what vLLM serves (a folder here, or a
-/// repository id), with what its log says.
+/// elsewhere, LM Studio ids), and what vLLM, SGLang and TGI serve (a
+/// folder here, or a repository id), with what their log says.
 fn models_without_file(answer: &ApiAnswer, log: Option<&(String, logs::LogReport)>) -> Vec<Model> {
     let api_only = answer.models.iter().filter(|m| m.path.is_none());
     let vllm_log = log.and_then(|(source, report)| Some((source.as_str(), report.vllm.as_ref()?)));
+    let server_log = log.and_then(|(source, report)| Some((source.as_str(), report.server.as_ref()?)));
     api_only
-        .map(|api| match &api.vllm {
-            Some(served) => {
-                let mut model = vllm::model(served, answer.server_url.clone(), vllm_log);
-                // The counters are the server's: its rates are this
-                // model's when it serves one (LoRA adapters are listed too).
-                if let (Some(activity), [_]) = (model.activity.as_mut(), &answer.models[..]) {
-                    (activity.prompt_tokens_per_second, activity.generation_tokens_per_second) = answer.token_rates();
+        .map(|api| {
+            let served = match (&api.vllm, &api.hf_server) {
+                (Some(served), _) => vllm::model(served, answer.server_url.clone(), vllm_log),
+                (None, Some(served)) => hf_server::model(served, answer.server_url.clone(), server_log),
+                (None, None) => {
+                    return Model {
+                        name: api.name.clone(),
+                        name_source: api.name.as_ref().and(api.name_source),
+                        architecture: api.architecture.clone(),
+                        file_type: api.file_type.clone(),
+                        evidence: vec![Evidence::Api.as_str().into()],
+                        context: api.context,
+                        server_url: answer.server_url.clone(),
+                        reported: api.reported.clone(),
+                        activity: api.activity.clone(),
+                        ..Model::default()
+                    }
                 }
-                model
+            };
+            let mut model = served;
+            // The counters are the server's: its rates are this model's
+            // when it serves one (vLLM lists LoRA adapters too).
+            if let (Some(activity), [_]) = (model.activity.as_mut(), &answer.models[..]) {
+                (activity.prompt_tokens_per_second, activity.generation_tokens_per_second) = answer.token_rates();
             }
-            None => Model {
-                name: api.name.clone(),
-                name_source: api.name.as_ref().and(api.name_source),
-                architecture: api.architecture.clone(),
-                file_type: api.file_type.clone(),
-                evidence: vec![Evidence::Api.as_str().into()],
-                context: api.context,
-                server_url: answer.server_url.clone(),
-                reported: api.reported.clone(),
-                activity: api.activity.clone(),
-                ..Model::default()
-            },
+            model
         })
         .collect()
 }

@@ -1,5 +1,6 @@
-//! A Hugging Face model folder that a vLLM process's `/v1/models` names
-//! (`root`): its `config.json` and the headers of its `.safetensors`.
+//! A Hugging Face model folder that a server's API names (vLLM's
+//! `/v1/models` `root`, SGLang's `model_path`, TGI's `model_id`): its
+//! `config.json` and the headers of its `.safetensors`.
 //!
 //! The folder is whatever the process says, so everything here is read
 //! only when the process itself could read it ([`Access`]), and paid for
@@ -13,7 +14,7 @@ use super::budget::{take_all, ByteBudget};
 use super::runtimes::vllm;
 use gguf::regular_file;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The most of a folder's config.json that is read (real ones are a few
 /// KiB; a symlink to /dev/zero must not be read until memory runs out).
@@ -35,6 +36,59 @@ pub struct Budgets<'a> {
 impl Budgets<'_> {
     fn take(&self, n: u64) -> Result<(), String> {
         take_all(&[self.probe, self.round], n)
+    }
+}
+
+/// What a server's folder says of its model.
+#[derive(Debug, Clone, Default)]
+pub struct Folder {
+    /// The folder, when the API named one here that the process could
+    /// list (a hub id is none).
+    pub path: Option<PathBuf>,
+    /// Whether the process's command line names that folder too.
+    pub named_by_cmdline: bool,
+    pub config: Option<vllm::HfConfig>,
+    /// The safetensors headers' bytes.
+    pub weights_bytes: Option<u64>,
+}
+
+/// The folder `model` names, read as the process could: its config and
+/// its weights' bytes, each None with a note when it cannot be read.
+pub fn read(
+    model: Option<&str>,
+    model_paths: &[String],
+    access: &Access,
+    budgets: &Budgets,
+    notes: &mut Vec<String>,
+) -> Folder {
+    // A repository id is no folder here; a folder the process could not
+    // list itself is not read for it.
+    let path = model
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .filter(|p| match access.check(p, Want::List) {
+            Ok(()) => true,
+            Err(why) => {
+                notes.push(format!("{}: {why}", p.display()));
+                false
+            }
+        });
+    let Some(folder) = path else {
+        return Folder::default();
+    };
+    let config = config(&folder, access, budgets, notes);
+    let weights_bytes = match safetensors_weights(&folder, access, budgets) {
+        Ok(weights) => weights,
+        Err(why) => {
+            notes.push(why);
+            None
+        }
+    };
+    Folder {
+        named_by_cmdline: model_paths.iter().any(|p| Path::new(p) == folder.as_path()),
+        path: Some(folder),
+        config,
+        weights_bytes,
     }
 }
 

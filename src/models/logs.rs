@@ -128,12 +128,20 @@ pub struct LogReport {
     pub memory_breakdown: super::breakdown::MemoryBreakdown,
     /// vLLM's memory lines (runtimes::vllm_log), when it wrote any.
     pub vllm: Option<super::runtimes::vllm_log::VllmLogReport>,
+    /// SGLang's or TGI's pool and memory lines (runtimes::sglang,
+    /// runtimes::tgi), when it wrote any.
+    #[serde(skip)]
+    pub server: Option<super::runtimes::figures::ServerFigures>,
 }
 
 impl LogReport {
     /// Whether the log said nothing of a model's memory that is read here.
     pub fn is_empty(&self) -> bool {
-        self.buffers.is_empty() && self.kv_caches.is_empty() && self.ollama_memory.is_empty() && self.vllm.is_none()
+        self.buffers.is_empty()
+            && self.kv_caches.is_empty()
+            && self.ollama_memory.is_empty()
+            && self.vllm.is_none()
+            && self.server.is_none()
     }
 
     /// Bytes of one kind, from llama.cpp's lines when the load printed any,
@@ -181,6 +189,7 @@ pub fn parse_log(text: &str) -> LogReport {
     }
     parser.report.memory_breakdown = super::breakdown::parse(text);
     parser.report.vllm = super::runtimes::vllm_log::parse_vllm_log(text);
+    parser.report.server = super::runtimes::sglang::parse_log(text).or_else(|| super::runtimes::tgi::parse_log(text));
     parser.report
 }
 

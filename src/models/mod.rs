@@ -6,7 +6,7 @@
 //! The rooms, lowest first (each uses only those above it in this list):
 //! `round` (a discovery round and the caches that live by rounds),
 //! `ollama_folder` (Ollama's manifests), `vllm` (a vLLM server asked and
-//! its model described), `api` (the runtime APIs and their
+//! its model described), `hf_server` (SGLang and TGI likewise), `api` (the runtime APIs and their
 //! answers), `evidence` (what says a process runs a file), `settings` (what
 //! it runs with, and from where), `estimate` (what it costs, estimated and
 //! reported), `log_file` (the runtime's log, read), and `discovery` (the
@@ -21,6 +21,7 @@ mod discovery;
 mod estimate;
 mod evidence;
 mod hf_folder;
+mod hf_server;
 mod log_file;
 pub mod log_sources;
 pub mod logs;

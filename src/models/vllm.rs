@@ -5,7 +5,7 @@
 //! memory it gave each part. Its own figures are kept as reported, the
 //! estimate from the folder apart, and the two are never summed.
 
-use super::access::{Access, Want};
+use super::access::Access;
 use super::hf_folder;
 use super::probe::Prober;
 use super::runtimes::vllm::{self, VllmMetrics};
@@ -57,49 +57,24 @@ pub(super) fn probe(
     Ok(models
         .into_iter()
         .map(|m| {
-            // A repository id is no folder here; a folder the process
-            // could not list itself is not read for it.
-            let folder = m
-                .root
-                .as_deref()
-                .or(m.id.as_deref())
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute() && p.is_dir())
-                .filter(|p| match access.check(p, Want::List) {
-                    Ok(()) => true,
-                    Err(why) => {
-                        notes.push(format!("{}: {why}", p.display()));
-                        false
-                    }
-                });
-            let config = folder
-                .as_ref()
-                .and_then(|f| hf_folder::config(f, access, budgets, notes));
-            let weights = folder
-                .as_deref()
-                .and_then(|f| match hf_folder::safetensors_weights(f, access, budgets) {
-                    Ok(weights) => weights,
-                    Err(why) => {
-                        notes.push(why);
-                        None
-                    }
-                });
+            let folder = hf_folder::read(
+                m.root.as_deref().or(m.id.as_deref()),
+                launch.model_paths,
+                access,
+                budgets,
+                notes,
+            );
             let cache_dtype = metrics.as_ref().and_then(|m| m.cache_dtype.as_deref());
-            let named_by_cmdline = folder.as_ref().is_some_and(|f| {
-                launch
-                    .model_paths
-                    .iter()
-                    .any(|p| std::path::Path::new(p) == f.as_path())
-            });
             Served {
                 name: m.id,
-                named_by_cmdline,
-                folder,
+                named_by_cmdline: folder.named_by_cmdline,
                 max_model_len: m.max_model_len,
-                weights_bytes: weights,
-                kv_bytes_per_token: config
+                weights_bytes: folder.weights_bytes,
+                kv_bytes_per_token: folder
+                    .config
                     .as_ref()
                     .and_then(|c| vllm::kv_bytes_per_token(c, launch.dtype, cache_dtype)),
+                folder: folder.path,
                 metrics: metrics.clone(),
             }
         })
@@ -146,13 +121,8 @@ pub(super) fn model(served: &Served, server_url: Option<String>, log: Option<(&s
         }),
         reported,
         runtime: Some(runtime),
-        activity: metrics.map(|m| ModelActivity {
-            requests_running: m.requests_running,
-            requests_waiting: m.requests_waiting,
-            kv_cache_used_ratio: m.kv_cache_usage,
-            source: "api:/metrics".into(),
-            ..ModelActivity::default()
-        }),
+        activity: metrics
+            .map(|m| ModelActivity::from_metrics(m.requests_running, m.requests_waiting, m.kv_cache_usage)),
         ..Model::default()
     }
 }

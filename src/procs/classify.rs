@@ -99,6 +99,7 @@ const NAME_RUNTIMES: &[(&str, &str)] = &[
     ("koboldcpp", "koboldcpp"),
     ("vllm", "vllm"),
     ("text-generation-launcher", "tgi"),
+    ("text-generation-router", "tgi"),
     ("text-generation-server", "tgi"),
     ("sglang", "sglang"),
     // `python -m mlx_lm.server`, and the `mlx_lm.generate` / `mlx_lm.server`
@@ -339,10 +340,11 @@ pub fn runtimes_from_names(comm: &str, exe: Option<&str>, argv: &[String], runti
     for name in names {
         let stem = name.strip_suffix(".exe").unwrap_or(name);
         for (exe_name, runtime) in NAME_RUNTIMES {
-            // `vllm` or `vllm.entrypoints...`, without a string a try.
+            // `vllm` or `vllm.entrypoints...`, without a string a try;
+            // `sglang::scheduler_TP0`, a title SGLang's workers set.
             if stem
                 .strip_prefix(exe_name)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with("::"))
             {
                 push_unique(runtimes, runtime);
             }
@@ -544,6 +546,44 @@ mod tests {
             assert!(r.is_empty(), "{argv:?}: {r:?}");
             assert_eq!(kind(comm, Some(exe), &strings(argv), &r), ProcessKind::Other);
         }
+    }
+
+    /// SGLang's main process by its module or script, its workers by the
+    /// titles they set (the kernel keeps 15 bytes: `sglang::schedul`);
+    /// TGI's launcher, router and shards by their programs.
+    #[test]
+    fn sglang_and_tgi_processes_are_known_by_name() {
+        for (comm, exe, argv) in [
+            (
+                "python3",
+                "/usr/bin/python3.11",
+                &["python3", "-m", "sglang.launch_server", "--model-path", "/m"][..],
+            ),
+            ("sglang", "/usr/bin/python3.11", &["/venv/bin/sglang", "serve"][..]),
+            ("sglang::schedul", "/usr/bin/python3.11", &["sglang::scheduler_TP0"][..]),
+        ] {
+            let mut r = vec![];
+            runtimes_from_names(comm, Some(exe), &strings(argv), &mut r);
+            assert_eq!(r, ["sglang"], "{argv:?}");
+        }
+        for program in [
+            "text-generation-launcher",
+            "text-generation-router",
+            "text-generation-server",
+        ] {
+            let mut r = vec![];
+            let path = format!("/usr/local/bin/{program}");
+            runtimes_from_names(
+                "text-generation",
+                Some(&path),
+                &strings(&[&path, "--port", "80"]),
+                &mut r,
+            );
+            assert_eq!(r, ["tgi"], "{program}");
+        }
+        let mut r = vec![];
+        runtimes_from_names("sglangx", None, &strings(&["sglangx"]), &mut r);
+        assert!(r.is_empty(), "a longer name is another program");
     }
 
     #[test]

@@ -108,6 +108,8 @@ families! {
     MODEL_REP_COMPUTE = "gputaskman_model_reported_compute_bytes", "Reported by the runtime: compute buffers.";
     MODEL_REP_TOTAL = "gputaskman_model_reported_total_bytes", "Reported by the runtime: everything the model takes (Ollama's size).";
     MODEL_REP_DEVICE = "gputaskman_model_reported_device_bytes", "Reported by the runtime: of which in device memory (Ollama's size_vram).";
+    MODEL_KV_POOL_TOKENS = "gputaskman_model_kv_pool_tokens", "Reported by the server: tokens its KV pool holds (vLLM, SGLang, TGI).";
+    MODEL_MEMORY_UTILIZATION = "gputaskman_model_memory_utilization_ratio", "Reported by the server: the share of the device's memory it claims (vLLM gpu_memory_utilization, SGLang mem_fraction_static).";
     PART_REPORTED = "gputaskman_process_reported_part_bytes", "Reported by the runtime: one part (weights, kv, compute, output) of a process's memory on a device, for the comparison with its measured VRAM. Never part of measured totals.";
     PART_ESTIMATED = "gputaskman_process_estimated_part_bytes", "Estimated: one part (weights, kv, compute, output, context: the driver's) of a process's memory on a device, for the comparison with its measured VRAM. Never part of measured totals.";
     UNEXPLAINED = "gputaskman_process_unexplained_bytes", "Measured VRAM minus the reported and the estimated parts of the process on the device, signed: negative when the parts claim more. A comparison, not a measurement.";
@@ -564,6 +566,10 @@ fn model(out: &mut Out, process: &Labels, m: &Model) {
         out.opt_u64(F::MODEL_REP_COMPUTE, ls, r.compute_bytes);
         out.opt_u64(F::MODEL_REP_TOTAL, ls, r.total_bytes);
         out.opt_u64(F::MODEL_REP_DEVICE, ls, r.device_bytes);
+    }
+    if let Some(r) = &m.runtime {
+        out.opt_u64(F::MODEL_KV_POOL_TOKENS, ls, r.kv_tokens);
+        out.opt_f64(F::MODEL_MEMORY_UTILIZATION, ls, r.memory_utilization);
     }
 }
 

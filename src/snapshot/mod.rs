@@ -537,6 +537,20 @@ pub struct ModelActivity {
     pub source: String,
 }
 
+impl ModelActivity {
+    /// What a server's `/metrics` says it is doing (vLLM, SGLang, TGI);
+    /// token rates are the caller's, from two reads of its counters.
+    pub fn from_metrics(running: Option<u64>, waiting: Option<u64>, kv_used: Option<f64>) -> ModelActivity {
+        ModelActivity {
+            requests_running: running,
+            requests_waiting: waiting,
+            kv_cache_used_ratio: kv_used,
+            source: "api:/metrics".into(),
+            ..ModelActivity::default()
+        }
+    }
+}
+
 /// Launch settings that drive a model's memory, from the runtime's API, its
 /// log, or its command line (in that order of trust).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -84,12 +84,13 @@ pub fn activity(a: &crate::snapshot::ModelActivity) -> String {
 pub fn runtime_pool(r: &crate::snapshot::runtime_report::RuntimeReport) -> String {
     let count = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "n/a".into());
     let device = r.kv_pool_device.as_ref().map(|d| format!(" ({d})")).unwrap_or_default();
-    let mut parts = vec![format!(
-        "KV pool {} tokens{device}, {} blocks of {}",
-        count(r.kv_tokens),
-        count(r.kv_blocks),
-        count(r.kv_block_size)
-    )];
+    // SGLang says its pages' size but not their count; TGI 3 neither.
+    let blocks = match (r.kv_blocks, r.kv_block_size) {
+        (None, None) => String::new(),
+        (None, Some(size)) => format!(", blocks of {size}"),
+        (blocks, size) => format!(", {} blocks of {}", count(blocks), count(size)),
+    };
+    let mut parts = vec![format!("KV pool {} tokens{device}{blocks}", count(r.kv_tokens))];
     parts.extend(
         r.max_concurrency
             .map(|c| format!("{c:.2}x requests of {} tokens", count(r.max_model_len))),

@@ -1,15 +1,21 @@
 """A stand-in runtime API for the end-to-end tests of the probes: serves
 recorded responses (path=FILE pairs) on a loopback port, or misbehaves on
-purpose (--mode garbage|hang|redirect|huge). A path given twice or more serves its
-files in turn, the last one from then on (a counter that moves). Run it under a runtime's name
+purpose (--mode garbage|hang|redirect|huge). Run it under a runtime's name
 (a symlink named `ollama`, `llama-server`, ...) so gputaskman takes it for
 that runtime. Prints "ready" once it listens; serves until killed.
+
+A counter that moves with time: `{{moving BASE RATE}}` in a served file is
+answered as BASE + RATE x the seconds since the server started, so any two
+reads, by whichever reader, see RATE a second between them.
 """
 
 import argparse
 import http.server
+import re
 import sys
 import time
+
+MOVING = re.compile(rb"\{\{moving (\d+) (\d+)\}\}")
 
 
 def main() -> None:
@@ -24,8 +30,13 @@ def main() -> None:
     for route in (r for r in args.routes if "=" in r):
         path, _, file = route.partition("=")
         with open(file, "rb") as f:
-            routes.setdefault(path, []).append(f.read())
+            routes[path] = f.read()
     seen = []
+    started = time.monotonic()
+
+    def moving(match):
+        base, rate = int(match.group(1)), int(match.group(2))
+        return str(base + rate * (time.monotonic() - started)).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -51,8 +62,9 @@ def main() -> None:
                 except OSError:
                     pass
                 return
-            answers = routes.get(self.path.split("?")[0])
-            body = answers.pop(0) if answers and len(answers) > 1 else (answers or [None])[0]
+            body = routes.get(self.path.split("?")[0])
+            if body is not None:
+                body = MOVING.sub(moving, body)
             if args.mode == "garbage":
                 body = b"this is not json {"
             if body is None:

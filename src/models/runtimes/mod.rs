@@ -1,5 +1,5 @@
 //! Parsers for what LLM runtimes answer on their local APIs: llama.cpp's
-//! `llama-server`, Ollama, LM Studio and vLLM. Pure functions over bytes the
+//! `llama-server`, Ollama, LM Studio, vLLM, SGLang and TGI. Pure functions over bytes the
 //! caller fetched (loopback, GET only); they never panic on what a server
 //! sends, and they tell a wrong shape from a missing field:
 //! - a body that is not JSON, or whose top level is not the expected object
@@ -11,9 +11,12 @@
 //! Also here: a small reader of the Prometheus text format that llama.cpp and
 //! vLLM use for `/metrics`.
 
+pub mod figures;
 pub mod llamacpp;
 pub mod lmstudio;
 pub mod ollama;
+pub mod sglang;
+pub mod tgi;
 pub mod vllm;
 pub mod vllm_log;
 

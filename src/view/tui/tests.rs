@@ -257,6 +257,29 @@ fn the_model_detail_shows_the_servers_own_kv_pool() {
     );
 }
 
+/// SGLang says its pages' size, not their count; TGI 3 says neither.
+#[test]
+fn a_pool_without_a_block_count_says_what_is_known() {
+    use crate::snapshot::runtime_report::RuntimeReport;
+    let sglang = RuntimeReport {
+        kv_tokens: Some(20480),
+        kv_block_size: Some(1),
+        memory_utilization: Some(0.841),
+        ..Default::default()
+    };
+    assert_eq!(
+        crate::view::runtime_pool(&sglang),
+        "KV pool 20480 tokens, blocks of 1 · memory utilization 0.841"
+    );
+    let tgi = RuntimeReport {
+        kv_tokens: Some(52125),
+        ..Default::default()
+    };
+    assert_eq!(crate::view::runtime_pool(&tgi), "KV pool 52125 tokens");
+    let none = RuntimeReport::default();
+    assert_eq!(crate::view::runtime_pool(&none), "KV pool n/a tokens");
+}
+
 #[test]
 fn notes_explain_spill_paged_and_unknown_vram() {
     let mut app = app_with(desktop());
