@@ -435,6 +435,10 @@ fn sglang_reports_its_pool_beside_the_estimate_from_its_folder() {
     assert_eq!(runtime["kv_block_size"], 1);
     assert_eq!(runtime["memory_utilization"], 0.841);
     assert_eq!(runtime["prefix_cache_hit_ratio"], 0.25);
+    assert!(
+        runtime["generation_tokens_total"].as_u64().unwrap() >= 5000,
+        "the real-time counter, not the finished requests' 4900"
+    );
     // The estimate: the folder's weights, and its per-token cost times
     // SGLang's pool, within SGLang's rounding of its own 0.23 GiB.
     let estimate = &m["estimate"];
@@ -484,6 +488,11 @@ fn tgi_gives_its_model_pool_and_work() {
     );
     assert_eq!(m[0]["activity"]["requests_running"], 0);
     assert_eq!(m[0]["activity"]["requests_waiting"], 0);
+    assert_eq!(
+        m[0]["activity"]["generation_tokens_per_second"],
+        Value::Null,
+        "totals of finished requests give no rate of what it does now"
+    );
 }
 
 /// A llama-server whose model file is on its command line, but whose API

@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(metrics) = vllm::parse_metrics(&text) {
         let _ = metrics.kv_capacity_tokens();
     }
-    if let Ok((work, _)) = sglang::parse_metrics(&text) {
+    if let Ok(work) = sglang::parse_metrics(&text) {
         assert!(work.kv_used_ratio.is_none_or(|r| (0.0..=1.0).contains(&r)));
     }
     let _ = tgi::parse_metrics(&text);

@@ -130,7 +130,11 @@ impl ApiAnswer {
             return Some(state.token_totals());
         }
         if let Some(w) = self.hf_server_work() {
-            return Some((w.prompt_tokens, w.generation_tokens, w.counts_in_flight));
+            // Totals that grow only as requests end give no rate of what
+            // the server does now: none is given.
+            return w
+                .counts_in_flight
+                .then_some((w.prompt_tokens, w.generation_tokens, true));
         }
         let m = self.vllm_metrics()?;
         Some((m.prompt_tokens, m.generation_tokens, true))
@@ -166,9 +170,9 @@ impl ApiAnswer {
         let vllm = self
             .vllm_metrics()
             .is_some_and(|m| m.generation_tokens.is_some() && m.requests_running.is_some_and(|r| r > 0));
-        let hf_server = self
-            .hf_server_work()
-            .is_some_and(|w| w.generation_tokens.is_some() && w.requests_running.is_some_and(|r| r > 0));
+        let hf_server = self.hf_server_work().is_some_and(|w| {
+            w.counts_in_flight && w.generation_tokens.is_some() && w.requests_running.is_some_and(|r| r > 0)
+        });
         llama_cpp || vllm || hf_server
     }
 
@@ -203,10 +207,11 @@ pub(super) fn is_vllm_engine(name: &str) -> bool {
 
 /// SGLang's schedulers (one per GPU), detokenizer and controllers, renamed
 /// by setproctitle (`sglang::scheduler_TP0`, `sglang::detokenizer`:
-/// managers/scheduler.py); the main process keeps its command line and
-/// answers for the model. Their ports are their own (ZMQ, NCCL).
+/// managers/scheduler.py); their ports are their own (ZMQ, NCCL). The main
+/// process keeps its command line and answers for the model, except in
+/// 0.5.2, which titled it `sglang::http_server/tokenizer_manager`.
 fn is_sglang_worker(name: &str) -> bool {
-    name.starts_with("sglang::")
+    name.starts_with("sglang::") && !name.starts_with("sglang::http")
 }
 
 /// TGI's router (`text-generation-router`, which the launcher starts)
@@ -343,7 +348,11 @@ impl Apis {
             state.clear_live();
             self.probe_llamacpp_live(addr, key, state);
             answer.sample_counters();
-        } else if let Some(served) = answer.models.iter_mut().find_map(|m| m.hf_server.as_mut()) {
+        } else if let Some(served) = answer
+            .models
+            .iter_mut()
+            .find_map(|m| m.hf_server.as_mut().filter(|s| s.work.is_some()))
+        {
             if let Err(e) = hf_server::refresh_work(&self.prober, addr, key, served) {
                 let note = format!("{} /metrics again: {e}", Api::from(served.runtime).name());
                 if !answer.notes.contains(&note) {
@@ -587,6 +596,23 @@ impl Apis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SGLang's workers are not asked; its main process is, whether it
+    /// keeps its command line or (0.5.2) titles itself (comm keeps 15 bytes).
+    #[test]
+    fn sglang_workers_are_not_probed_and_its_http_server_is() {
+        for worker in [
+            "sglang::schedul",
+            "sglang::detoken",
+            "sglang::data_pa",
+            "sglang::tokeniz",
+        ] {
+            assert!(is_sglang_worker(worker), "{worker}");
+        }
+        for server in ["sglang::http_se", "python3", "sglang"] {
+            assert!(!is_sglang_worker(server), "{server}");
+        }
+    }
 
     /// Rates need two samples: the first says null, not 0; a counter that
     /// went backwards (the server restarted its counting) says null too,

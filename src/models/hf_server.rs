@@ -26,7 +26,7 @@ impl Runtime {
     fn metrics(self, body: &[u8]) -> Result<ServerWork, String> {
         let text = String::from_utf8_lossy(body);
         match self {
-            Runtime::Sglang => sglang::parse_metrics(&text).map(|(work, _)| work),
+            Runtime::Sglang => sglang::parse_metrics(&text),
             Runtime::Tgi => tgi::parse_metrics(&text),
         }
     }
@@ -60,7 +60,7 @@ pub(super) fn probe(
     (access, budgets): (&Access, &hf_folder::Budgets),
     notes: &mut Vec<String>,
 ) -> Result<Served, String> {
-    let mut figures = match runtime {
+    let figures = match runtime {
         Runtime::Sglang => prober
             .get(addr, "/server_info", key)
             .and_then(|b| sglang::parse_server_info(&b))
@@ -73,15 +73,6 @@ pub(super) fn probe(
         Runtime::Tgi => tgi::parse_info(&prober.get(addr, "/info", key)?)?,
     };
     let metrics = prober.get(addr, "/metrics", key);
-    if runtime == Runtime::Sglang {
-        if let Ok((_, pool)) = metrics
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|b| sglang::parse_metrics(&String::from_utf8_lossy(b)))
-        {
-            sglang::pool_from_metrics(&mut figures, pool);
-        }
-    }
     let folder = hf_folder::read(figures.model.as_deref(), model_paths, access, budgets, notes);
     Ok(Served {
         runtime,
@@ -187,11 +178,16 @@ fn reported(f: &ServerFigures, log_source: Option<String>) -> Option<ModelReport
 /// The server's own figures of its pool and work, each named as it names it.
 fn runtime_report(runtime: Runtime, f: &ServerFigures, work: Option<&ServerWork>) -> RuntimeReport {
     let mut names = f.names.clone();
-    if work.is_some_and(|w| w.generation_tokens.is_some()) {
-        names.push(match runtime {
-            Runtime::Sglang => "generation_tokens_total: /metrics sglang:generation_tokens_total".into(),
-            Runtime::Tgi => {
-                "generation_tokens_total: /metrics tgi_request_generated_tokens_sum (counted as each request ends)"
+    if let Some(w) = work.filter(|w| w.generation_tokens.is_some()) {
+        names.push(match (runtime, w.counts_in_flight) {
+            (Runtime::Sglang, true) => {
+                "generation_tokens_total: /metrics sglang:realtime_tokens_total{mode=\"decode\"}".into()
+            }
+            (Runtime::Sglang, false) => {
+                "generation_tokens_total: /metrics sglang:generation_tokens_total (counted as each request ends: no token rates)".into()
+            }
+            (Runtime::Tgi, _) => {
+                "generation_tokens_total: /metrics tgi_request_generated_tokens_sum (counted as each request ends: no token rates)"
                     .into()
             }
         });
@@ -207,5 +203,83 @@ fn runtime_report(runtime: Runtime, f: &ServerFigures, work: Option<&ServerWork>
         generation_tokens_total: work.and_then(|w| w.generation_tokens),
         names,
         ..RuntimeReport::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(runtime: Runtime, api: &[u8], kv_bytes_per_token: Option<u64>) -> Served {
+        let figures = match runtime {
+            Runtime::Sglang => sglang::parse_server_info(api).unwrap(),
+            Runtime::Tgi => tgi::parse_info(api).unwrap(),
+        };
+        Served {
+            runtime,
+            figures,
+            work: None,
+            folder: None,
+            named_by_cmdline: false,
+            weights_bytes: None,
+            kv_bytes_per_token,
+        }
+    }
+
+    /// TGI 3 says its pool only in its log: the log's blocks size the
+    /// pool, the estimate follows them, and the API's context stays.
+    #[test]
+    fn a_tgi_3_pool_comes_from_its_log() {
+        let s = served(
+            Runtime::Tgi,
+            include_bytes!("../../tests/data/tgi/info-3.3.json"),
+            Some(1000),
+        );
+        let log = tgi::parse_log(include_str!("../../tests/data/tgi/launcher.log")).unwrap();
+        let m = model(&s, None, Some(("/var/log/tgi.log", &log)));
+        let r = m.runtime.as_ref().unwrap();
+        assert_eq!(
+            (r.kv_tokens, r.kv_blocks, r.kv_block_size),
+            (Some(52125), Some(52719), Some(1))
+        );
+        assert_eq!(m.context, Some(8000), "/info's, not the log's default line");
+        assert!(
+            r.names.contains(&"max_model_len: /info max_total_tokens".to_string()),
+            "{:?}",
+            r.names
+        );
+        assert!(r.names.iter().any(|n| n.starts_with("kv_tokens: log")), "{:?}", r.names);
+        assert_eq!(
+            m.estimate.unwrap().kv_bytes,
+            Some(52719 * 1000),
+            "whole blocks, not the batch limit"
+        );
+        assert_eq!(m.reported, None, "TGI says no bytes");
+        assert_eq!(m.activity, None, "no /metrics read");
+    }
+
+    /// SGLang 0.4.6 has no memory_usage in its API: the log's figures are
+    /// reported, and said to come from the log.
+    #[test]
+    fn sglang_before_memory_usage_reports_from_its_log() {
+        let s = served(
+            Runtime::Sglang,
+            include_bytes!("../../tests/data/sglang/server_info-0.4.6.json"),
+            None,
+        );
+        let log = sglang::parse_log(include_str!("../../tests/data/sglang/server.log")).unwrap();
+        let m = model(
+            &s,
+            Some("http://127.0.0.1:30000".into()),
+            Some(("/tmp/sglang.log", &log)),
+        );
+        let r = m.reported.unwrap();
+        assert_eq!(r.source, "log:/tmp/sglang.log");
+        assert_eq!(r.weights_bytes, crate::models::runtimes::figures::gib_bytes(1.06));
+        assert_eq!(r.compute_bytes, crate::models::runtimes::figures::gib_bytes(0.07));
+        assert_eq!(m.estimate, None, "no folder, no estimate");
+        let without_log = model(&s, None, None);
+        assert_eq!(without_log.reported, None);
+        assert_eq!(without_log.evidence, ["api"]);
     }
 }

@@ -21,7 +21,7 @@ pub struct ServerFigures {
     /// The weights' dtype as it runs them, and the KV cache's.
     pub dtype: Option<String>,
     pub kv_dtype: Option<String>,
-    /// The longest request in tokens.
+    /// The longest request in tokens (`max_model_len` in the snapshot).
     pub context: Option<u64>,
     /// Tokens its KV pool holds, and the pool's blocks where it has them.
     pub kv_tokens: Option<u64>,
@@ -34,7 +34,6 @@ pub struct ServerFigures {
     pub weights_bytes: Option<u64>,
     pub kv_bytes: Option<u64>,
     pub graph_bytes: Option<u64>,
-    pub version: Option<String>,
     /// `field: where, in the runtime's words`.
     pub names: Vec<String>,
 }
@@ -48,8 +47,8 @@ impl ServerFigures {
         }
     }
 
-    /// Fills what `self` lacks from `other` (a log under an API's answer),
-    /// with `other`'s names for the figures taken.
+    /// Fills the pool's and the memory's figures `self` lacks from `other`
+    /// (a log under an API's answer), with `other`'s names for them.
     pub fn fill_from(&mut self, other: &ServerFigures) {
         fn take<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) -> bool {
             let taken = mine.is_none() && theirs.is_some();
@@ -64,18 +63,10 @@ impl ServerFigures {
                 taken.push(field.to_string());
             }
         };
-        fill("model", take(&mut self.model, &other.model));
-        fill("served_name", take(&mut self.served_name, &other.served_name));
-        fill("dtype", take(&mut self.dtype, &other.dtype));
-        fill("kv_dtype", take(&mut self.kv_dtype, &other.kv_dtype));
-        fill("context", take(&mut self.context, &other.context));
+        fill("max_model_len", take(&mut self.context, &other.context));
         fill("kv_tokens", take(&mut self.kv_tokens, &other.kv_tokens));
         fill("kv_blocks", take(&mut self.kv_blocks, &other.kv_blocks));
         fill("kv_block_size", take(&mut self.kv_block_size, &other.kv_block_size));
-        fill(
-            "memory_utilization",
-            take(&mut self.memory_utilization, &other.memory_utilization),
-        );
         fill(
             "reported.weights_bytes",
             take(&mut self.weights_bytes, &other.weights_bytes),
@@ -85,7 +76,6 @@ impl ServerFigures {
             "reported.compute_bytes",
             take(&mut self.graph_bytes, &other.graph_bytes),
         );
-        fill("version", take(&mut self.version, &other.version));
         for field in taken {
             let prefix = format!("{field}: ");
             if let Some(line) = other.names.iter().find(|n| n.starts_with(&prefix)) {
@@ -105,9 +95,11 @@ pub struct ServerWork {
     /// Prompt and generated tokens since it started.
     pub prompt_tokens: Option<u64>,
     pub generation_tokens: Option<u64>,
-    /// Whether those totals move while a request runs (SGLang counts
-    /// each batch's tokens as it runs them) or only when it ends (TGI's
-    /// per-request histograms).
+    /// Whether those totals move while a request runs (SGLang's
+    /// `realtime_tokens_total`, 0.5.10+, each batch's tokens as it runs
+    /// them) or only when it ends (SGLang's `prompt_tokens_total` and
+    /// `generation_tokens_total`, TGI's per-request histograms): rates are
+    /// taken only from the first kind.
     pub counts_in_flight: bool,
     pub prefix_cache_hit_ratio: Option<f64>,
 }
@@ -119,25 +111,26 @@ pub fn gib_bytes(gib: f64) -> Option<u64> {
     (gib.is_finite() && (0.0..=(1u64 << 20) as f64).contains(&gib)).then(|| (gib * GIB).round() as u64)
 }
 
-/// A Prometheus gauge's value over several series of one name: the ranks
-/// of one engine repeat the same figure (tensor-parallel ranks), so within
-/// a `dp_rank` the highest counts; data-parallel ranks serve apart and add.
+/// A Prometheus value over several series of one name: the ranks of one
+/// engine repeat the same figure (tensor-parallel ranks), so within an
+/// engine (its other labels: `dp_rank`, `engine_type`, ...) the highest
+/// counts; engines serve apart and add.
 #[derive(Default)]
 pub(crate) struct RankSum {
-    by_rank: Vec<(Option<String>, u64)>,
+    by_engine: Vec<(String, u64)>,
 }
 
 impl RankSum {
-    pub(crate) fn add(&mut self, dp_rank: Option<&str>, value: f64) {
+    pub(crate) fn add(&mut self, engine: &str, value: f64) {
         let Some(n) = as_count(value) else { return };
-        match self.by_rank.iter_mut().find(|(r, _)| r.as_deref() == dp_rank) {
+        match self.by_engine.iter_mut().find(|(e, _)| e == engine) {
             Some((_, highest)) => *highest = (*highest).max(n),
-            None => self.by_rank.push((dp_rank.map(String::from), n)),
+            None => self.by_engine.push((engine.to_string(), n)),
         }
     }
 
     pub(crate) fn total(&self) -> Option<u64> {
-        (!self.by_rank.is_empty()).then(|| self.by_rank.iter().fold(0u64, |t, (_, n)| t.saturating_add(*n)))
+        (!self.by_engine.is_empty()).then(|| self.by_engine.iter().fold(0u64, |t, (_, n)| t.saturating_add(*n)))
     }
 }
 
@@ -159,12 +152,12 @@ mod tests {
     fn ranks_of_one_engine_repeat_and_engines_add() {
         let mut sum = RankSum::default();
         assert_eq!(sum.total(), None);
-        sum.add(None, 3.0);
-        sum.add(None, 5.0);
+        sum.add("", 3.0);
+        sum.add("", 5.0);
         assert_eq!(sum.total(), Some(5), "tensor-parallel ranks repeat one figure");
         let mut dp = RankSum::default();
         for (rank, value) in [("0", 2.0), ("0", 2.0), ("1", 4.0), ("1", f64::NAN), ("2", -1.0)] {
-            dp.add(Some(rank), value);
+            dp.add(rank, value);
         }
         assert_eq!(dp.total(), Some(6));
     }

@@ -13,8 +13,11 @@
 //! - The log: the router's `Setting max batch total tokens to N` after
 //!   warm-up (the smallest over the shards) and, from 2.4, a shard's
 //!   `KV-cache blocks: N, size: B` (server/text_generation_server/models/
-//!   flash_causal_lm.py). Lines are found by their text, whatever the
-//!   timestamp, colours or JSON (`--json-output`) around them.
+//!   flash_causal_lm.py); the launcher's `Args {` opens a start. A message
+//!   counts only as a whole: the end of a plain line after its `target:`
+//!   prefix (colours dropped), or a JSON line's `message` (`--json-output`).
+//!   A request's line echoes what the client sent (its stop strings) inside
+//!   its span and ends in the outcome, so a client cannot write a pool.
 
 use super::figures::{ServerFigures, ServerWork};
 use super::{as_count, parse_object, parse_prometheus};
@@ -36,11 +39,10 @@ pub fn parse_info(body: &[u8]) -> Result<ServerFigures, String> {
         dtype: text("model_dtype"),
         context: count("max_total_tokens"),
         kv_tokens: count("max_batch_total_tokens"),
-        version: text("version"),
         ..ServerFigures::default()
     };
     if f.context.is_some() {
-        f.name("context", "/info max_total_tokens");
+        f.name("max_model_len", "/info max_total_tokens");
     }
     if f.kv_tokens.is_some() {
         f.name("kv_tokens", "/info max_batch_total_tokens");
@@ -73,36 +75,96 @@ pub fn parse_metrics(text: &str) -> Result<ServerWork, String> {
 }
 
 /// TGI's pool and context lines in a log; None when it has none. A later
-/// start's lines replace an earlier one's.
+/// start (the launcher's `Args {`) begins again.
 pub fn parse_log(text: &str) -> Option<ServerFigures> {
     let mut f = ServerFigures::default();
     let mut seen = false;
     for line in text.lines().filter(|l| l.len() <= MAX_LINE) {
-        if let Some(n) = number_after(line, "Setting max batch total tokens to ") {
+        let Some(message) = message(line) else { continue };
+        let number = |phrase: &str| message.strip_prefix(phrase).and_then(whole_number);
+        if message.starts_with("Args {") {
+            f = ServerFigures::default();
+        } else if let Some(n) = number("Setting max batch total tokens to ") {
             f.kv_tokens = Some(n);
             f.name("kv_tokens", "log \"Setting max batch total tokens to\"");
             seen = true;
-        } else if let Some(n) = number_after(line, "KV-cache blocks: ") {
-            f.kv_blocks = Some(n);
-            f.kv_block_size = number_after(line, ", size: ");
-            f.name("kv_blocks", "log \"KV-cache blocks: N, size: B\"");
-            seen = true;
-        } else if let Some(n) = number_after(line, "Maximum total tokens defaulted to ")
-            .or_else(|| number_after(line, "Default `max_total_tokens` to "))
+        } else if let Some((blocks, size)) = message
+            .strip_prefix("KV-cache blocks: ")
+            .and_then(|rest| rest.split_once(", size: "))
+        {
+            if let (Some(blocks), Some(size)) = (whole_number(blocks), whole_number(size)) {
+                (f.kv_blocks, f.kv_block_size) = (Some(blocks), Some(size));
+                f.name("kv_blocks", "log \"KV-cache blocks: N, size: B\"");
+                seen = true;
+            }
+        } else if let Some(n) =
+            number("Maximum total tokens defaulted to ").or_else(|| number("Default `max_total_tokens` to "))
         {
             f.context = Some(n);
-            f.name("context", "log \"max total tokens\" default");
+            f.name("max_model_len", "log \"max total tokens\" default");
             seen = true;
         }
     }
     seen.then_some(f)
 }
 
-/// The digits right after `phrase` in `line`.
-fn number_after(line: &str, phrase: &str) -> Option<u64> {
-    let (_, after) = line.split_once(phrase)?;
-    let end = after.find(|c: char| !c.is_ascii_digit()).unwrap_or(after.len());
-    after[..end].parse().ok()
+/// The message of one line of TGI's log: a JSON line's `message` (the
+/// router's) or `fields.message` (the launcher's), or a plain line's text
+/// after its last `: ` (`... INFO text_generation_router: router/src/
+/// main.rs:354: Setting max batch total tokens to 801568`), colours
+/// dropped. The pool's messages hold `: ` themselves, so the candidates are
+/// every suffix after a `: `; the caller matches a whole message.
+fn message(line: &str) -> Option<String> {
+    let line = line.trim();
+    if line.starts_with('{') {
+        let v: Value = serde_json::from_str(line).ok()?;
+        let text = v.get("message").or_else(|| v.get("fields")?.get("message"))?.as_str()?;
+        return Some(text.to_string());
+    }
+    let plain = strip_colours(line);
+    // The known messages start after the target's `: `.
+    const STARTS: &[&str] = &[
+        "Args {",
+        "Setting max batch total tokens to ",
+        "KV-cache blocks: ",
+        "Maximum total tokens defaulted to ",
+        "Default `max_total_tokens` to ",
+    ];
+    let at = STARTS
+        .iter()
+        .filter_map(|start| plain.rfind(&format!(": {start}")))
+        .max()?;
+    Some(plain[at + 2..].to_string())
+}
+
+/// A number that is all that is left of the message.
+fn whole_number(text: &str) -> Option<u64> {
+    let text = text.trim_end();
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+/// `line` without its SGR colour sequences (`ESC [ ... m`).
+fn strip_colours(line: &str) -> std::borrow::Cow<'_, str> {
+    if !line.contains('\x1b') {
+        return line.into();
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // Skip to the sequence's final letter.
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]
@@ -116,7 +178,6 @@ mod tests {
         assert_eq!(v2.model.as_deref(), Some("meta-llama/Meta-Llama-3.1-8B-Instruct"));
         assert_eq!(v2.dtype.as_deref(), Some("torch.float16"));
         assert_eq!((v2.context, v2.kv_tokens), (Some(4096), Some(19056)));
-        assert_eq!(v2.version.as_deref(), Some("2.2.0"));
         let v3 = parse_info(include_bytes!("../../../tests/data/tgi/info-3.3.json")).unwrap();
         assert_eq!(v3.model.as_deref(), Some("/models/gemma-3-27b-it"));
         assert_eq!((v3.context, v3.kv_tokens, v3.dtype), (Some(8000), None, None));
