@@ -67,7 +67,21 @@ pub(super) fn estimate(
     runner: Runner,
     notes: &mut Vec<String>,
 ) -> Result<(ModelEstimate, u64), String> {
-    let kv_settings = settings.to_kv();
+    let mut kv_settings = settings.to_kv();
+    // `-fa auto` (or none said: llama.cpp's default) is what the backend's
+    // rule makes it, as `gputaskman model` resolves it; unknown without one.
+    let said = matches!(settings.flash_attn.as_deref(), Some("on" | "off"));
+    if let (false, Some(backend)) = (said, runner.backend) {
+        let auto = gguf::resolve_auto(m, backend, kv_settings.type_k, kv_settings.type_v);
+        kv_settings.flash_attn = auto.on;
+        if !auto.on {
+            notes.push(format!(
+                "flash attention auto is off on {}: {}",
+                backend.as_str(),
+                auto.why
+            ));
+        }
+    }
     let e = gguf::estimate(m, &kv_settings).map_err(|e| e.to_string())?;
     let has_window = e.kv.caches.iter().any(|c| c.kind == gguf::CacheKind::Swa);
     let without_window = has_window && !kv_settings.swa_full;

@@ -53,7 +53,7 @@
 //! `None`: unknown, not a guess.
 
 use crate::hparams::{Hparams, Memory};
-use crate::memory::{estimate, CacheKind, EstimateError, KvSettings};
+use crate::memory::{estimate, CacheKind, CacheType, EstimateError, KvSettings};
 use crate::model::Model;
 use crate::value::Value;
 
@@ -117,13 +117,14 @@ impl FlashAttn {
     /// What `auto` becomes. src/llama-context.cpp `resolve_fused_ops`
     /// reserves a one-token graph and keeps flash attention when every
     /// layer's FLASH_ATTN_EXT node lands on the layer's own device, i.e.
-    /// when the backend has the kernel. On the CPU it does (the server logs
-    /// "Flash Attention enabled", checked by tests/compute_matrix.rs); for
-    /// CUDA, Metal and Vulkan current builds have kernels for the head
-    /// sizes of the architectures modelled here, so `auto` is taken as on
-    /// there too (unchecked: no GPU here; older Vulkan builds had none).
-    pub fn resolve(self, _backend: Backend) -> bool {
-        !matches!(self, FlashAttn::Off)
+    /// when the backend has the kernel: [`crate::resolve_auto`]'s rule for
+    /// the backend, the model's head sizes and the cache types.
+    pub fn resolve(self, model: &Model, backend: Backend, type_k: CacheType, type_v: CacheType) -> bool {
+        match self {
+            FlashAttn::On => true,
+            FlashAttn::Off => false,
+            FlashAttn::Auto => crate::resolve_auto(model, backend, type_k, type_v).on,
+        }
     }
 }
 
@@ -425,7 +426,7 @@ pub fn compute(
     batch: &BatchSettings,
 ) -> Result<ComputeEstimate, EstimateError> {
     let hp = model.hparams().map_err(|e| EstimateError::Model(e.to_string()))?;
-    let fa = flash_attn.resolve(batch.backend);
+    let fa = flash_attn.resolve(model, batch.backend, kv.type_k, kv.type_v);
     let kv_fa = KvSettings {
         flash_attn: fa,
         ..kv.clone()

@@ -75,6 +75,42 @@ fn auto_is_flash_attention_on_cpu() {
     assert_eq!(e.compute_bytes, Some(32 * MIB));
 }
 
+/// CUDA has no flash-attention kernel for heads of 32 (fattn.cu): `auto`
+/// is off there, so the compute buffer holds the attention scores, as
+/// `-fa off` does; on the CPU the same shape keeps it on.
+#[test]
+fn auto_follows_the_backends_kernels() {
+    let heads_of_32 = Builder::default()
+        .arch(
+            "qwen3",
+            &[
+                ("block_count", 28),
+                ("context_length", 40960),
+                ("embedding_length", 1024),
+                ("feed_forward_length", 3072),
+                ("attention.head_count", 32),
+                ("attention.head_count_kv", 8),
+                ("attention.key_length", 32),
+                ("attention.value_length", 32),
+            ],
+        )
+        .tensor("token_embd.weight", &[1024, 151936], F32)
+        .open();
+    let cuda = BatchSettings {
+        backend: Backend::Cuda,
+        ..BatchSettings::default()
+    };
+    let settings = kv(4096, 512, 1, false);
+    let auto = compute(&heads_of_32, &settings, FlashAttn::Auto, &cuda).unwrap();
+    let off = compute(&heads_of_32, &settings, FlashAttn::Off, &cuda).unwrap();
+    assert!(!auto.flash_attn);
+    assert_eq!(auto.compute_bytes, off.compute_bytes);
+    assert_eq!(auto.peak, Some(Peak::AttentionScores), "{}", auto.why);
+    let on_cpu = compute(&heads_of_32, &settings, FlashAttn::Auto, &BatchSettings::default()).unwrap();
+    assert!(on_cpu.flash_attn);
+    assert!(on_cpu.compute_bytes < auto.compute_bytes);
+}
+
 #[test]
 fn the_scores_grow_with_the_context_and_the_ubatch() {
     // Server: 1176.05 MiB at -ub 2048 -c 8192, 73.50 at -ub 128 -c 8192.

@@ -424,3 +424,55 @@ fn an_ollama_runner_places_its_weights_as_model_does() {
     assert_eq!(Some(compute.bytes), gpu.compute_bytes);
     assert!(p.reconciliation[0].missing.is_empty(), "{:?}", p.reconciliation[0]);
 }
+
+/// A CUDA build's `-fa auto` (llama.cpp's default) is what CUDA's kernels
+/// make it: for heads of 32, which fattn.cu has no kernel for, off, so the
+/// compute estimate holds the attention scores, as `gputaskman model
+/// --backend cuda` says for the same file. Before, discovery took auto as
+/// on whatever the backend.
+#[test]
+fn a_cuda_servers_auto_flash_attention_follows_its_kernels() {
+    const F32: u32 = 0;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("heads-of-32.gguf");
+    gguf::testutil::Builder::default()
+        .arch(
+            "llama",
+            &[
+                ("block_count", 4),
+                ("context_length", 8192),
+                ("embedding_length", 1024),
+                ("feed_forward_length", 2048),
+                ("attention.head_count", 32),
+                ("attention.head_count_kv", 8),
+            ],
+        )
+        .tensor("token_embd.weight", &[1024, 32000], F32)
+        .write(&file);
+    let mut server = Subject::new(dir.path(), &["llama-server", "-m", "heads-of-32.gguf", "-c", "4096"]);
+    server.info.runtimes = vec!["cuda".into(), "llama.cpp".into()];
+    let found = discovery().discover(&[&server.info]);
+    let model = &found[&server.info.pid].models[0];
+    assert!(
+        model
+            .notes
+            .iter()
+            .any(|n| n.starts_with("flash attention auto is off on cuda: no CUDA kernel for K/V head sizes 32/32")),
+        "{:?}",
+        model.notes
+    );
+    let why = model.estimate.as_ref().unwrap().compute_why.as_deref().unwrap();
+    assert!(why.contains("scores"), "{why}");
+    let mut with_fa = Subject::new(
+        dir.path(),
+        &["llama-server", "-m", "heads-of-32.gguf", "-c", "4096", "-fa", "on"],
+    );
+    with_fa.info.runtimes = server.info.runtimes.clone();
+    let found = discovery().discover(&[&with_fa.info]);
+    let on = &found[&with_fa.info.pid].models[0];
+    assert!(!on.notes.iter().any(|n| n.starts_with("flash attention auto")));
+    assert!(
+        on.estimate.as_ref().unwrap().compute_bytes < model.estimate.as_ref().unwrap().compute_bytes,
+        "asked for, flash attention keeps the scores out"
+    );
+}
