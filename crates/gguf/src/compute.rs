@@ -52,6 +52,7 @@
 //! vision towers, MLA in an older GGUF without the split `k_b`/`v_b`) get
 //! `None`: unknown, not a guess.
 
+use crate::backend::Backend;
 use crate::hparams::{Hparams, Memory};
 use crate::memory::{estimate, CacheKind, CacheType, EstimateError, KvSettings};
 use crate::model::Model;
@@ -59,51 +60,6 @@ use crate::value::Value;
 
 const F32: u64 = 4;
 const F16: u64 = 2;
-
-/// The backend whose compute buffer is estimated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
-pub enum Backend {
-    Cpu,
-    Cuda,
-    Vulkan,
-    Metal,
-}
-
-impl Backend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Cuda => "cuda",
-            Backend::Vulkan => "vulkan",
-            Backend::Metal => "metal",
-        }
-    }
-
-    /// The name llama.cpp gives the first device's buffers in its log.
-    pub fn buffer_name(self) -> &'static str {
-        match self {
-            Backend::Cpu => "CPU",
-            Backend::Cuda => "CUDA0",
-            Backend::Vulkan => "Vulkan0",
-            Backend::Metal => "MTL0",
-        }
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "cpu" => Ok(Backend::Cpu),
-            "cuda" => Ok(Backend::Cuda),
-            "vulkan" => Ok(Backend::Vulkan),
-            "metal" => Ok(Backend::Metal),
-            _ => Err(format!("unknown backend {s:?} (cpu, cuda, vulkan or metal)")),
-        }
-    }
-}
 
 /// `-fa on|off|auto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,13 +73,13 @@ impl FlashAttn {
     /// What `auto` becomes. src/llama-context.cpp `resolve_fused_ops`
     /// reserves a one-token graph and keeps flash attention when every
     /// layer's FLASH_ATTN_EXT node lands on the layer's own device, i.e.
-    /// when the backend has the kernel: [`crate::resolve_auto`]'s rule for
+    /// when the backend has the kernel: [`crate::flash_auto::resolve_auto`]'s rule for
     /// the backend, the model's head sizes and the cache types.
     pub fn resolve(self, model: &Model, backend: Backend, type_k: CacheType, type_v: CacheType) -> bool {
         match self {
             FlashAttn::On => true,
             FlashAttn::Off => false,
-            FlashAttn::Auto => crate::resolve_auto(model, backend, type_k, type_v).on,
+            FlashAttn::Auto => crate::flash_auto::resolve_auto(model, backend, type_k, type_v).on,
         }
     }
 }

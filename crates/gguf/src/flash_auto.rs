@@ -8,7 +8,7 @@
 //! sizes of the attention (with MLA, `kv_lora_rank + n_rot` and
 //! `kv_lora_rank`: the compressed cache) and the cache types.
 
-use crate::compute::Backend;
+use crate::backend::Backend;
 use crate::memory::CacheType;
 use crate::model::Model;
 

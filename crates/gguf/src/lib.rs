@@ -32,6 +32,7 @@
 //! GPU/CPU split of `--n-gpu-layers`; [`fit`] checks it against free GPU
 //! memory. [`compute`] estimates llama.cpp's compute and output buffers.
 
+pub mod backend;
 pub mod compute;
 mod error;
 pub mod fit;
@@ -57,7 +58,8 @@ mod tests;
 #[cfg(any(test, feature = "testutil"))]
 pub mod testutil;
 
-pub use compute::{compute, Backend, BatchSettings, ComputeEstimate, FlashAttn, Peak};
+pub use backend::Backend;
+pub use compute::{compute, BatchSettings, ComputeEstimate, FlashAttn, Peak};
 pub use error::{Error, ErrorKind};
 pub use fit::{fit_device, DeviceFit, FitQuery, GpuFit, LlamaCppFit, DEFAULT_MARGIN_BYTES};
 pub use flash_auto::{resolve_auto, AutoFlash};
