@@ -156,12 +156,15 @@ fn the_fleet_from_a_real_prometheus_shows_every_host_and_names_a_stopped_one_dow
     if let Some(tmux) = &tmux {
         let bin = env!("CARGO_BIN_EXE_gputaskman");
         tmux.start(&format!("{bin} --prometheus {url} --interval 1"));
+        // The whole frame, not one caught while it is drawn: a capture
+        // between the status line and the rest failed CI once (2026-12-07).
         let screen = tmux.wait_for("every host answering", Duration::from_secs(30), |s| {
             // A round slower than the interval is said between the two.
-            s.contains("prometheus, every 1.0 s") && s.contains(&format!(": {n} answering"))
+            s.contains("prometheus, every 1.0 s")
+                && s.contains(&format!(": {n} answering"))
+                && s.contains("HOST")
+                && s.contains("GPU 0")
         });
-        assert!(screen.contains("HOST"), "{screen}");
-        assert!(screen.contains("GPU 0"), "{screen}");
         assert!(
             !screen.contains("GPU 1 "),
             "a host's GPU goes by its own index: {screen}"
