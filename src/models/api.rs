@@ -140,6 +140,14 @@ impl ApiAnswer {
         Some((m.prompt_tokens, m.generation_tokens, true))
     }
 
+    /// Adds `note` unless it is there already (a refresh failing each time
+    /// says so once).
+    fn note_once(&mut self, note: String) {
+        if !self.notes.contains(&note) {
+            self.notes.push(note);
+        }
+    }
+
     /// What an SGLang or TGI server's `/metrics` says it is doing.
     fn hf_server_work(&self) -> Option<&runtimes::figures::ServerWork> {
         self.models.iter().find_map(|m| m.hf_server.as_ref()?.work.as_ref())
@@ -219,9 +227,9 @@ fn is_sglang_worker(name: &str) -> bool {
 /// serve`, which hold the GPU) answer on no TCP port of its
 /// (launcher/src/main.rs).
 fn is_tgi_router(info: &ProcInfo) -> bool {
-    let file = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
-    info.argv.first().map(|a| file(a)).as_deref() == Some("text-generation-router")
-        || info.exe.as_deref().map(file).as_deref() == Some("text-generation-router")
+    use crate::procs::classify::file_name;
+    info.argv.first().map(|a| file_name(a)) == Some("text-generation-router")
+        || info.exe.as_deref().map(file_name) == Some("text-generation-router")
 }
 
 /// The runtime APIs gputaskman knows.
@@ -340,8 +348,8 @@ impl Apis {
         answer
     }
 
-    /// Asks a llama.cpp or vLLM server again what changes from second to
-    /// second.
+    /// Asks a llama.cpp, SGLang, TGI or vLLM server again what changes
+    /// from second to second.
     fn sample_live(&self, key: Option<&str>, answer: &mut ApiAnswer) {
         let Some(addr) = answer.addr else { return };
         if let Some(state) = answer.server.as_mut() {
@@ -355,9 +363,7 @@ impl Apis {
         {
             if let Err(e) = hf_server::refresh_work(&self.prober, addr, key, served) {
                 let note = format!("{} /metrics again: {e}", Api::from(served.runtime).name());
-                if !answer.notes.contains(&note) {
-                    answer.notes.push(note);
-                }
+                answer.note_once(note);
             }
             answer.sample_counters();
         } else if answer.vllm_metrics().is_some() {
@@ -371,10 +377,7 @@ impl Apis {
                 served.metrics = metrics.as_ref().ok().cloned();
             }
             if let Err(e) = metrics {
-                let note = format!("vLLM's /metrics again: {e}");
-                if !answer.notes.contains(&note) {
-                    answer.notes.push(note);
-                }
+                answer.note_once(format!("vLLM's /metrics again: {e}"));
             }
             answer.sample_counters();
         }
@@ -423,6 +426,12 @@ impl Apis {
                 ));
                 continue;
             };
+            // The folder reads of vLLM, SGLang and TGI are paid from this.
+            let probe_bytes = ByteBudget::new("this probe", PROBE_BYTES);
+            let budgets = hf_folder::Budgets {
+                probe: &probe_bytes,
+                round: &round.bytes,
+            };
             let result = match api {
                 Api::LlamaCpp => self.probe_llamacpp(addr, key).map(|mut state| {
                     answer.notes.append(&mut state.notes);
@@ -439,10 +448,6 @@ impl Apis {
                     .map(|models| answer.models = models),
                 Api::LmStudio => self.probe_lmstudio(addr).map(|models| answer.models = models),
                 Api::Sglang | Api::Tgi => {
-                    let budgets = hf_folder::Budgets {
-                        probe: &ByteBudget::new("this probe", PROBE_BYTES),
-                        round: &round.bytes,
-                    };
                     let runtime = match api {
                         Api::Sglang => hf_server::Runtime::Sglang,
                         _ => hf_server::Runtime::Tgi,
@@ -464,10 +469,6 @@ impl Apis {
                     })
                 }
                 Api::Vllm => {
-                    let budgets = hf_folder::Budgets {
-                        probe: &ByteBudget::new("this probe", PROBE_BYTES),
-                        round: &round.bytes,
-                    };
                     let vllm_launch = vllm::Launch {
                         api_key: key,
                         dtype: launch.dtype.as_deref(),

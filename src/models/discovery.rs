@@ -528,7 +528,7 @@ fn models_without_file(answer: &ApiAnswer, log: Option<&(String, logs::LogReport
     let server_log = log.and_then(|(source, report)| Some((source.as_str(), report.server.as_ref()?)));
     api_only
         .map(|api| {
-            let served = match (&api.vllm, &api.hf_server) {
+            let mut model = match (&api.vllm, &api.hf_server) {
                 (Some(served), _) => vllm::model(served, answer.server_url.clone(), vllm_log),
                 (None, Some(served)) => hf_server::model(served, answer.server_url.clone(), server_log),
                 (None, None) => {
@@ -546,7 +546,6 @@ fn models_without_file(answer: &ApiAnswer, log: Option<&(String, logs::LogReport
                     }
                 }
             };
-            let mut model = served;
             // The counters are the server's: its rates are this model's
             // when it serves one (vLLM lists LoRA adapters too).
             if let (Some(activity), [_]) = (model.activity.as_mut(), &answer.models[..]) {

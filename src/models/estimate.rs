@@ -141,10 +141,11 @@ fn place(
     if let Err(why) = &pattern {
         notes.push(format!("-ot not modelled, so the weights' split is unknown: {why}"));
     }
-    let flash = match settings.flash_attn.as_deref() {
-        Some("on") => gguf::FlashAttn::On,
-        Some("off") => gguf::FlashAttn::Off,
-        _ => gguf::FlashAttn::Auto,
+    // What `estimate` made of `-fa` for this backend, `auto` resolved.
+    let flash = if kv.flash_attn {
+        gguf::FlashAttn::On
+    } else {
+        gguf::FlashAttn::Off
     };
     let launch = crate::model_devices::Launch {
         kv,

@@ -92,6 +92,18 @@ pub fn read(
     }
 }
 
+/// The evidence of a model a server's API names (vLLM, SGLang, TGI):
+/// `api`, and `cmdline` when its command line names the same folder,
+/// which confirms it (two sources, one of them the API:
+/// evidence::is_confirmed's rule, which sits above this room).
+pub fn served_evidence(named_by_cmdline: bool) -> (Vec<String>, bool) {
+    let mut evidence = vec!["api".to_string()];
+    if named_by_cmdline {
+        evidence.push("cmdline".into());
+    }
+    (evidence, named_by_cmdline)
+}
+
 /// The folder's config.json, parsed; None with a note when it is missing,
 /// refused or not a config.
 pub fn config(folder: &Path, access: &Access, budgets: &Budgets, notes: &mut Vec<String>) -> Option<vllm::HfConfig> {

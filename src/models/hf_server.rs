@@ -126,17 +126,14 @@ pub(super) fn model(served: &Served, server_url: Option<String>, log: Option<(&s
         .zip(f.kv_block_size)
         .and_then(|(blocks, size)| blocks.checked_mul(size))
         .or(f.kv_tokens);
-    let mut evidence = vec!["api".to_string()];
-    if served.named_by_cmdline {
-        evidence.push("cmdline".into());
-    }
+    let (evidence, confirmed) = hf_folder::served_evidence(served.named_by_cmdline);
     let name = f.served_name.clone().or(f.model.clone());
     let work = served.work.as_ref();
     Model {
         path: served.folder.as_ref().map(|p| p.display().to_string()),
         name_source: name.as_ref().map(|_| NameSource::Api),
         name,
-        confirmed: served.named_by_cmdline,
+        confirmed,
         evidence,
         context: f.context,
         server_url,
@@ -148,25 +145,28 @@ pub(super) fn model(served: &Served, server_url: Option<String>, log: Option<(&s
                 .and_then(|(t, b)| t.checked_mul(b)),
             ..ModelEstimate::default()
         }),
-        reported: reported(&f, log_source),
+        reported: reported(&f, has_memory(&served.figures), log_source),
         runtime: Some(runtime_report(served.runtime, &f, work)),
         activity: work.map(|w| ModelActivity::from_metrics(w.requests_running, w.requests_waiting, w.kv_used_ratio)),
         ..Model::default()
     }
 }
 
+/// Whether the figures say any part's memory.
+fn has_memory(f: &ServerFigures) -> bool {
+    f.weights_bytes.is_some() || f.kv_bytes.is_some() || f.graph_bytes.is_some()
+}
+
 /// The memory the server says each part took: weights, KV pool and its
-/// graphs (`compute`: CUDA graphs' memory, its own word in the names).
-fn reported(f: &ServerFigures, log_source: Option<String>) -> Option<ModelReported> {
-    let from_api = ["reported.weights_bytes", "reported.kv_bytes", "reported.compute_bytes"]
-        .iter()
-        .any(|field| f.names.iter().any(|n| n.starts_with(field) && !n.contains(": log ")));
+/// graphs (`compute`: CUDA graphs' memory, its own word in the names),
+/// from its API (`from_api`) and its log (`log_source`).
+fn reported(f: &ServerFigures, from_api: bool, log_source: Option<String>) -> Option<ModelReported> {
     let mut sources = Vec::new();
     if from_api {
         sources.push("api".to_string());
     }
     sources.extend(log_source);
-    (f.weights_bytes.is_some() || f.kv_bytes.is_some() || f.graph_bytes.is_some()).then(|| ModelReported {
+    has_memory(f).then(|| ModelReported {
         weights_bytes: f.weights_bytes,
         kv_bytes: f.kv_bytes,
         compute_bytes: f.graph_bytes,

@@ -98,17 +98,12 @@ pub(super) fn model(served: &Served, server_url: Option<String>, log: Option<(&s
     let estimate_kv = kv_pool_blocks
         .zip(metrics.and_then(|m| m.block_size))
         .and_then(|(blocks, block)| blocks.checked_mul(block)?.checked_mul(served.kv_bytes_per_token?));
-    let mut evidence = vec!["api".to_string()];
-    if served.named_by_cmdline {
-        evidence.push("cmdline".into());
-    }
+    let (evidence, confirmed) = hf_folder::served_evidence(served.named_by_cmdline);
     Model {
         path: served.folder.as_ref().map(|f| f.display().to_string()),
         name: served.name.clone(),
         name_source: served.name.as_ref().map(|_| NameSource::Api),
-        // `api` and `cmdline`: two sources, one of them the API
-        // (evidence::is_confirmed's rule).
-        confirmed: served.named_by_cmdline,
+        confirmed,
         evidence,
         context: served.max_model_len,
         server_url,

@@ -275,7 +275,7 @@ fn is_browser(name: &str) -> bool {
 }
 
 /// The file name of a path-like string.
-fn file_name(path: &str) -> &str {
+pub fn file_name(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 

@@ -13,6 +13,11 @@ const F32: u32 = 0;
 /// Qwen3-0.6B's shape: 28 layers, 1024 wide, 16 heads (8 KV) of 128,
 /// FFN 3072, 151936 tokens.
 pub(crate) fn qwen3() -> Builder {
+    qwen3_heads(16, 128)
+}
+
+/// Qwen3-0.6B's shape with `heads` query heads of `width` (8 KV heads).
+fn qwen3_heads(heads: u32, width: u32) -> Builder {
     Builder::default()
         .arch(
             "qwen3",
@@ -21,10 +26,10 @@ pub(crate) fn qwen3() -> Builder {
                 ("context_length", 40960),
                 ("embedding_length", 1024),
                 ("feed_forward_length", 3072),
-                ("attention.head_count", 16),
+                ("attention.head_count", heads),
                 ("attention.head_count_kv", 8),
-                ("attention.key_length", 128),
-                ("attention.value_length", 128),
+                ("attention.key_length", width),
+                ("attention.value_length", width),
             ],
         )
         .tensor("token_embd.weight", &[1024, 151936], F32)
@@ -80,22 +85,7 @@ fn auto_is_flash_attention_on_cpu() {
 /// `-fa off` does; on the CPU the same shape keeps it on.
 #[test]
 fn auto_follows_the_backends_kernels() {
-    let heads_of_32 = Builder::default()
-        .arch(
-            "qwen3",
-            &[
-                ("block_count", 28),
-                ("context_length", 40960),
-                ("embedding_length", 1024),
-                ("feed_forward_length", 3072),
-                ("attention.head_count", 32),
-                ("attention.head_count_kv", 8),
-                ("attention.key_length", 32),
-                ("attention.value_length", 32),
-            ],
-        )
-        .tensor("token_embd.weight", &[1024, 151936], F32)
-        .open();
+    let heads_of_32 = qwen3_heads(32, 32).open();
     let cuda = BatchSettings {
         backend: Backend::Cuda,
         ..BatchSettings::default()
