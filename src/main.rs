@@ -88,7 +88,11 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         Some(Command::Record(args)) => record::run_record(args, cli.collector_options(true), cli.interval),
         Some(Command::Serve(args)) => {
             drop(stdout);
-            serve::run(args, cli.collector_options(true), cli.interval)
+            match (&cli.prometheus_access(), &cli.remote) {
+                (Some(prometheus), _) => serve::run_fleet(args, Box::new(prometheus.open()?), cli.interval),
+                (None, Some(list)) => serve::run_fleet(args, Box::new(cli.remote_access().poller(list)?), cli.interval),
+                (None, None) => serve::run(args, cli.collector_options(true), cli.interval),
+            }
         }
         Some(Command::Completions { shell }) => Ok(install_files::write_completions(*shell, &mut stdout)?),
         Some(Command::Manpage) => Ok(install_files::write_manpage(&mut stdout)?),

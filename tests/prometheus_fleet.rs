@@ -6,7 +6,7 @@
 //! intervals.
 
 mod common;
-use common::prometheus::{tool, wait_until, Prometheus};
+use common::prometheus::{http_get, tool, wait_until, Prometheus};
 use common::tmux::{tmux_path, Tmux};
 use common::{fake_nvml, free_port, Daemon, Scenario, Sleeper};
 use serde_json::{json, Value};
@@ -171,6 +171,32 @@ fn the_fleet_from_a_real_prometheus_shows_every_host_and_names_a_stopped_one_dow
         );
     }
 
+    // `serve` showing the fleet: /snapshot lists every host (the web view
+    // draws it, tests/web.rs), /metrics says each is up.
+    let fleet_port = free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.args(["--prometheus", &url, "serve", "--interval", "1", "--listen"])
+        .arg(format!("127.0.0.1:{fleet_port}"));
+    let fleet_serve = Daemon::start(cmd, fleet_port, Duration::from_secs(60));
+    let (status, body) = http_get(fleet_port, "/snapshot").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let served: Value = serde_json::from_str(&body).unwrap();
+    let served_ok = served["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["status"] == "ok");
+    assert_eq!(served_ok.count(), n, "{}", &body[..body.len().min(4000)]);
+    let up = |port: u16| {
+        let (_, metrics) = http_get(fleet_port, "/metrics").unwrap();
+        let line = format!("gputaskman_fleet_host_up{{host=\"127.0.0.1:{port}\"}} ");
+        let found = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(line.as_str()).map(str::to_string));
+        found.unwrap_or_else(|| panic!("no {line} in {metrics}"))
+    };
+    assert!(ports.iter().all(|p| up(*p) == "1"));
+
     // One instance stops: named down within two scrape intervals (with a
     // second for the query and the view on a loaded machine).
     let victim = n / 2;
@@ -205,6 +231,10 @@ fn the_fleet_from_a_real_prometheus_shows_every_host_and_names_a_stopped_one_dow
             s.contains(&format!("{} answering, 1 stale, 0 never answered", n - 1))
         });
     }
+    wait_until("the served fleet says it is down", Duration::from_secs(30), || {
+        (up(ports[victim]) == "0").then_some(())
+    });
+    drop(fleet_serve);
     let f = fleet_json(&url).unwrap();
     let ok = f["hosts"]
         .as_array()

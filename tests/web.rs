@@ -153,11 +153,23 @@ fn url(server: &Daemon) -> String {
 }
 
 fn row(page: &Value, pid: u32) -> Option<&Value> {
-    page["rows"].as_array()?.iter().find(|r| r["pid"] == pid)
+    host_row(page, None, pid)
+}
+
+/// The row of process `pid` of `host` (None: the page shows one machine).
+fn host_row<'a>(page: &'a Value, host: Option<&str>, pid: u32) -> Option<&'a Value> {
+    page["rows"]
+        .as_array()?
+        .iter()
+        .find(|r| r["pid"] == pid && r["host"] == json!(host))
 }
 
 fn cell<'a>(page: &'a Value, pid: u32, key: &str) -> &'a Value {
-    &row(page, pid).unwrap_or_else(|| panic!("no row {pid} in {page:#}"))["cells"][key]
+    host_cell(page, None, pid, key)
+}
+
+fn host_cell<'a>(page: &'a Value, host: Option<&str>, pid: u32, key: &str) -> &'a Value {
+    &host_row(page, host, pid).unwrap_or_else(|| panic!("no row {pid} of {host:?} in {page:#}"))["cells"][key]
 }
 
 fn model_file() -> String {
@@ -184,8 +196,23 @@ fn served_snapshot(server: &Daemon, token: Option<&str>) -> Value {
 /// figure by figure, on the page. (Other tests' processes come and go
 /// between the page's fetch and this one.)
 fn assert_page_is(page: &Value, json: &Value, pids: &[u32]) {
-    let gpus = page["gpus"].as_array().unwrap();
-    assert_eq!(gpus.len(), json["devices"].as_array().unwrap().len(), "{page:#}");
+    assert_host_is(page, None, json, pids)
+}
+
+/// As [`assert_page_is`], for the GPUs and rows of `host` of a fleet
+/// (None: the page shows one machine).
+fn assert_host_is(page: &Value, host: Option<&str>, json: &Value, pids: &[u32]) {
+    let gpus: Vec<&Value> = page["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["host"] == json!(host))
+        .collect();
+    assert_eq!(
+        gpus.len(),
+        json["devices"].as_array().unwrap().len(),
+        "{host:?}: {page:#}"
+    );
     for d in json["devices"].as_array().unwrap() {
         let g = gpus.iter().find(|g| g["index"] == d["index"]).unwrap();
         assert_eq!(g["name"], d["name"]);
@@ -198,17 +225,17 @@ fn assert_page_is(page: &Value, json: &Value, pids: &[u32]) {
     }
     for &pid in pids {
         let p = common::process(json, pid);
-        assert_eq!(cell(page, pid, "name")["text"], p["name"]);
-        assert_eq!(cell(page, pid, "user")["text"], p["user"]);
+        assert_eq!(host_cell(page, host, pid, "name")["text"], p["name"]);
+        assert_eq!(host_cell(page, host, pid, "user")["text"], p["user"]);
         let vram: Option<u64> = p["gpu"]
             .as_array()
             .unwrap()
             .iter()
             .filter_map(|g| g["vram_bytes"].as_u64())
             .reduce(|a, b| a + b);
-        assert_eq!(cell(page, pid, "vram")["text"], bytes(vram), "{pid}");
+        assert_eq!(host_cell(page, host, pid, "vram")["text"], bytes(vram), "{pid}");
         assert_eq!(
-            cell(page, pid, "vram")["value"],
+            host_cell(page, host, pid, "vram")["value"],
             vram.map(|v| v.to_string()).unwrap_or_default()
         );
         let runtimes: Vec<&str> = p["runtimes"]
@@ -217,9 +244,9 @@ fn assert_page_is(page: &Value, json: &Value, pids: &[u32]) {
             .iter()
             .map(|r| r.as_str().unwrap())
             .collect();
-        assert_eq!(cell(page, pid, "runtime")["text"], runtimes.join(", "));
+        assert_eq!(host_cell(page, host, pid, "runtime")["text"], runtimes.join(", "));
         if let Some(m) = p["models"].as_array().unwrap().first() {
-            assert_eq!(cell(page, pid, "model")["text"], m["name"], "{pid}: {p:#}");
+            assert_eq!(host_cell(page, host, pid, "model")["text"], m["name"], "{pid}: {p:#}");
         }
     }
 }
@@ -430,4 +457,103 @@ fn with_a_token_the_page_waits_for_it_and_keeps_it_from_scripts() {
     // Only the refused first load and the wrong guess are logged.
     let unexpected: Vec<String> = browser.severe().into_iter().filter(|m| !m.contains("401")).collect();
     assert_eq!(unexpected, Vec::<String>::new());
+}
+
+#[test]
+fn a_fleet_lists_its_hosts_each_expandable_with_the_figures_each_serves() {
+    let Some(mut browser) = Browser::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let llama = Sleeper::spawn(dir.path(), "llama-server", &["-m", &model_file()]);
+    let trainer = Sleeper::spawn(dir.path(), "python3", &["train.py"]);
+    let first = Scenario::new(&scenario(vec![device(
+        "NVIDIA H100 80GB HBM3",
+        0,
+        LLAMA_VRAM + (1 << 30),
+        &[(llama.pid(), LLAMA_VRAM, 15)],
+    )]));
+    let second = Scenario::new(&scenario(vec![
+        device("NVIDIA GeForce RTX 4090", 0, 1 << 30, &[]),
+        device("NVIDIA GeForce RTX 4090", 1, 5 << 30, &[(trainer.pid(), 4 << 30, 20)]),
+    ]));
+    let a = serve(first.path(), &["--interval", "0.5"]);
+    let b = serve(second.path(), &["--interval", "0.5"]);
+    // A host that never answers.
+    let nobody = common::free_port();
+    let list = format!(
+        "http://127.0.0.1:{},http://127.0.0.1:{},http://127.0.0.1:{nobody}",
+        a.port, b.port
+    );
+    let port = common::free_port();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gputaskman"));
+    cmd.args(["--remote", &list, "serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--interval", "0.5"]);
+    let fleet = Daemon::start(cmd, port, Duration::from_secs(30));
+    let ready = |p: &Value| {
+        p["hosts"].as_array().is_some_and(|h| h.len() == 3)
+            && p["gpus"].as_array().is_some_and(|g| g.len() == 3)
+            && p["rows"].as_array().is_some_and(|r| {
+                r.iter().any(|r| r["pid"] == trainer.pid()) && r.iter().filter(|r| r["pid"] == llama.pid()).count() == 2
+            })
+    };
+    browser.open(&url(&fleet));
+    let page = browser.wait_for("three hosts, two of them with their GPUs and processes", ready);
+    let served = served_snapshot(&fleet, None);
+    let hosts = served["hosts"].as_array().unwrap();
+    assert_eq!(page["hostColumn"], true);
+    for (i, pids) in [(0, vec![llama.pid()]), (1, vec![llama.pid(), trainer.pid()])] {
+        let name = hosts[i]["name"].as_str().unwrap();
+        assert!(name.contains(&format!("127.0.0.1:{}", [a.port, b.port][i])), "{name}");
+        let shown = &page["hosts"][i];
+        assert_eq!(shown["name"], name);
+        assert_eq!(
+            (&shown["state"], &shown["status"], &shown["open"]),
+            (&json!("ok"), &json!("ok"), &json!(true))
+        );
+        assert_host_is(&page, Some(name), &hosts[i]["snapshot"], &pids);
+        for pid in pids {
+            assert_eq!(host_cell(&page, Some(name), pid, "host")["text"], name);
+        }
+    }
+    // Each host's GPUs are numbered from its own 0, the sum only of what
+    // is measured.
+    assert_eq!(
+        page["hosts"][0]["figures"],
+        "1 GPU · 2.31 GiB of 24.00 GiB used · 1 GPU process"
+    );
+    assert_eq!(
+        page["hosts"][1]["figures"],
+        "2 GPUs · 6.00 GiB of 48.00 GiB used · 1 GPU process"
+    );
+    let llama_on = |host: usize| host_cell(&page, hosts[host]["name"].as_str(), llama.pid(), "vram")["text"].clone();
+    assert_eq!(
+        (llama_on(0), llama_on(1)),
+        (json!(bytes(Some(LLAMA_VRAM))), json!("n/a"))
+    );
+    let down = &page["hosts"][2];
+    assert_eq!(down["state"], "down");
+    assert!(down["status"].as_str().unwrap().starts_with("no answer: "), "{down}");
+    assert_eq!(down["gpus"], 0);
+
+    // A host closed stays closed through the refreshes.
+    let first_name = hosts[0]["name"].as_str().unwrap();
+    browser.send(json!({"do": "click", "selector": format!("details[data-host=\"{first_name}\"] > summary")}));
+    std::thread::sleep(Duration::from_millis(1500));
+    let page = browser.read();
+    assert_eq!(page["hosts"][0]["open"], false, "{page:#}");
+    assert_eq!(page["hosts"][0]["gpus"], 1, "a closed host keeps its GPUs, hidden");
+
+    // A host that stops answering is shown stale, with its last figures.
+    drop(b);
+    let page = browser.wait_for("the stopped host, stale", |p| p["hosts"][1]["state"] == "stale");
+    assert!(
+        page["hosts"][1]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("stale: last answer "),
+        "{page:#}"
+    );
+    assert_eq!(page["hosts"][1]["gpus"], 2);
+    assert!(host_row(&page, hosts[1]["name"].as_str(), trainer.pid()).is_some());
+    browser.screenshot("fleet");
+    assert_eq!(browser.severe(), Vec::<String>::new());
 }

@@ -94,13 +94,13 @@ pub struct Cli {
 
     /// Show these hosts' `gputaskman serve` instead of this machine
     /// (comma-separated http://host:port or https://host:port; with --once
-    /// or --json).
+    /// or --json; before `serve`, serve them: the web view lists them).
     #[arg(long, value_name = "URLS", conflicts_with = "list_gpus")]
     pub remote: Option<String>,
 
     /// Show every host Prometheus scrapes `gputaskman serve` on, from the
     /// latest samples it keeps (http://host:port or https://host:port; with
-    /// --once or --json).
+    /// --once or --json; before `serve`, serve them).
     #[arg(long, value_name = "URL", conflicts_with_all = ["list_gpus", "remote"])]
     pub prometheus: Option<String>,
 

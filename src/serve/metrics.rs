@@ -246,7 +246,7 @@ impl Labels {
 /// `\r`, `\u{202e}`), the backslash itself escaped, so the value Prometheus
 /// stores is that visible text; the format allows no other escape (client
 /// parsers refuse `\e`).
-fn escape_label(out: &mut String, value: &str) {
+pub(crate) fn escape_label(out: &mut String, value: &str) {
     for c in value.chars() {
         match c {
             '\\' => out.push_str("\\\\"),

@@ -9,9 +9,13 @@
 //! renders the metrics text and the JSON once per sample and publishes
 //! them. A scrape copies the latest rendering: however often scrapes come,
 //! they never cause a sample, a probe or a render.
+//!
+//! Under `--remote` or `--prometheus` it serves the fleet instead of this
+//! machine: a round of the hosts each interval (src/serve/fleet.rs).
 
 pub mod access;
 pub mod answer;
+pub mod fleet;
 pub mod health_metrics;
 pub mod http;
 pub mod metrics;
@@ -271,6 +275,39 @@ fn start_sampler(options: Options, interval: Duration, no_cmdline: bool, publish
 
 /// `gputaskman serve`: never returns but with an error.
 pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow::Result<()> {
+    serve_with(args, default_interval, "a sample", |interval, published| {
+        start_sampler(options, interval, args.no_cmdline, published)
+    })
+}
+
+/// `gputaskman --remote HOSTS serve` and `--prometheus URL serve`: the
+/// fleet `source` gathers, served (src/serve/fleet.rs).
+pub fn run_fleet(args: &ServeArgs, source: Box<dyn remote::FleetSource>, default_interval: f64) -> anyhow::Result<()> {
+    let every = format!("a round of the {} hosts", source.flag());
+    let no_cmdline = args.no_cmdline;
+    serve_with(args, default_interval, &every, |interval, published| {
+        remote::spawn_rounds(source, interval, move |mut fleet, took| {
+            let now = Instant::now();
+            let snapshot = fleet::snapshot_json(&mut fleet, now, no_cmdline);
+            published.publish(Rendered {
+                metrics: Arc::new(fleet::metrics(&fleet, now, took).into_bytes()),
+                snapshot: Arc::new(snapshot),
+                at: now,
+            });
+            true
+        })
+    })
+}
+
+/// Checks the flags, listens, starts what publishes (`start`, given the
+/// interval) and answers once there is a first publication; `every` names
+/// what comes each interval, for the ready line.
+fn serve_with(
+    args: &ServeArgs,
+    default_interval: f64,
+    every: &str,
+    start: impl FnOnce(Duration, Arc<Published>),
+) -> anyhow::Result<()> {
     let interval = args.interval.unwrap_or(default_interval);
     // Bounded by `cli::values::seconds`; this floor is serve's own.
     if interval < MIN_INTERVAL {
@@ -318,7 +355,7 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     let authenticated = token.is_some();
 
     let published = Arc::new(Published::new(interval));
-    start_sampler(options, interval, args.no_cmdline, published.clone());
+    start(interval, published.clone());
     // Answer only once there is something to answer with.
     while published.latest().is_none() {
         std::thread::sleep(Duration::from_millis(10));
@@ -326,7 +363,7 @@ pub fn run(args: &ServeArgs, options: Options, default_interval: f64) -> anyhow:
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "ready: serving {}://{bound}/ (the web view), /metrics, /snapshot and /healthz{}{}; a sample every {} s",
+        "ready: serving {}://{bound}/ (the web view), /metrics, /snapshot and /healthz{}{}; {every} every {} s",
         if tls.is_some() { "https" } else { "http" },
         if authenticated {
             " (Authorization: Bearer required; the page asks for the token)"

@@ -343,14 +343,17 @@ impl Fleet {
         }
     }
 
-    /// The fleet as JSON for `--remote ... --json`: per host its label,
-    /// URL, status, staleness, the age of its snapshot and the snapshot.
+    /// The fleet as JSON for `--remote ... --json` (and `/snapshot` of a
+    /// `serve` that shows a fleet): per host its name, label, URL, status,
+    /// staleness, the age of its snapshot and the snapshot; the round's
+    /// error, if it could not be made.
     pub fn to_json(&self, now: Instant) -> serde_json::Value {
         let hosts: Vec<serde_json::Value> = self
             .hosts
             .iter()
             .map(|h| {
                 serde_json::json!({
+                    "name": h.name(),
                     "label": h.target.label,
                     "url": h.target.url,
                     "status": h.status(now),
@@ -361,7 +364,7 @@ impl Fleet {
                 })
             })
             .collect();
-        serde_json::json!({ "hosts": hosts })
+        serde_json::json!({ "hosts": hosts, "error": self.error })
     }
 
     /// The fleet as text for `--remote ... --once`: each host's status line
@@ -404,6 +407,12 @@ pub struct Access {
 }
 
 impl Access {
+    /// The poller of the hosts in `list` (`--remote`).
+    pub fn poller(&self, list: &str) -> anyhow::Result<Poller> {
+        let (targets, token, agent) = self.open(list)?;
+        Ok(Poller::new(targets, token.as_deref(), agent))
+    }
+
     /// The targets, the token and the client for them; an https:// host
     /// without `--remote-ca` is refused (no system roots are read).
     fn open(&self, list: &str) -> anyhow::Result<(Vec<Target>, Option<String>, ureq::Agent)> {
@@ -425,8 +434,7 @@ impl Access {
 /// `gputaskman --remote URLS`: the live view over every host, polled each
 /// `interval` seconds.
 pub fn run_live(list: &str, access: &Access, interval: f64, look: crate::view::tui::Look) -> anyhow::Result<()> {
-    let (targets, token, agent) = access.open(list)?;
-    run_live_source(Box::new(Poller::new(targets, token.as_deref(), agent)), interval, look)
+    run_live_source(Box::new(access.poller(list)?), interval, look)
 }
 
 /// The live view over the fleet `source` gathers, a round each `interval`
@@ -454,14 +462,7 @@ pub fn run_once(
     ascii: bool,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    let (targets, token, agent) = access.open(list)?;
-    run_once_source(
-        &mut Poller::new(targets, token.as_deref(), agent),
-        json,
-        width,
-        ascii,
-        out,
-    )
+    run_once_source(&mut access.poller(list)?, json, width, ascii, out)
 }
 
 /// One round of `source`, as JSON or text: see [`run_once`].
@@ -612,24 +613,10 @@ impl FleetSource for Poller {
 }
 
 impl RemoteFeed {
-    pub fn start(mut poller: Box<dyn FleetSource>, interval: Duration) -> RemoteFeed {
+    pub fn start(poller: Box<dyn FleetSource>, interval: Duration) -> RemoteFeed {
         let (tx, rx) = mpsc::channel();
         let flag = poller.flag();
-        std::thread::Builder::new()
-            .name("gputaskman-fleet".into())
-            .spawn(move || {
-                loop {
-                    let started = Instant::now();
-                    let fleet = poller.poll();
-                    if tx.send((fleet, started.elapsed())).is_err() {
-                        return; // the view is gone
-                    }
-                    if let Some(rest) = interval.checked_sub(started.elapsed()) {
-                        std::thread::sleep(rest);
-                    }
-                }
-            })
-            .expect("spawn the remote poller");
+        spawn_rounds(poller, interval, move |fleet, took| tx.send((fleet, took)).is_ok()); // until the view goes
         RemoteFeed {
             rx,
             stopped: false,
@@ -670,6 +657,28 @@ impl RemoteFeed {
     pub fn is_stopped(&self) -> bool {
         self.stopped
     }
+}
+
+/// Makes a round of `source` every `interval` (back to back when slower),
+/// on a thread of its own, handing each to `each` until it says stop.
+pub fn spawn_rounds(
+    mut source: Box<dyn FleetSource>,
+    interval: Duration,
+    mut each: impl FnMut(Fleet, Duration) -> bool + Send + 'static,
+) {
+    std::thread::Builder::new()
+        .name("gputaskman-fleet".into())
+        .spawn(move || loop {
+            let started = Instant::now();
+            let fleet = source.poll();
+            if !each(fleet, started.elapsed()) {
+                return;
+            }
+            if let Some(rest) = interval.checked_sub(started.elapsed()) {
+                std::thread::sleep(rest);
+            }
+        })
+        .expect("spawn the fleet's poller");
 }
 
 fn count(f: &Fleet) -> (usize, usize, usize) {

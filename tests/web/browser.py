@@ -27,7 +27,17 @@ return {
   failed: text('#failed'),
   pwned: window.pwned === undefined ? null : String(window.pwned),
   cookie: document.cookie,
+  hosts: q('details.host').map((h) => ({
+    name: h.dataset.host,
+    state: h.dataset.state,
+    open: h.open,
+    status: h.querySelector('.host-status').textContent,
+    figures: h.querySelector('.host-figures') ? h.querySelector('.host-figures').textContent : null,
+    gpus: q('.gpu', h).length,
+  })),
+  hostColumn: q('#table th[data-key=host]').some((th) => !th.hidden),
   gpus: q('.gpu').map((g) => ({
+    host: g.dataset.host || null,
     index: Number(g.dataset.index),
     name: g.querySelector('.gpu-name').textContent,
     mem: g.querySelector('.mem').textContent,
@@ -41,6 +51,7 @@ return {
   })),
   rows: q('#table tbody tr').map((tr) => ({
     pid: Number(tr.dataset.pid),
+    host: tr.dataset.host || null,
     cells: Object.fromEntries(q('td', tr).map((td) => [td.dataset.key, {text: td.textContent, value: td.dataset.value}])),
   })),
   detail: document.getElementById('detail') && !document.getElementById('detail').hidden

@@ -2,11 +2,16 @@
 // The web view of `gputaskman serve` (src/serve/web.rs): draws /snapshot,
 // once per sampling interval. Every figure is a field of the snapshot, set
 // with textContent: nothing from the snapshot is ever parsed as HTML.
+// A `serve` that shows a fleet (--remote, --prometheus) answers /snapshot
+// with its hosts (src/serve/fleet.rs); the page then lists them, each
+// expandable to its GPUs, and the process table gains a HOST column.
 
 const INTERVAL_MS = Math.max(100, 1000 * (Number(
   document.querySelector('meta[name="gputaskman-interval"]').content) || 1));
 // Samples of each GPU's memory kept for its sparkline.
 const HISTORY = 120;
+// Up to this many hosts, each is shown expanded until closed.
+const OPEN_HOSTS = 4;
 
 // The clock-event reasons' words, as src/snapshot/health.rs REASONS and
 // AMD_THROTTLERS have them (a test in src/serve/web.rs keeps them the same).
@@ -60,14 +65,24 @@ const REASONS = {
 const HOT_MARGIN_C = 5;
 
 const state = {
+  // The snapshot drawn; for a fleet, every host's processes with their
+  // host (fleetSnapshot).
   snap: null,
   sort: { key: 'vram', desc: true },
   filter: '',
   all: false,
+  // The selected process's rowKey.
   selected: null,
-  // GPU (uuid, else index) -> [used / total], oldest first.
+  // (host,) GPU (uuid, else index) -> [used / total], oldest first.
   history: new Map(),
+  // Host label -> expanded, for the hosts a person opened or closed.
+  open: new Map(),
 };
+
+// A process's row: its host (in a fleet) and PID.
+function rowKey(p) {
+  return `${p.host || ''}\u0000${p.pid}`;
+}
 
 // What must not be shown as itself, as src/view/safe_text.rs hidden()
 // has it: controls, bidi overrides and isolates (which would reorder what
@@ -157,6 +172,7 @@ function evidenceText(p) {
 // The table's columns: the text shown, the value sorted by (and set as
 // data-value, the snapshot's own figure).
 const COLUMNS = {
+  host: { value: (p) => p.host, text: (p) => p.host || '' },
   pid: { value: (p) => p.pid, text: (p) => p.pid },
   user: { value: (p) => p.user, text: (p) => p.user || 'n/a' },
   name: { value: (p) => p.name, text: (p) => p.name },
@@ -175,7 +191,7 @@ function shown(snap) {
   return snap.processes.filter((p) => {
     if (!state.all && !p.gpu.length && p.kind !== 'ai') return false;
     if (!words.length) return true;
-    const hay = [p.pid, p.name, p.user, p.cmdline, p.exe, ...p.runtimes,
+    const hay = [p.host, p.pid, p.name, p.user, p.cmdline, p.exe, ...p.runtimes,
       ...p.models.flatMap((m) => [m.name, m.path])].filter((s) => s !== null && s !== undefined)
       .join('\n').toLowerCase();
     return words.every((w) => hay.includes(w));
@@ -199,7 +215,7 @@ function renderHeader(snap) {
   const h = snap.host || {};
   document.getElementById('host').textContent =
     [h.hostname, h.os_name || h.os, h.kernel].filter((s) => s).join(' · ');
-  document.getElementById('taken').textContent = snap.taken_at;
+  document.getElementById('taken').textContent = snap.taken_at || '';
   document.title = `gputaskman: ${h.hostname || 'this host'}`;
   const list = document.getElementById('backends');
   list.replaceChildren(...snap.backends.map((b) => {
@@ -251,8 +267,8 @@ function healthText(d) {
   return { text: said.length ? said.join(' · ') : 'health: no fault reported', bad };
 }
 
-function remember(d) {
-  const key = d.uuid || `#${d.index}`;
+function remember(d, host) {
+  const key = `${host || ''}/${d.uuid || `#${d.index}`}`;
   const points = state.history.get(key) || [];
   if (d.memory_used_bytes !== null && d.memory_total_bytes) {
     points.push(d.memory_used_bytes / d.memory_total_bytes);
@@ -280,9 +296,11 @@ function drawSparkline(canvas, points) {
   ctx.stroke();
 }
 
-function renderGpu(d, snap) {
+// `host`: the GPU's host in a fleet, whose own index d.index is.
+function renderGpu(d, snap, host) {
   const card = el('article', 'gpu');
   card.dataset.index = String(d.index);
+  if (host) card.dataset.host = host;
   const head = el('div', 'gpu-head');
   head.append(el('strong', null, `GPU ${d.index}`), el('span', 'gpu-name', d.name || 'n/a'));
   if (d.stale) head.append(el('span', 'badge bad', 'stale'));
@@ -347,18 +365,21 @@ function renderGpu(d, snap) {
   canvas.height = 32;
   canvas.title = 'memory used, the last samples';
   card.append(canvas);
-  drawSparkline(canvas, remember(d));
+  drawSparkline(canvas, remember(d, host));
   return card;
 }
 
 function renderTable(snap) {
   const rows = shown(snap).sort(compare);
   const body = document.querySelector('#table tbody');
-  const keys = [...document.querySelectorAll('#table th')].map((th) => th.dataset.key);
+  for (const th of document.querySelectorAll('#table th.fleet')) th.hidden = !snap.fleet;
+  const keys = [...document.querySelectorAll('#table th')].filter((th) => !th.hidden).map((th) => th.dataset.key);
   body.replaceChildren(...rows.map((p) => {
     const tr = el('tr');
     tr.dataset.pid = String(p.pid);
-    if (p.pid === state.selected) tr.className = 'selected';
+    tr.dataset.key = rowKey(p);
+    if (p.host) tr.dataset.host = p.host;
+    if (rowKey(p) === state.selected) tr.className = 'selected';
     for (const key of keys) {
       const col = COLUMNS[key];
       const td = el('td', document.querySelector(`#table th[data-key="${key}"]`).className, col.text(p));
@@ -433,7 +454,7 @@ function renderReconciliation(rec) {
 
 function renderDetail(snap) {
   const pane = document.getElementById('detail');
-  const p = snap.processes.find((x) => x.pid === state.selected);
+  const p = snap.processes.find((x) => rowKey(x) === state.selected);
   if (!p) {
     pane.hidden = true;
     pane.replaceChildren();
@@ -442,7 +463,7 @@ function renderDetail(snap) {
   pane.hidden = false;
   const title = el('h2', null, `${p.name} (${p.pid})`);
   const dl = el('dl');
-  for (const [k, v] of [['user', p.user], ['kind', p.kind], ['started', p.start_time],
+  for (const [k, v] of [['host', p.host], ['user', p.user], ['kind', p.kind], ['started', p.start_time],
     ['command', p.cmdline], ['runtimes', p.runtimes.join(', ')],
     ['memory (RSS)', p.rss_bytes === null ? null : bytes(p.rss_bytes)]]) {
     if (v === null || v === undefined || v === '') continue;
@@ -467,7 +488,64 @@ function draw() {
 }
 
 function drawGpus(snap) {
-  document.getElementById('gpus').replaceChildren(...snap.devices.map((d) => renderGpu(d, snap)));
+  const section = document.getElementById('gpus');
+  section.classList.toggle('fleet', !!snap.fleet);
+  section.replaceChildren(...(snap.fleet
+    ? snap.fleet.map((h) => renderHost(h, snap.fleet.length))
+    : snap.devices.map((d) => renderGpu(d, snap))));
+}
+
+// A sum of bytes only when every part is measured, else null (n/a).
+function measuredSum(values) {
+  return values.some((v) => v === null || v === undefined) ? null : values.reduce((a, b) => a + b, 0);
+}
+
+// One host of a fleet: its name, how it answered, its GPUs when expanded.
+function renderHost(h, hosts) {
+  const box = el('details', 'host');
+  box.dataset.host = h.name;
+  const ok = !h.error && h.snapshot;
+  const kind = ok ? 'ok' : (h.stale ? 'stale' : 'down');
+  box.dataset.state = kind;
+  box.open = state.open.has(h.label) ? state.open.get(h.label) : hosts <= OPEN_HOSTS;
+  box.addEventListener('toggle', () => state.open.set(h.label, box.open));
+  const summary = el('summary');
+  summary.append(el('strong', 'host-name', h.name), el('span', `host-status ${kind === 'ok' ? '' : 'bad'}`, h.status));
+  const snap = h.snapshot;
+  if (snap) {
+    const used = measuredSum(snap.devices.map((d) => d.memory_used_bytes));
+    const total = measuredSum(snap.devices.map((d) => d.memory_total_bytes));
+    const busy = snap.processes.filter((p) => p.gpu.length).length;
+    const n = snap.devices.length;
+    summary.append(el('span', 'host-figures',
+      `${n} GPU${n === 1 ? '' : 's'} · ${bytes(used)} of ${bytes(total)} used · ${busy} GPU process${busy === 1 ? '' : 'es'}`));
+  }
+  box.append(summary);
+  const gpus = el('div', 'host-gpus');
+  if (snap) gpus.append(...snap.devices.map((d) => renderGpu(d, snap, h.name)));
+  for (const b of (snap ? snap.backends : []).filter((x) => x.status === 'error')) {
+    gpus.append(el('div', 'note bad', `${b.name}: ${b.detail}`));
+  }
+  box.append(gpus);
+  return box;
+}
+
+// The fleet's hosts as one snapshot for the table and the detail pane:
+// every host's processes, each with its host.
+function fleetSnapshot(data) {
+  const processes = [];
+  for (const h of data.hosts) {
+    for (const p of (h.snapshot ? h.snapshot.processes : [])) processes.push({ ...p, host: h.name });
+  }
+  const answering = data.hosts.filter((h) => !h.error && h.snapshot).length;
+  const n = data.hosts.length;
+  return {
+    fleet: data.hosts,
+    processes,
+    host: { hostname: `${n} host${n === 1 ? '' : 's'}, ${answering} answering` },
+    taken_at: null,
+    backends: data.error ? [{ name: 'fleet', status: 'error', detail: data.error }] : [],
+  };
 }
 
 function say(text, bad) {
@@ -490,7 +568,8 @@ async function refresh() {
       return;
     }
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
-    const snap = await r.json();
+    const data = await r.json();
+    const snap = Array.isArray(data.hosts) ? fleetSnapshot(data) : data;
     state.snap = snap;
     drawGpus(snap);
     draw();
@@ -525,8 +604,7 @@ function start() {
   document.querySelector('#table tbody').addEventListener('click', (e) => {
     const tr = e.target.closest('tr');
     if (!tr) return;
-    const pid = Number(tr.dataset.pid);
-    state.selected = state.selected === pid ? null : pid;
+    state.selected = state.selected === tr.dataset.key ? null : tr.dataset.key;
     draw();
   });
   document.addEventListener('visibilitychange', () => {
