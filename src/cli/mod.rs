@@ -92,6 +92,12 @@ pub struct Cli {
     #[arg(long)]
     pub no_host: bool,
 
+    /// Kubernetes: the kubelet's pod-resources socket, which says the pod
+    /// each GPU was allocated to (default: /var/lib/kubelet/pod-resources/kubelet.sock
+    /// where it exists).
+    #[arg(long, value_name = "PATH", env = "GPUTASKMAN_POD_RESOURCES_SOCKET")]
+    pub pod_resources_socket: Option<PathBuf>,
+
     /// Show these hosts' `gputaskman serve` instead of this machine
     /// (comma-separated http://host:port or https://host:port; with --once
     /// or --json; before `serve`, serve them: the web view lists them).
@@ -167,7 +173,11 @@ pub struct Cli {
 }
 
 /// The environment variables that stand in for flags (clap's `env`).
-pub const ENV_SETTINGS: [&str; 2] = ["GPUTASKMAN_NVML_LIB", "GPUTASKMAN_PROC_ROOT"];
+pub const ENV_SETTINGS: [&str; 3] = [
+    "GPUTASKMAN_NVML_LIB",
+    "GPUTASKMAN_PROC_ROOT",
+    "GPUTASKMAN_POD_RESOURCES_SOCKET",
+];
 
 /// A library `--nvml-lib` names on the command line must load: asked for
 /// by name, its absence is an error (status 2), not an empty screen.
@@ -351,6 +361,7 @@ impl Cli {
             background_discovery,
             discovery: !self.no_discovery,
             no_host: self.no_host,
+            pod_resources_socket: self.pod_resources_socket.clone(),
         }
     }
 

@@ -12,6 +12,8 @@ pub mod containers;
 pub mod drm;
 pub mod host;
 pub mod jetson;
+#[cfg(target_os = "linux")]
+pub mod kubelet;
 pub mod nvml;
 pub mod plausible;
 pub mod sample;
@@ -48,6 +50,9 @@ pub struct Options {
     pub discovery: bool,
     /// Under WSL: do not start the Windows host bridge (`--no-host`).
     pub no_host: bool,
+    /// The kubelet's pod-resources socket (`--pod-resources-socket`);
+    /// None: its usual place, where it exists.
+    pub pod_resources_socket: Option<PathBuf>,
 }
 
 pub struct Collector {
@@ -60,6 +65,9 @@ pub struct Collector {
     pids: PidView,
     /// Which container each process runs in, names cached.
     containers: containers::Namer,
+    /// On a Kubernetes node: which pod each device was allocated to.
+    #[cfg(target_os = "linux")]
+    kubelet: Option<kubelet::Kubelet>,
 }
 
 /// Why a PID a source names is not among the scanned processes, in the
@@ -120,6 +128,8 @@ impl Collector {
             pids: PidView::new(in_child_namespace, host::is_wsl()),
             // The runtimes' files are the machine's, wherever /proc is read.
             containers: containers::Namer::new(PathBuf::from("/")),
+            #[cfg(target_os = "linux")]
+            kubelet: kubelet::Kubelet::find(options.pod_resources_socket.as_deref()),
             options,
         }
     }
@@ -239,6 +249,11 @@ impl Collector {
         // file here.
         for p in processes.iter_mut().filter(|p| p.name.is_some()) {
             p.container = self.containers.container(&self.options.proc_root, p.pid);
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(kubelet) = &self.kubelet {
+            // One-shot output waits for the kubelet, as for models.
+            backends.push(kubelet.apply(!self.options.background_discovery, &mut devices, &processes));
         }
         if let Some((_, min)) = window {
             self.procs.close_cpu_window(min, &mut processes);
@@ -448,6 +463,7 @@ mod tests {
             background_discovery: true,
             discovery,
             no_host: true,
+            pod_resources_socket: None,
         });
         (dir, child, collector)
     }

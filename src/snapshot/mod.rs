@@ -11,6 +11,7 @@
 pub mod diff;
 pub mod gpu_choice;
 pub mod health;
+mod kubernetes;
 pub mod load;
 mod model_estimate;
 mod pairing;
@@ -18,6 +19,7 @@ pub mod reconcile;
 pub mod reconciliation;
 pub mod runtime_report;
 
+pub use kubernetes::PodAllocation;
 pub use model_estimate::ModelEstimate;
 pub use pairing::Match;
 use schemars::JsonSchema;
@@ -168,6 +170,11 @@ pub struct Device {
     /// on and its label there. Absent in one machine's own snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetPlace>,
+    /// Kubernetes: the containers the kubelet allocated this device to
+    /// (its pod-resources API). Absent where that is not known (no
+    /// kubelet socket, or it did not answer); empty when no pod holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<Vec<PodAllocation>>,
 }
 
 /// Where a device of a fleet view is: its host, and the label the host
@@ -215,6 +222,12 @@ pub struct MigInstance {
 }
 
 impl Device {
+    /// What the kubelet allocated the device to, for a view
+    /// ([`kubernetes::pods_line`]); None where nothing is known or allocated.
+    pub fn pods_line(&self) -> Option<String> {
+        kubernetes::pods_line(self.pods.as_deref()?)
+    }
+
     /// How people name the device: its index (`1`), or for a MIG instance
     /// its GPU and GPU instance id (`0/1`), with the compute instance id
     /// when it is not the first one (`0/1.1`). `--gpu` takes the same.

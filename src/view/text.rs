@@ -165,6 +165,10 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device, width: Option<usize
     if let Some(line) = d.health.as_ref().and_then(|h| h.line(d.temperature_c)) {
         let _ = writeln!(out, "  ! health: {}", safe(&line));
     }
+    if let Some(pods) = d.pods_line() {
+        let idle = d.pods.iter().flatten().any(|a| a.in_use == Some(false));
+        let _ = writeln!(out, "  {}{}", if idle { "! " } else { "" }, safe(&pods));
+    }
     for e in &d.errors {
         let _ = writeln!(out, "  ! {} failed: {}", safe(&e.query), safe(&e.message));
     }

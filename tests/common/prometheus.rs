@@ -185,3 +185,24 @@ pub fn promtool_clean(promtool: &Path, text: &str) {
         "promtool: {said}\n{text}"
     );
 }
+
+/// Runs the shipped rules under `promtool test rules` on `input` (series
+/// scraped every minute), expecting `alert_rule_test`.
+pub fn promtool_test_rules(promtool: &Path, dir: &Path, input: Vec<Value>, alert_rule_test: Value) {
+    let tests = serde_json::json!({
+        "rule_files": [concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/prometheus/gputaskman-alerts.yml")],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": input, "alert_rule_test": alert_rule_test}]
+    });
+    // JSON is YAML: promtool reads it as it is.
+    let file = dir.join("alerts-test.yml");
+    std::fs::write(&file, serde_json::to_vec_pretty(&tests).unwrap()).unwrap();
+    let out = std::process::Command::new(promtool)
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let said = super::said(&out);
+    assert!(out.status.success(), "promtool test rules: {said}\n{tests:#}");
+    assert!(said.contains("SUCCESS"), "{said}");
+}

@@ -15,14 +15,18 @@
 use super::answer::Series;
 use crate::snapshot::{
     Attribution, Backend, BackendStatus, Device, GpuUsage, Host, MigInstance, Model, ModelActivity, ModelEstimate,
-    ModelReported, Process, ProcessKind, Snapshot, SCHEMA_VERSION,
+    ModelReported, PodAllocation, Process, ProcessKind, Snapshot, SCHEMA_VERSION,
 };
 use std::collections::BTreeMap;
+
+/// The most pod allocations read for one device (a GPU shared by
+/// time-slicing has a few; a target writing thousands is not believed).
+const POD_ALLOCATIONS_MAX: usize = 64;
 
 /// The families the fleet view asks Prometheus for: those [`snapshot`]
 /// reads, and no other (a thousand hosts' clocks and health counters
 /// would only cost the query).
-pub const FAMILIES: [&str; 44] = [
+pub const FAMILIES: [&str; 46] = [
     "gputaskman_host_info",
     "gputaskman_sample_timestamp_seconds",
     "gputaskman_backend_up",
@@ -40,6 +44,8 @@ pub const FAMILIES: [&str; 44] = [
     "gputaskman_device_fan_speed_ratio",
     "gputaskman_device_stale",
     "gputaskman_device_process_list_complete",
+    "gputaskman_device_pod_allocation_info",
+    "gputaskman_device_allocated_idle",
     "gputaskman_process_info",
     "gputaskman_process_resident_memory_bytes",
     "gputaskman_process_cpu_ratio",
@@ -190,6 +196,37 @@ impl Rows {
             "fan_speed_ratio" => d.fan_percent = percent(s.value()),
             "stale" => d.stale = s.count() == Some(1),
             "process_list_complete" => d.process_list_complete = s.count() == Some(1),
+            "pod_allocation_info" | "allocated_idle" => {
+                let (Some(namespace), Some(pod), Some(container)) = (text("namespace"), text("pod"), text("container"))
+                else {
+                    return;
+                };
+                let pods = d.pods.get_or_insert_with(Vec::new);
+                let known = pods
+                    .iter()
+                    .position(|a| (&a.namespace, &a.pod, &a.container) == (&namespace, &pod, &container));
+                let a = match known {
+                    Some(i) => &mut pods[i],
+                    None if pods.len() < POD_ALLOCATIONS_MAX => {
+                        pods.push(PodAllocation {
+                            namespace,
+                            pod,
+                            container,
+                            resource: String::new(),
+                            device_id: String::new(),
+                            in_use: None,
+                        });
+                        pods.last_mut().expect("just pushed")
+                    }
+                    None => return,
+                };
+                if family == "allocated_idle" {
+                    a.in_use = s.count().map(|idle| idle == 0);
+                } else {
+                    a.resource = text("resource").unwrap_or_default();
+                    a.device_id = text("device_id").unwrap_or_default();
+                }
+            }
             _ => {}
         }
     }

@@ -80,3 +80,22 @@ fn the_container_column_names_the_container_and_hides_without_one() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_gpu_allocated_to_a_pod_names_it_under_its_readings() {
+    let mut s = desktop();
+    s.devices[0].pods = Some(vec![crate::snapshot::PodAllocation {
+        namespace: "ml".into(),
+        pod: "train-0\u{1b}[2J".into(),
+        container: "app".into(),
+        resource: "nvidia.com/gpu".into(),
+        device_id: "GPU-0".into(),
+        in_use: Some(false),
+    }]);
+    let shown = screen(s, 160);
+    assert!(
+        shown.contains("  pod ml/train-0\\e[2J (app): allocated and idle"),
+        "{shown}"
+    );
+    assert!(!screen(desktop(), 160).contains("pod "));
+}

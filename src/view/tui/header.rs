@@ -348,6 +348,14 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
             theme.warn(),
         )));
     }
+    if let Some(pods) = d.pods_line() {
+        let idle = d.pods.iter().flatten().any(|a| a.in_use == Some(false));
+        let style = if idle { theme.warn() } else { theme.dim() };
+        out.push(fit(
+            vec![Span::styled(escape(format!("  {pods}")).into_owned(), style)],
+            width,
+        ));
+    }
     for e in &d.errors {
         out.push(Line::from(Span::styled(
             escape(format!("  ! {} failed: {}", e.query, e.message)),
