@@ -103,7 +103,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
             let mut poller = cli.prometheus_access().unwrap_or_default().open()?;
             if cli.once || cli.json {
                 let width = oneshot::terminal_width(cli.wide);
-                serve::remote::run_once_source(&mut poller, cli.json, width, cli.ascii, &mut stdout)
+                serve::fleet::run_once_source(&mut poller, cli.json, width, cli.ascii, &mut stdout)
             } else {
                 drop(stdout);
                 serve::remote::run_live_source(Box::new(poller), cli.interval, cli.look())
@@ -112,7 +112,7 @@ fn run(cli: &Cli) -> anyhow::Result<()> {
         None => match &cli.remote {
             Some(list) if cli.once || cli.json => {
                 let width = oneshot::terminal_width(cli.wide);
-                serve::remote::run_once(list, &cli.remote_access(), cli.json, width, cli.ascii, &mut stdout)
+                serve::fleet::run_once(list, &cli.remote_access(), cli.json, width, cli.ascii, &mut stdout)
             }
             Some(list) => {
                 drop(stdout);

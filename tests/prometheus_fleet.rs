@@ -196,6 +196,25 @@ fn the_fleet_from_a_real_prometheus_shows_every_host_and_names_a_stopped_one_dow
         found.unwrap_or_else(|| panic!("no {line} in {metrics}"))
     };
     assert!(ports.iter().all(|p| up(*p) == "1"));
+    // A host whose figures change: its next scrape reaches the served
+    // fleet, whose rounds after the first ask only for the hosts scraped
+    // since (the others' figures are kept).
+    let mut changed = scenario(0, worker.pid());
+    changed["devices"][0]["memory"]["used"] = json!(999 * MIB);
+    std::fs::write(scenarios[0].path(), changed.to_string()).unwrap();
+    let label = format!("127.0.0.1:{}", ports[0]);
+    wait_until(
+        "the changed figure in the served fleet",
+        Duration::from_secs(40),
+        || {
+            let (_, body) = http_get(fleet_port, "/snapshot")?;
+            let served: Value = serde_json::from_str(&body).ok()?;
+            let hosts = served["hosts"].as_array()?;
+            let host = hosts.iter().find(|h| h["label"] == label.as_str())?;
+            let ok = hosts.iter().filter(|h| h["status"] == "ok").count() == n;
+            (host["snapshot"]["devices"][0]["memory_used_bytes"] == 999 * MIB && ok).then_some(())
+        },
+    );
 
     // One instance stops: named down within two scrape intervals (with a
     // second for the query and the view on a loaded machine).

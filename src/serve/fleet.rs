@@ -4,19 +4,122 @@
 //! document on `/snapshot` (the web view lists the hosts from it, each
 //! expandable) and as each host's reachability on `/metrics`.
 //!
+//! Also the fleet's one-shot output (`--remote`/`--prometheus` with
+//! `--once` or `--json`) and its JSON document.
+//!
 //! `/metrics` re-exports no host's figures: Prometheus scrapes the hosts
 //! themselves, and the same GPU under two targets would be counted twice.
 
-use super::remote::Fleet;
+use super::remote::{Access, Fleet, FleetSource};
+use crate::snapshot::Snapshot;
 use std::fmt::Write as _;
+use std::io::Write;
 use std::time::{Duration, Instant};
+
+impl Fleet {
+    /// The fleet as JSON for `--remote ... --json` (and `/snapshot` of a
+    /// `serve` that shows a fleet): per host its name, label, URL, status,
+    /// staleness, the age of its snapshot and the snapshot; the round's
+    /// error, if it could not be made.
+    pub fn to_json(&self, now: Instant) -> FleetJson<'_> {
+        FleetJson {
+            hosts: self
+                .hosts
+                .iter()
+                .map(|h| HostJson {
+                    name: h.name(),
+                    label: &h.target.label,
+                    url: &h.target.url,
+                    status: h.status(now),
+                    stale: h.is_stale(),
+                    error: h.error.as_deref(),
+                    age_seconds: h.age(now).map(|a| a.as_secs_f64()),
+                    snapshot: h.snapshot.as_deref(),
+                })
+                .collect(),
+            error: self.error.as_deref(),
+        }
+    }
+}
+
+/// [`Fleet::to_json`]'s document, borrowing the snapshots (a thousand
+/// hosts' are tens of MB: written out, never copied).
+#[derive(serde::Serialize)]
+pub struct FleetJson<'a> {
+    hosts: Vec<HostJson<'a>>,
+    error: Option<&'a str>,
+}
+
+#[derive(serde::Serialize)]
+struct HostJson<'a> {
+    name: String,
+    label: &'a str,
+    url: &'a str,
+    status: String,
+    stale: bool,
+    error: Option<&'a str>,
+    age_seconds: Option<f64>,
+    snapshot: Option<&'a Snapshot>,
+}
+
+/// `gputaskman --remote URLS --once|--json`: one round over every host,
+/// `--once` rows fitted to `width`, in ASCII only with `ascii`.
+pub fn run_once(
+    list: &str,
+    access: &Access,
+    json: bool,
+    width: Option<usize>,
+    ascii: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    run_once_source(&mut access.poller(list)?, json, width, ascii, out)
+}
+
+/// One round of `source`, as JSON or text: see [`run_once`].
+pub fn run_once_source(
+    source: &mut dyn FleetSource,
+    json: bool,
+    width: Option<usize>,
+    ascii: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let fleet = source.poll();
+    if let Some(e) = &fleet.error {
+        anyhow::bail!("{}: {e}", source.flag());
+    }
+    if fleet.hosts.is_empty() {
+        anyhow::bail!("{}: no host exports gputaskman series (yet)", source.flag());
+    }
+    let now = Instant::now();
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
+        writeln!(out)?;
+    } else {
+        write!(
+            out,
+            "{}",
+            crate::view::ascii::fold_when(ascii, fleet.to_text(now, width))
+        )?;
+    }
+    // One round and no host answered: there is nothing to show, which a
+    // script must not take for an empty fleet (status 0).
+    if fleet.hosts.iter().all(|h| h.snapshot.is_none()) {
+        let why: Vec<String> = fleet
+            .hosts
+            .iter()
+            .map(|h| format!("{}: {}", h.target.label, h.error.as_deref().unwrap_or("no answer")))
+            .collect();
+        anyhow::bail!("no {} host answered ({})", source.flag(), why.join("; "));
+    }
+    Ok(())
+}
 
 /// The round as `/snapshot` answers it (what `--remote --json` prints),
 /// command lines dropped first with `no_cmdline`.
 pub fn snapshot_json(fleet: &mut Fleet, now: Instant, no_cmdline: bool) -> Vec<u8> {
     if no_cmdline {
         for snap in fleet.hosts.iter_mut().filter_map(|h| h.snapshot.as_mut()) {
-            for p in &mut snap.processes {
+            for p in &mut std::sync::Arc::make_mut(snap).processes {
                 p.cmdline = None;
             }
         }
@@ -86,7 +189,7 @@ mod tests {
                 label: label.into(),
                 url: format!("http://{label}/snapshot"),
             },
-            snapshot: answered.map(|_| snap),
+            snapshot: answered.map(|_| std::sync::Arc::new(snap)),
             received: answered.map(|ago| now - ago),
             error: error.map(str::to_string),
             failures: u32::from(error.is_some()),

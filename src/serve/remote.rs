@@ -23,9 +23,9 @@ use crate::view::safe_text::escape;
 use crate::view::tui::feed::{Feed, FeedCommand, Update};
 use anyhow::{bail, Context};
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long one host may take to answer.
@@ -94,8 +94,9 @@ pub fn parse_targets(list: &str) -> anyhow::Result<Vec<Target>> {
 #[derive(Debug, Clone)]
 pub struct HostState {
     pub target: Target,
-    /// The last snapshot the host sent, kept when it stops answering.
-    pub snapshot: Option<Snapshot>,
+    /// The last snapshot the host sent, kept when it stops answering;
+    /// shared, so that a round hands the fleet over without copying it.
+    pub snapshot: Option<Arc<Snapshot>>,
     /// When that snapshot arrived.
     pub received: Option<Instant>,
     /// Why the last poll failed; None when it succeeded.
@@ -343,30 +344,6 @@ impl Fleet {
         }
     }
 
-    /// The fleet as JSON for `--remote ... --json` (and `/snapshot` of a
-    /// `serve` that shows a fleet): per host its name, label, URL, status,
-    /// staleness, the age of its snapshot and the snapshot; the round's
-    /// error, if it could not be made.
-    pub fn to_json(&self, now: Instant) -> serde_json::Value {
-        let hosts: Vec<serde_json::Value> = self
-            .hosts
-            .iter()
-            .map(|h| {
-                serde_json::json!({
-                    "name": h.name(),
-                    "label": h.target.label,
-                    "url": h.target.url,
-                    "status": h.status(now),
-                    "stale": h.is_stale(),
-                    "error": h.error,
-                    "age_seconds": h.age(now).map(|a| a.as_secs_f64()),
-                    "snapshot": h.snapshot,
-                })
-            })
-            .collect();
-        serde_json::json!({ "hosts": hosts, "error": self.error })
-    }
-
     /// The fleet as text for `--remote ... --once`: each host's status line
     /// and its snapshot as `--once` prints it (rows fitted to `width`).
     pub fn to_text(&self, now: Instant, width: Option<usize>) -> String {
@@ -452,58 +429,6 @@ pub fn run_live_source(
     crate::view::tui::run_feed(Box::new(RemoteFeed::start(source, interval)), look)
 }
 
-/// `gputaskman --remote URLS --once|--json`: one round over every host,
-/// `--once` rows fitted to `width`, in ASCII only with `ascii`.
-pub fn run_once(
-    list: &str,
-    access: &Access,
-    json: bool,
-    width: Option<usize>,
-    ascii: bool,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    run_once_source(&mut access.poller(list)?, json, width, ascii, out)
-}
-
-/// One round of `source`, as JSON or text: see [`run_once`].
-pub fn run_once_source(
-    source: &mut dyn FleetSource,
-    json: bool,
-    width: Option<usize>,
-    ascii: bool,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    let fleet = source.poll();
-    if let Some(e) = &fleet.error {
-        anyhow::bail!("{}: {e}", source.flag());
-    }
-    if fleet.hosts.is_empty() {
-        anyhow::bail!("{}: no host exports gputaskman series (yet)", source.flag());
-    }
-    let now = Instant::now();
-    if json {
-        serde_json::to_writer_pretty(&mut *out, &fleet.to_json(now))?;
-        writeln!(out)?;
-    } else {
-        write!(
-            out,
-            "{}",
-            crate::view::ascii::fold_when(ascii, fleet.to_text(now, width))
-        )?;
-    }
-    // One round and no host answered: there is nothing to show, which a
-    // script must not take for an empty fleet (status 0).
-    if fleet.hosts.iter().all(|h| h.snapshot.is_none()) {
-        let why: Vec<String> = fleet
-            .hosts
-            .iter()
-            .map(|h| format!("{}: {}", h.target.label, h.error.as_deref().unwrap_or("no answer")))
-            .collect();
-        anyhow::bail!("no {} host answered ({})", source.flag(), why.join("; "));
-    }
-    Ok(())
-}
-
 /// Polls every host, in parallel.
 pub struct Poller {
     agent: ureq::Agent,
@@ -544,7 +469,7 @@ impl Poller {
         for (host, result) in self.hosts.iter_mut().zip(results) {
             match result {
                 Ok(snapshot) => {
-                    host.snapshot = Some(snapshot);
+                    host.snapshot = Some(Arc::new(snapshot));
                     host.received = Some(now);
                     host.error = None;
                     host.failures = 0;

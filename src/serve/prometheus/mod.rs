@@ -1,15 +1,19 @@
 //! The fleet read from Prometheus (`gputaskman --prometheus URL`): every
 //! host Prometheus scrapes `serve` on, from the latest samples it keeps,
-//! through its HTTP query API. One round is four instant queries, whatever
-//! the number of hosts: Prometheus does the fan-out, the retries and the
-//! history.
+//! through its HTTP query API. Prometheus does the fan-out, the retries
+//! and the history. A round asks, whatever the number of hosts:
 //!
-//! - the families [`rebuild`] reads, by one `__name__` regex;
 //! - `up` and `timestamp(up)`: which targets answered their last scrape,
 //!   and when that was (the age a host's figures are shown with);
 //! - the last sample time of every host seen in the hour
 //!   (`last_over_time`), so a host that went down is named, never
-//!   dropped, and the jobs `serve` is scraped under are known.
+//!   dropped, and the jobs `serve` is scraped under are known;
+//! - then the families [`rebuild`] reads, by one `__name__` regex, of
+//!   only the hosts scraped since their figures were last read: a host's
+//!   series change only when Prometheus scrapes it (every 15 s or so),
+//!   and a refresh each second pays for the few that were. They are asked
+//!   by instance, [`HOSTS_PER_QUERY`] a query; the first round, and one
+//!   after more than half the hosts were scraped, in one query for all.
 //!
 //! A host is a (`job`, `instance`) pair. What it last sent is kept, shown
 //! stale, when it goes down, as `--remote` keeps a quiet host's last
@@ -34,6 +38,9 @@ pub const BODY_LIMIT: u64 = 1 << 30;
 const RECALLED: usize = 16;
 /// How far back a host is remembered after its last sample.
 const SEEN_WITHIN: &str = "1h";
+/// How many hosts scraped since the last round one query asks for by
+/// instance (a regex of their names, a few KiB of URL).
+const HOSTS_PER_QUERY: usize = 64;
 
 /// How Prometheus is reached: its URL and the files that hold its
 /// credentials and the CA of an https:// URL.
@@ -85,6 +92,7 @@ impl Access {
             query_url: format!("{base}/api/v1/query"),
             authorization,
             hosts: BTreeMap::new(),
+            read_at: HashMap::new(),
         })
     }
 }
@@ -137,14 +145,38 @@ pub struct PromPoller {
     authorization: Option<String>,
     /// Every host seen, by (job, instance), with what it last sent.
     hosts: BTreeMap<(String, String), HostState>,
+    /// The scrape (its `timestamp(up)`) each host's figures were read
+    /// from: a host not scraped since is not asked again.
+    read_at: HashMap<(String, String), f64>,
 }
 
-/// What one round's four queries answered.
+/// What one round's queries answered.
 struct Round {
     data: Vec<Series>,
+    /// The hosts whose series `data` holds; None: every host's.
+    asked: Option<BTreeSet<(String, String)>>,
     up: Vec<Series>,
     scraped: Vec<Series>,
     seen: Vec<Series>,
+}
+
+/// `s` as a literal in a PromQL (RE2) regex.
+fn regex_literal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The data query for the hosts whose instances are `instances`.
+fn instances_query(instances: &[&str]) -> String {
+    let alternatives: Vec<String> = instances.iter().map(|i| regex_literal(i)).collect();
+    let regex = serde_json::to_string(&alternatives.join("|")).unwrap_or_default();
+    format!("{},instance=~{regex}}}", data_query().trim_end_matches('}'))
 }
 
 fn host_key(s: &Series) -> Option<(String, String)> {
@@ -179,26 +211,71 @@ impl PromPoller {
         }
     }
 
-    fn ask(&self) -> Result<Round, String> {
-        let queries = [
-            data_query(),
-            "up".to_string(),
-            "timestamp(up)".to_string(),
-            format!("max by (job, instance) (last_over_time(gputaskman_sample_timestamp_seconds[{SEEN_WITHIN}]))"),
-        ];
-        let mut answers: Vec<Result<Vec<Series>, String>> = std::thread::scope(|scope| {
+    /// The answers of `queries`, asked at once.
+    fn ask_all(&self, queries: &[String]) -> Vec<Result<Vec<Series>, String>> {
+        std::thread::scope(|scope| {
             let handles: Vec<_> = queries.iter().map(|q| scope.spawn(|| self.query_at(q, None))).collect();
             handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|_| Err("the query thread panicked".into())))
                 .collect()
-        });
+        })
+    }
+
+    fn ask(&self) -> Result<Round, String> {
+        let queries = [
+            "up".to_string(),
+            "timestamp(up)".to_string(),
+            format!("max by (job, instance) (last_over_time(gputaskman_sample_timestamp_seconds[{SEEN_WITHIN}]))"),
+        ];
+        let mut answers = self.ask_all(&queries);
         let mut next = || answers.remove(0);
+        let (up, scraped, seen) = (next()?, next()?, next()?);
+        // The hosts of `serve`'s jobs that answered a scrape since their
+        // figures were read.
+        let jobs: BTreeSet<&str> = seen.iter().filter_map(|s| s.label("job")).collect();
+        let answering: BTreeSet<(String, String)> = up
+            .iter()
+            .filter(|s| s.value() == Some(1.0))
+            .filter_map(host_key)
+            .filter(|(job, _)| jobs.contains(job.as_str()))
+            .collect();
+        let fresh: BTreeSet<(String, String)> = scraped
+            .iter()
+            .filter_map(|s| Some((host_key(s)?, s.value()?)))
+            .filter(|(key, at)| answering.contains(key) && self.read_at.get(key) != Some(at))
+            .map(|(key, _)| key)
+            .collect();
+        // The first round, and one after most hosts were scraped, asks
+        // for every host at once.
+        let every_host = self.hosts.is_empty() || 2 * fresh.len() > answering.len();
+        let (data, asked) = if every_host {
+            (self.query_at(&data_query(), None)?, None)
+        } else {
+            let instances: Vec<&str> = fresh
+                .iter()
+                .map(|(_, i)| i.as_str())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let queries: Vec<String> = instances.chunks(HOSTS_PER_QUERY).map(instances_query).collect();
+            let mut data = Vec::new();
+            for answer in self.ask_all(&queries) {
+                // Another job's target of the same instance is not asked.
+                data.extend(
+                    answer?
+                        .into_iter()
+                        .filter(|s| host_key(s).is_some_and(|k| fresh.contains(&k))),
+                );
+            }
+            (data, Some(fresh))
+        };
         Ok(Round {
-            data: next()?,
-            up: next()?,
-            scraped: next()?,
-            seen: next()?,
+            data,
+            asked,
+            up,
+            scraped,
+            seen,
         })
     }
 
@@ -266,7 +343,7 @@ impl PromPoller {
             let Some(host) = self.hosts.get_mut(&(job, instance)) else {
                 continue;
             };
-            host.snapshot = Some(rebuild::snapshot(&refs, &taken_at));
+            host.snapshot = Some(std::sync::Arc::new(rebuild::snapshot(&refs, &taken_at)));
             host.received = now.checked_sub(Duration::from_secs_f64((now_unix - at).max(0.0)));
         }
     }
@@ -305,10 +382,22 @@ impl PromPoller {
             let last_sample = ago(seen.get(&key).copied().flatten());
             let since = last_sample.map_or_else(String::new, |a| format!(", its last sample {a:.0} s ago"));
             let answered = up.get(&key).copied().flatten().map(|v| v == 1.0);
+            let scraped_at = scraped.get(&key).copied().flatten();
+            // Not asked this round: not scraped since its figures were read.
+            let unchanged = round.asked.as_ref().is_some_and(|asked| !asked.contains(&key))
+                && host.snapshot.is_some()
+                && scraped_at.is_some()
+                && self.read_at.get(&key) == scraped_at.as_ref();
             match answered {
-                Some(true) if data.contains_key(&key) => {
-                    host.snapshot = Some(rebuild::snapshot(&data[&key], &taken_at));
-                    let age = ago(scraped.get(&key).copied().flatten()).unwrap_or(0.0);
+                Some(true) if data.contains_key(&key) || unchanged => {
+                    if let Some(series) = data.get(&key) {
+                        host.snapshot = Some(std::sync::Arc::new(rebuild::snapshot(series, &taken_at)));
+                        match scraped_at {
+                            Some(at) => self.read_at.insert(key.clone(), at),
+                            None => self.read_at.remove(&key),
+                        };
+                    }
+                    let age = ago(scraped_at).unwrap_or(0.0);
                     host.received = now.checked_sub(Duration::from_secs_f64(age)).or(Some(now));
                     host.error = None;
                     host.failures = 0;

@@ -253,6 +253,7 @@ fn hosts_up_down_gone_and_never_answered_are_each_named() {
     let mut data = scraped(&render(&snap, SampleInfo::default()), "gpu", "a:9464");
     data.extend(scraped(&render(&snap, SampleInfo::default()), "gpu", "b:9464"));
     let round = |data: Vec<Series>, b_up: &str| Round {
+        asked: None,
         data,
         up: vec![
             value("up", "gpu", "a:9464", "1"),
@@ -326,6 +327,7 @@ fn prometheus_not_answering_is_the_rounds_error_and_keeps_the_hosts_stale() {
     let mut p = poller();
     let snap = crate::view::tui::fixture::server(1, 1);
     let round = Round {
+        asked: None,
         data: scraped(&render(&snap, SampleInfo::default()), "gpu", "a:9464"),
         up: vec![value("up", "gpu", "a:9464", "1")],
         scraped: vec![],
@@ -339,7 +341,7 @@ fn prometheus_not_answering_is_the_rounds_error_and_keeps_the_hosts_stale() {
     let merged = fleet.merged(Instant::now());
     assert_eq!(merged.backends[0].name, "fleet");
     let mut out = Vec::new();
-    let e = crate::serve::remote::run_once_source(&mut p, true, None, false, &mut out).unwrap_err();
+    let e = crate::serve::fleet::run_once_source(&mut p, true, None, false, &mut out).unwrap_err();
     assert!(
         e.to_string().starts_with("--prometheus: Prometheus did not answer"),
         "{e}"
@@ -396,4 +398,92 @@ fn one_hosts_query_quotes_its_labels() {
     let q = host_query("gpu", "a\"b:1");
     assert!(q.ends_with(")\",job=\"gpu\",instance=\"a\\\"b:1\"}"), "{q}");
     assert!(q.starts_with("{__name__=~\"gputaskman_(host_info|"));
+}
+
+#[test]
+fn a_devices_pods_come_back_with_whether_each_uses_it() {
+    use crate::snapshot::PodAllocation;
+    let pod = |name: &str, in_use: Option<bool>| PodAllocation {
+        namespace: "ml".into(),
+        pod: name.into(),
+        container: "app".into(),
+        resource: "nvidia.com/gpu".into(),
+        device_id: "GPU-0".into(),
+        in_use,
+    };
+    let mut snap = crate::view::tui::fixture::server(2, 1);
+    snap.devices[0].pods = Some(vec![pod("busy", Some(true)), pod("unsure", None)]);
+    snap.devices[1].pods = Some(vec![pod("idle", Some(false))]);
+    let back = rebuilt(&snap);
+    let mut first = back.devices[0].pods.clone().unwrap();
+    first.sort_by(|a, b| a.pod.cmp(&b.pod));
+    assert_eq!(first, vec![pod("busy", Some(true)), pod("unsure", None)]);
+    assert_eq!(back.devices[1].pods, Some(vec![pod("idle", Some(false))]));
+    // A device of one container has its pod on every series.
+    let text = render(&snap, SampleInfo::default());
+    let used = text
+        .lines()
+        .find(|l| l.starts_with("gputaskman_device_memory_used_bytes{") && l.contains("pod=\"idle\""));
+    assert!(
+        used.is_some_and(|l| l.contains("namespace=\"ml\"") && l.contains("container=\"app\"")),
+        "{text}"
+    );
+    assert!(text.contains("gputaskman_device_allocated_idle{"), "{text}");
+}
+
+#[test]
+fn a_round_reads_again_only_the_hosts_scraped_since_and_keeps_the_others() {
+    let mut snap = crate::view::tui::fixture::server(1, 1);
+    let both = |snap: &Snapshot| {
+        let mut data = scraped(&render(snap, SampleInfo::default()), "gpu", "a:9464");
+        data.extend(scraped(&render(snap, SampleInfo::default()), "gpu", "b:9464"));
+        data
+    };
+    let round = |data: Vec<Series>, asked: Option<&[&str]>, a_at: &str, b_at: &str| Round {
+        asked: asked.map(|hosts| hosts.iter().map(|h| ("gpu".to_string(), h.to_string())).collect()),
+        data,
+        up: vec![value("up", "gpu", "a:9464", "1"), value("up", "gpu", "b:9464", "1")],
+        scraped: vec![value("", "gpu", "a:9464", a_at), value("", "gpu", "b:9464", b_at)],
+        seen: vec![value("", "gpu", "a:9464", a_at), value("", "gpu", "b:9464", b_at)],
+    };
+    let mut p = poller();
+    let now = Instant::now() + Duration::from_secs(60);
+    p.apply(round(both(&snap), None, "1000", "1000"), now, 1001.0);
+    let used = |p: &PromPoller, host: &str| {
+        p.hosts[&("gpu".to_string(), host.to_string())]
+            .snapshot
+            .as_ref()
+            .unwrap()
+            .devices[0]
+            .memory_used_bytes
+    };
+    let before = used(&p, "a:9464");
+    // a is scraped again and asked; b is not: its figures stay, not an error.
+    snap.devices[0].memory_used_bytes = Some(1 << 30);
+    let only_a: Vec<Series> = both(&snap)
+        .into_iter()
+        .filter(|s| s.label("instance") == Some("a:9464"))
+        .collect();
+    p.apply(round(only_a, Some(&["a:9464"]), "1015", "1000"), now, 1016.0);
+    assert_eq!(used(&p, "a:9464"), Some(1 << 30));
+    assert_eq!(used(&p, "b:9464"), before);
+    let b = &p.hosts[&("gpu".to_string(), "b:9464".to_string())];
+    assert_eq!((b.error.as_deref(), b.age(now).map(|a| a.as_secs())), (None, Some(16)));
+    // A host scraped since that the round did not bring (it exported
+    // nothing this time) is not shown as if unchanged.
+    p.apply(round(Vec::new(), Some(&["b:9464"]), "1015", "1030"), now, 1031.0);
+    let b = &p.hosts[&("gpu".to_string(), "b:9464".to_string())];
+    assert_eq!(b.error.as_deref(), Some("up, but exports no gputaskman series"));
+}
+
+#[test]
+fn hosts_asked_by_name_are_quoted_as_regex_literals_in_a_promql_string() {
+    assert_eq!(regex_literal("a.b:9464"), "a\\.b:9464");
+    assert_eq!(regex_literal("x|(y)*"), "x\\|\\(y\\)\\*");
+    let q = instances_query(&["node-1:9400", "10.0.0.2:9464", "we\"ird"]);
+    assert!(
+        q.ends_with(r#",instance=~"node-1:9400|10\\.0\\.0\\.2:9464|we\"ird"}"#),
+        "{q}"
+    );
+    assert!(q.starts_with(data_query().trim_end_matches('}')), "{q}");
 }
