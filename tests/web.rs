@@ -555,7 +555,12 @@ fn a_fleet_lists_its_hosts_each_expandable_with_the_figures_each_serves() {
         "{page:#}"
     );
     assert_eq!(page["hosts"][1]["gpus"], 2);
-    assert!(host_row(&page, hosts[1]["name"].as_str(), trainer.pid()).is_some());
+    // Its processes stay, marked: the last figures, not current ones.
+    let stale_name = hosts[1]["name"].as_str().unwrap();
+    assert_eq!(
+        host_cell(&page, Some(stale_name), trainer.pid(), "host")["text"],
+        format!("{stale_name} (stale)")
+    );
     browser.screenshot("fleet");
     assert_eq!(browser.severe(), Vec::<String>::new());
 }

@@ -27,6 +27,12 @@ pub const DEADLINE: Duration = Duration::from_secs(2);
 /// The largest answer read: a node of 110 pods with eight devices each
 /// answers in a few tens of KiB.
 pub const ANSWER_LIMIT: usize = 16 << 20;
+/// The most allocations read from one answer, and the longest name kept
+/// (Kubernetes' own limit, 253 characters for a namespace or pod name):
+/// every device id repeats its pod's names, which a crafted answer could
+/// make large.
+const ALLOCATIONS_MAX: usize = 65_536;
+const NAME_MAX: usize = 253;
 /// The RPC's path: package `v1`, service `PodResourcesLister`.
 const LIST_PATH: &str = "/v1.PodResourcesLister/List";
 
@@ -91,12 +97,15 @@ pub fn allocations(body: &[u8]) -> Result<Vec<Allocation>, String> {
     }
     let answer: ListPodResourcesResponse =
         prost::Message::decode(message).map_err(|e| format!("not a ListPodResourcesResponse: {e}"))?;
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let text = |b: &[u8]| String::from_utf8_lossy(&b[..b.len().min(NAME_MAX)]).into_owned();
     let mut out = Vec::new();
     for pod in &answer.pod_resources {
         for container in &pod.containers {
             for devices in &container.devices {
                 for id in &devices.device_ids {
+                    if out.len() == ALLOCATIONS_MAX {
+                        return Err(format!("more than {ALLOCATIONS_MAX} devices allocated"));
+                    }
                     out.push(Allocation {
                         namespace: text(&pod.namespace),
                         pod: text(&pod.name),
@@ -125,6 +134,12 @@ fn pci_address(s: &str) -> Option<String> {
 /// before R470), or for the NVIDIA plugin's index strategy its NVML index.
 fn names(id: &str, resource: &str, d: &Device, devices: &[Device]) -> bool {
     let id = id.trim();
+    // A GPU shared by time-slicing or MPS is offered as replicas,
+    // `GPU-<uuid>::<n>` (the NVIDIA plugin's annotated ids).
+    let id = match id.rsplit_once("::") {
+        Some((device, replica)) if !replica.is_empty() && replica.bytes().all(|b| b.is_ascii_digit()) => device,
+        _ => id,
+    };
     if d.uuid.as_deref().is_some_and(|u| u.eq_ignore_ascii_case(id)) {
         return true;
     }
@@ -166,34 +181,44 @@ fn in_use(d: &Device, a: &Allocation, processes: &[Process]) -> Option<bool> {
     (!unknown).then_some(false)
 }
 
-/// Gives every device the allocations that name it (an empty list where
-/// none does), and says in the backend line how many there were and which
-/// device ids named no device here.
+/// Gives every device the allocations that name it, a container once
+/// (two replicas of one GPU are one allocation to it), and says in the
+/// backend line how many there were and which device ids named no device
+/// here. A device none names has no pods (`[]`) only when every id named
+/// a device: else it may be the one an id names in a form not read here,
+/// and is left unknown.
 pub fn assign(devices: &mut [Device], processes: &[Process], allocations: &[Allocation]) -> Backend {
     let mut matched = vec![false; allocations.len()];
     let found: Vec<Vec<PodAllocation>> = devices
         .iter()
         .map(|d| {
-            allocations
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| names(&a.device_id, &a.resource, d, devices))
-                .map(|(i, a)| {
-                    matched[i] = true;
-                    PodAllocation {
-                        namespace: a.namespace.clone(),
-                        pod: a.pod.clone(),
-                        container: a.container.clone(),
-                        resource: a.resource.clone(),
-                        device_id: a.device_id.clone(),
-                        in_use: in_use(d, a, processes),
-                    }
-                })
-                .collect()
+            let mut pods: Vec<PodAllocation> = Vec::new();
+            for (i, a) in allocations.iter().enumerate() {
+                if !names(&a.device_id, &a.resource, d, devices) {
+                    continue;
+                }
+                matched[i] = true;
+                if pods
+                    .iter()
+                    .any(|p| (&p.namespace, &p.pod, &p.container) == (&a.namespace, &a.pod, &a.container))
+                {
+                    continue;
+                }
+                pods.push(PodAllocation {
+                    namespace: a.namespace.clone(),
+                    pod: a.pod.clone(),
+                    container: a.container.clone(),
+                    resource: a.resource.clone(),
+                    device_id: a.device_id.clone(),
+                    in_use: in_use(d, a, processes),
+                });
+            }
+            pods
         })
         .collect();
+    let all_named = matched.iter().all(|m| *m);
     for (d, pods) in devices.iter_mut().zip(found) {
-        d.pods = Some(pods);
+        d.pods = (all_named || !pods.is_empty()).then_some(pods);
     }
     let pods: std::collections::BTreeSet<(&str, &str)> = allocations
         .iter()
@@ -382,7 +407,13 @@ impl Kubelet {
         let (socket, calls) = (self.socket.clone(), self.calls.clone());
         let spawned = std::thread::Builder::new()
             .name("gputaskman-kubelet".into())
-            .spawn(move || done(&calls, list(&socket, DEADLINE)));
+            .spawn(move || {
+                // A call that panics ends as an error, and the next sample
+                // asks again, rather than leaving a call under way forever.
+                let answer = std::panic::catch_unwind(|| list(&socket, DEADLINE))
+                    .unwrap_or_else(|_| Err("the call panicked".into()));
+                done(&calls, answer)
+            });
         if let Err(e) = spawned {
             done(&self.calls, Err(format!("no thread: {e}")));
         }

@@ -38,6 +38,7 @@ impl Fleet {
                 })
                 .collect(),
             error: self.error.as_deref(),
+            taken_at: crate::units::now_rfc3339(),
         }
     }
 }
@@ -48,6 +49,8 @@ impl Fleet {
 pub struct FleetJson<'a> {
     hosts: Vec<HostJson<'a>>,
     error: Option<&'a str>,
+    /// When the round was made.
+    taken_at: String,
 }
 
 #[derive(serde::Serialize)]
@@ -134,7 +137,10 @@ pub fn metrics(fleet: &Fleet, now: Instant, took: Duration) -> String {
     let mut out = String::new();
     let series = |out: &mut String, name: &str, help: &str, rows: &mut dyn Iterator<Item = (&str, f64)>| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-        for (host, value) in rows {
+        // One instance under two of Prometheus's jobs is two hosts of one
+        // label: one series, or Prometheus refuses the whole scrape.
+        let mut written = std::collections::HashSet::new();
+        for (host, value) in rows.filter(|(host, _)| written.insert(*host)) {
             let _ = write!(out, "{name}{{host=\"");
             super::metrics::escape_label(out, host);
             let _ = writeln!(out, "\"}} {value}");
@@ -250,8 +256,27 @@ mod tests {
             "{metrics}"
         );
         assert!(metrics.contains("gputaskman_fleet_round_seconds 0.04\n"), "{metrics}");
+        assert!(json["taken_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{json:#}");
         // No host's own figures: Prometheus scrapes those from the hosts.
         assert!(!metrics.contains("gputaskman_gpu_"), "{metrics}");
+    }
+
+    #[test]
+    fn one_instance_under_two_jobs_is_one_series_not_a_refused_scrape() {
+        let now = Instant::now();
+        let fleet = Fleet {
+            hosts: vec![
+                host("a:9464", Some(Duration::from_secs(1)), None, now),
+                host("a:9464", None, Some("down"), now),
+            ],
+            error: None,
+        };
+        let metrics = metrics(&fleet, now, Duration::from_millis(5));
+        assert_eq!(
+            metrics.matches("gputaskman_fleet_host_up{host=\"a:9464\"}").count(),
+            1,
+            "{metrics}"
+        );
     }
 
     #[test]

@@ -79,10 +79,13 @@ pub fn parse_targets(list: &str) -> anyhow::Result<Vec<Target>> {
         } else {
             format!("{authority}:{DEFAULT_PORT}")
         };
-        targets.push(Target {
-            url: format!("{scheme}://{authority}/snapshot"),
-            label: authority,
-        });
+        // A host named twice (`a` and `http://a:9464`) is one host.
+        if !targets.iter().any(|t: &Target| t.label == authority) {
+            targets.push(Target {
+                url: format!("{scheme}://{authority}/snapshot"),
+                label: authority,
+            });
+        }
     }
     if targets.is_empty() {
         bail!("--remote: give at least one host, e.g. http://hostA:{DEFAULT_PORT}");
@@ -680,6 +683,8 @@ mod tests {
         );
         assert_eq!(t[1].label, "hostB:9464");
         assert_eq!(parse_targets("[::1]").unwrap()[0].label, "[::1]:9464");
+        // One host named twice is one host (one series, one page entry).
+        assert_eq!(parse_targets("a,http://a:9464,https://a:9464/").unwrap().len(), 1);
         for bad in ["", "ftp://a:1", "http://user:pw@a:1", "https://a:1/metrics", ","] {
             assert!(parse_targets(bad).is_err(), "{bad}");
         }

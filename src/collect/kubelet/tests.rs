@@ -188,6 +188,9 @@ fn devices_get_their_pods_by_uuid_pci_address_mig_and_index_and_idle_ones_are_to
     ];
     let allocations = vec![
         allocation("ml", "train-0", "trainer", "nvidia.com/gpu", "gpu-AAAA"),
+        // Two time-slicing replicas of GPU 0 to one container: one entry.
+        allocation("ml", "train-0", "trainer", "nvidia.com/gpu", "GPU-aaaa::0"),
+        allocation("ml", "train-0", "trainer", "nvidia.com/gpu", "GPU-aaaa::1"),
         allocation("ml", "idle-0", "app", "amd.com/gpu", "0000:02:00.0"),
         allocation("ml", "unsure", "app", "nvidia.com/gpu", "2"),
         allocation("ml", "mig", "app", "nvidia.com/mig-1g.10gb", "MIG-1234"),
@@ -208,8 +211,9 @@ fn devices_get_their_pods_by_uuid_pci_address_mig_and_index_and_idle_ones_are_to
     assert_eq!(pods(0), vec![("train-0".into(), Some(true))]);
     assert_eq!(pods(1), vec![("idle-0".into(), Some(false))]);
     assert_eq!(pods(2), vec![("unsure".into(), None)]);
-    // A GPU with MIG on is not its instances' allocation.
-    assert_eq!(pods(3), vec![]);
+    // A GPU with MIG on is not its instances' allocation; with an id
+    // that named no device, it may be that one's: unknown, not empty.
+    assert_eq!(devices[3].pods, None);
     assert_eq!(pods(4), vec![("mig".into(), Some(false))]);
     assert_eq!(pods(5), vec![("old".into(), Some(false))]);
     // An incomplete process list cannot say idle.
@@ -223,8 +227,23 @@ fn devices_get_their_pods_by_uuid_pci_address_mig_and_index_and_idle_ones_are_to
     assert_eq!(backend.status, BackendStatus::Ok);
     assert_eq!(
         backend.detail,
-        "pod-resources: 7 devices allocated to 7 pods; 1 name no device here (nvidia.com/gpu GPU-9999)"
+        "pod-resources: 9 devices allocated to 7 pods; 1 name no device here (nvidia.com/gpu GPU-9999)"
     );
+    // Every id named a device: one none names is known to be no pod's.
+    let named: Vec<Allocation> = allocations.into_iter().filter(|a| a.pod != "gone").collect();
+    assign(&mut devices, &processes, &named);
+    assert_eq!(devices[3].pods, Some(vec![]));
+}
+
+#[test]
+fn a_crafted_answer_is_capped_in_names_and_allocations() {
+    let long = "p".repeat(10_000);
+    let body = message(&[("ml", &long, &[("c", "nvidia.com/gpu", &["GPU-a"])])]);
+    assert_eq!(allocations(&body).unwrap()[0].pod.len(), NAME_MAX);
+    let ids: Vec<String> = (0..=ALLOCATIONS_MAX).map(|i| i.to_string()).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let body = message(&[("ml", "p", &[("c", "nvidia.com/gpu", &ids)])]);
+    assert!(allocations(&body).unwrap_err().contains("more than 65536"));
 }
 
 #[test]

@@ -370,6 +370,10 @@ impl PromPoller {
             .chain(up.keys().filter(|(job, _)| jobs.contains(job.as_str())))
             .cloned()
             .collect();
+        // A host Prometheus no longer knows (no target, no sample in the
+        // hour: a pod replaced by a rollout) is forgotten, not kept forever.
+        self.hosts.retain(|key, _| keys.contains(key));
+        self.read_at.retain(|key, _| keys.contains(key));
         let ago = |t: Option<f64>| t.map(|t| (now_unix - t).max(0.0));
         let taken_at = crate::units::now_rfc3339();
         for key in keys {

@@ -469,6 +469,20 @@ fn a_round_reads_again_only_the_hosts_scraped_since_and_keeps_the_others() {
     assert_eq!(used(&p, "b:9464"), before);
     let b = &p.hosts[&("gpu".to_string(), "b:9464".to_string())];
     assert_eq!((b.error.as_deref(), b.age(now).map(|a| a.as_secs())), (None, Some(16)));
+    // A host Prometheus no longer knows (no target, no sample in the hour)
+    // is forgotten.
+    let mut gone = round(Vec::new(), Some(&[]), "1015", "1000");
+    gone.up.truncate(1);
+    gone.scraped.truncate(1);
+    gone.seen.truncate(1);
+    let mut q = PromPoller {
+        hosts: p.hosts.clone(),
+        read_at: p.read_at.clone(),
+        ..poller()
+    };
+    q.apply(gone, now, 1016.0);
+    assert!(!q.hosts.contains_key(&("gpu".to_string(), "b:9464".to_string())));
+    assert!(!q.read_at.contains_key(&("gpu".to_string(), "b:9464".to_string())));
     // A host scraped since that the round did not bring (it exported
     // nothing this time) is not shown as if unchanged.
     p.apply(round(Vec::new(), Some(&["b:9464"]), "1015", "1030"), now, 1031.0);

@@ -172,7 +172,7 @@ function evidenceText(p) {
 // The table's columns: the text shown, the value sorted by (and set as
 // data-value, the snapshot's own figure).
 const COLUMNS = {
-  host: { value: (p) => p.host, text: (p) => p.host || '' },
+  host: { value: (p) => p.host, text: (p) => (p.host || '') + (p.stale ? ' (stale)' : '') },
   pid: { value: (p) => p.pid, text: (p) => p.pid },
   user: { value: (p) => p.user, text: (p) => p.user || 'n/a' },
   name: { value: (p) => p.name, text: (p) => p.name },
@@ -267,10 +267,11 @@ function healthText(d) {
   return { text: said.length ? said.join(' · ') : 'health: no fault reported', bad };
 }
 
-function remember(d, host) {
+// The GPU's sparkline points, with this sample's added when `record`.
+function remember(d, host, record) {
   const key = `${host || ''}/${d.uuid || `#${d.index}`}`;
   const points = state.history.get(key) || [];
-  if (d.memory_used_bytes !== null && d.memory_total_bytes) {
+  if (record && d.memory_used_bytes !== null && d.memory_total_bytes) {
     points.push(d.memory_used_bytes / d.memory_total_bytes);
     if (points.length > HISTORY) points.shift();
   }
@@ -296,14 +297,16 @@ function drawSparkline(canvas, points) {
   ctx.stroke();
 }
 
-// `host`: the GPU's host in a fleet, whose own index d.index is.
-function renderGpu(d, snap, host) {
+// `host`: the GPU's host in a fleet, whose own index d.index is; `stale`:
+// that host did not answer the last round (its last figures, kept out of
+// the sparkline).
+function renderGpu(d, snap, host, stale) {
   const card = el('article', 'gpu');
   card.dataset.index = String(d.index);
   if (host) card.dataset.host = host;
   const head = el('div', 'gpu-head');
   head.append(el('strong', null, `GPU ${d.index}`), el('span', 'gpu-name', d.name || 'n/a'));
-  if (d.stale) head.append(el('span', 'badge bad', 'stale'));
+  if (d.stale || stale) head.append(el('span', 'badge bad', 'stale'));
   card.append(head);
 
   const used = d.memory_used_bytes;
@@ -365,7 +368,7 @@ function renderGpu(d, snap, host) {
   canvas.height = 32;
   canvas.title = 'memory used, the last samples';
   card.append(canvas);
-  drawSparkline(canvas, remember(d, host));
+  drawSparkline(canvas, remember(d, host, !stale));
   return card;
 }
 
@@ -379,7 +382,9 @@ function renderTable(snap) {
     tr.dataset.pid = String(p.pid);
     tr.dataset.key = rowKey(p);
     if (p.host) tr.dataset.host = p.host;
-    if (rowKey(p) === state.selected) tr.className = 'selected';
+    // A host that stopped answering: its last figures, marked.
+    if (p.stale) tr.dataset.stale = 'true';
+    tr.className = [rowKey(p) === state.selected ? 'selected' : '', p.stale ? 'stale' : ''].join(' ').trim();
     for (const key of keys) {
       const col = COLUMNS[key];
       const td = el('td', document.querySelector(`#table th[data-key="${key}"]`).className, col.text(p));
@@ -522,7 +527,7 @@ function renderHost(h, hosts) {
   }
   box.append(summary);
   const gpus = el('div', 'host-gpus');
-  if (snap) gpus.append(...snap.devices.map((d) => renderGpu(d, snap, h.name)));
+  if (snap) gpus.append(...snap.devices.map((d) => renderGpu(d, snap, h.name, kind !== 'ok')));
   for (const b of (snap ? snap.backends : []).filter((x) => x.status === 'error')) {
     gpus.append(el('div', 'note bad', `${b.name}: ${b.detail}`));
   }
@@ -535,7 +540,8 @@ function renderHost(h, hosts) {
 function fleetSnapshot(data) {
   const processes = [];
   for (const h of data.hosts) {
-    for (const p of (h.snapshot ? h.snapshot.processes : [])) processes.push({ ...p, host: h.name });
+    const stale = !!h.error;
+    for (const p of (h.snapshot ? h.snapshot.processes : [])) processes.push({ ...p, host: h.name, stale });
   }
   const answering = data.hosts.filter((h) => !h.error && h.snapshot).length;
   const n = data.hosts.length;
@@ -543,7 +549,7 @@ function fleetSnapshot(data) {
     fleet: data.hosts,
     processes,
     host: { hostname: `${n} host${n === 1 ? '' : 's'}, ${answering} answering` },
-    taken_at: null,
+    taken_at: data.taken_at,
     backends: data.error ? [{ name: 'fleet', status: 'error', detail: data.error }] : [],
   };
 }
