@@ -198,10 +198,7 @@ pub fn assign(devices: &mut [Device], processes: &[Process], allocations: &[Allo
                     continue;
                 }
                 matched[i] = true;
-                if pods
-                    .iter()
-                    .any(|p| (&p.namespace, &p.pod, &p.container) == (&a.namespace, &a.pod, &a.container))
-                {
+                if pods.iter().any(|p| p.is_of(&a.namespace, &a.pod, &a.container)) {
                     continue;
                 }
                 pods.push(PodAllocation {
@@ -245,9 +242,14 @@ pub fn assign(devices: &mut [Device], processes: &[Process], allocations: &[Allo
             if elsewhere.len() > 3 { ", ..." } else { "" }
         ));
     }
+    line(BackendStatus::Ok, detail)
+}
+
+/// The kubelet's backend line.
+fn line(status: BackendStatus, detail: String) -> Backend {
     Backend {
         name: "kubelet".into(),
-        status: BackendStatus::Ok,
+        status,
         detail,
     }
 }
@@ -376,16 +378,8 @@ impl Kubelet {
         };
         match answer {
             Some(Ok(allocations)) => assign(devices, processes, &allocations),
-            Some(Err(e)) => Backend {
-                name: "kubelet".into(),
-                status: BackendStatus::Error,
-                detail: format!("pod-resources List: {e}"),
-            },
-            None => Backend {
-                name: "kubelet".into(),
-                status: BackendStatus::Ok,
-                detail: "pod-resources: asking".into(),
-            },
+            Some(Err(e)) => line(BackendStatus::Error, format!("pod-resources List: {e}")),
+            None => line(BackendStatus::Ok, "pod-resources: asking".into()),
         }
     }
 

@@ -19,7 +19,7 @@
 //! - every family has HELP and TYPE; a label set appears once per family.
 
 use crate::snapshot::reconciliation::{Provenance, Reconciliation};
-use crate::snapshot::{Device, GpuUsage, Model, Process, Snapshot};
+use crate::snapshot::{Device, GpuUsage, Model, PodAllocation, Process, Snapshot};
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -385,21 +385,25 @@ fn device_labels(backend: &str, index: u32, device: Option<&Device>) -> Labels {
 /// `gputaskman_device_pod_allocation_info`). Not on the process-on-device
 /// series, whose pod is the process's own.
 fn device_series_labels(d: &Device) -> Labels {
-    let mut l = device_labels(&d.backend, d.index, Some(d));
-    if let Some([a]) = d.pods.as_deref() {
-        l.add("namespace", Some(&a.namespace))
-            .add("pod", Some(&a.pod))
-            .add("container", Some(&a.container));
+    let l = device_labels(&d.backend, d.index, Some(d));
+    match d.pods.as_deref() {
+        Some([a]) => with_pod(l, a),
+        _ => l,
     }
-    l
+}
+
+/// `labels` with the allocation's `namespace`, `pod` and `container`.
+fn with_pod(mut labels: Labels, a: &PodAllocation) -> Labels {
+    labels
+        .add("namespace", Some(&a.namespace))
+        .add("pod", Some(&a.pod))
+        .add("container", Some(&a.container));
+    labels
 }
 
 fn device(out: &mut Out, snap: &Snapshot, d: &Device) {
     for a in d.pods.iter().flatten() {
-        let mut pod = device_labels(&d.backend, d.index, Some(d));
-        pod.add("namespace", Some(&a.namespace))
-            .add("pod", Some(&a.pod))
-            .add("container", Some(&a.container));
+        let pod = with_pod(device_labels(&d.backend, d.index, Some(d)), a);
         let mut info = pod.clone();
         info.add("resource", Some(&a.resource))
             .add("device_id", Some(&a.device_id));

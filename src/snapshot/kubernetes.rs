@@ -24,10 +24,20 @@ pub struct PodAllocation {
 }
 
 impl PodAllocation {
+    /// Whether this is the allocation to that container of that pod.
+    pub fn is_of(&self, namespace: &str, pod: &str, container: &str) -> bool {
+        (self.namespace.as_str(), self.pod.as_str(), self.container.as_str()) == (namespace, pod, container)
+    }
+
     /// `namespace/pod (container)`.
     pub fn name(&self) -> String {
         format!("{}/{} ({})", self.namespace, self.pod, self.container)
     }
+}
+
+/// Whether a device is allocated to a pod none of whose processes uses it.
+pub fn any_idle(pods: &[PodAllocation]) -> bool {
+    pods.iter().any(|a| a.in_use == Some(false))
 }
 
 /// What the kubelet allocated a device to, for a view: `pod ml/train-0

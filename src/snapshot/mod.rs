@@ -228,6 +228,11 @@ impl Device {
         kubernetes::pods_line(self.pods.as_deref()?)
     }
 
+    /// Allocated to a pod none of whose processes uses it.
+    pub fn allocated_idle(&self) -> bool {
+        self.pods.as_deref().is_some_and(kubernetes::any_idle)
+    }
+
     /// How people name the device: its index (`1`), or for a MIG instance
     /// its GPU and GPU instance id (`0/1`), with the compute instance id
     /// when it is not the first one (`0/1.1`). `--gpu` takes the same.

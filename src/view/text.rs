@@ -166,8 +166,8 @@ fn render_device(out: &mut String, s: &Snapshot, d: &Device, width: Option<usize
         let _ = writeln!(out, "  ! health: {}", safe(&line));
     }
     if let Some(pods) = d.pods_line() {
-        let idle = d.pods.iter().flatten().any(|a| a.in_use == Some(false));
-        let _ = writeln!(out, "  {}{}", if idle { "! " } else { "" }, safe(&pods));
+        let mark = if d.allocated_idle() { "! " } else { "" };
+        let _ = writeln!(out, "  {mark}{}", safe(&pods));
     }
     for e in &d.errors {
         let _ = writeln!(out, "  ! {} failed: {}", safe(&e.query), safe(&e.message));

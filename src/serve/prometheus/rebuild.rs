@@ -202,9 +202,7 @@ impl Rows {
                     return;
                 };
                 let pods = d.pods.get_or_insert_with(Vec::new);
-                let known = pods
-                    .iter()
-                    .position(|a| (&a.namespace, &a.pod, &a.container) == (&namespace, &pod, &container));
+                let known = pods.iter().position(|a| a.is_of(&namespace, &pod, &container));
                 let a = match known {
                     Some(i) => &mut pods[i],
                     None if pods.len() < POD_ALLOCATIONS_MAX => {

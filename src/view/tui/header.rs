@@ -349,8 +349,7 @@ fn device_lines(app: &App, snap: &Snapshot, d: &Device, theme: Theme, width: u16
         )));
     }
     if let Some(pods) = d.pods_line() {
-        let idle = d.pods.iter().flatten().any(|a| a.in_use == Some(false));
-        let style = if idle { theme.warn() } else { theme.dim() };
+        let style = if d.allocated_idle() { theme.warn() } else { theme.dim() };
         out.push(fit(
             vec![Span::styled(escape(format!("  {pods}")).into_owned(), style)],
             width,
