@@ -544,6 +544,37 @@ def report(results, target=None):
         print(f"wrote the table into {target}")
 
 
+def churn(rate, secs, program, args, out):
+    """Starts `rate` processes a second for `secs` seconds (`program` with
+    `args`: each lives as long as they say), reaps each as it exits, and
+    writes to `out` how many it started, over how long, and the most alive
+    at once."""
+    started = 0
+    alive = set()
+    most = 0
+    begin = time.monotonic()
+    tick = 0.01
+    while True:
+        now = time.monotonic() - begin
+        if now >= secs:
+            break
+        due = int(min(now + tick, secs) * rate)
+        while started < due:
+            alive.add(os.posix_spawn(program, [os.path.basename(program)] + args, os.environ))
+            started += 1
+        most = max(most, len(alive))
+        while alive:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            alive.discard(pid)
+        time.sleep(max(0.0, begin + (due / rate) - time.monotonic()))
+    for pid in alive:
+        os.waitpid(pid, 0)
+    with open(out, "w") as f:
+        json.dump({"started": started, "secs": time.monotonic() - begin, "most_alive": most}, f)
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "scenario":
@@ -562,6 +593,8 @@ def main():
         append(args[0], json.loads(args[1]))
     elif cmd == "report":
         report(args[0], args[1] if len(args) > 1 else None)
+    elif cmd == "churn":
+        churn(int(args[0]), float(args[1]), args[2], args[3:-1], args[-1])
     else:
         sys.exit(f"bench.py: unknown command {cmd}")
 

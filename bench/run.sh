@@ -56,6 +56,7 @@ if [ "$quick" = 1 ]; then
   LIVE_SERVERS=${BENCH_LIVE_SERVERS:-}
   RSS_MINUTES=${BENCH_RSS_MINUTES:-0.2}
   RSS_N=${BENCH_RSS_N:-100}
+  CHURN_MINUTES=${BENCH_CHURN_MINUTES:-0.5}
 else
   RUNS=${BENCH_RUNS:-10}
   LIVE_N=${BENCH_LIVE_N:-100 1000 3000}
@@ -66,7 +67,11 @@ else
   LIVE_SERVERS=${BENCH_LIVE_SERVERS:-1000}
   RSS_MINUTES=${BENCH_RSS_MINUTES:-10}
   RSS_N=${BENCH_RSS_N:-1000}
+  CHURN_MINUTES=${BENCH_CHURN_MINUTES:-30}
 fi
+CHURN_RATE=${BENCH_CHURN_RATE:-1000}
+CHURN_LIFE=${BENCH_CHURN_LIFE:-0.02}
+CHURN_N=${BENCH_CHURN_N:-1000}
 SECTIONS=${BENCH_SECTIONS:-snapshot live gguf discovery rss}
 DISCOVERY_KIND=${BENCH_DISCOVERY_KIND:-server}
 # Only a full run replaces the recorded table.
@@ -78,7 +83,7 @@ fi
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 command -v fincore >/dev/null || { echo "fincore is needed (util-linux)" >&2; exit 1; }
-if want live || want rss; then command -v tmux >/dev/null || { echo "tmux is needed (apt-get install -y tmux)" >&2; exit 1; }; fi
+if want live || want rss || want churn; then command -v tmux >/dev/null || { echo "tmux is needed (apt-get install -y tmux)" >&2; exit 1; }; fi
 
 # ---------------------------------------------------------------- set-up
 eval "$(scripts/test-env.sh)"
@@ -317,6 +322,49 @@ if want rss; then
   tmux_ kill-server
   stop_models
   stop_sleepers
+fi
+
+# ---------------------------------------------------------------- 6. churn
+if want churn; then
+  echo "== 6. live view under churn: $CHURN_RATE processes a second for $CHURN_MINUTES min, RSS and stale rows"
+  # Each churned process is an AI process by its name (llama-server, a
+  # link to sleep) living CHURN_LIFE seconds: the `a` view lists those
+  # alive, so a row of one gone would show.
+  mkdir -p "$work/churn"
+  ln -sf "$(command -v sleep)" "$work/churn/llama-server"
+  start_sleepers "$CHURN_N"
+  bench_py scenario "$FAKE_NVML_SCENARIO" 1 "${sleepers[@]:0:5}"
+  load_before=$(load)
+  launch_live
+  tmux_ send-keys -t gputaskman a
+  view=$(tmux_ display-message -p -t gputaskman '#{pane_pid}')
+  total=$(awk -v m="$CHURN_MINUTES" 'BEGIN { print int(m * 60) }')
+  bench_py churn "$CHURN_RATE" "$total" "$work/churn/llama-server" "$CHURN_LIFE" "$work/churn/done.json" &
+  churner=$!
+  rows_max=0 rss_first=0 rss_last=0 t=0
+  rss_log=""
+  while kill -0 "$churner" 2>/dev/null; do
+    sleep 10
+    t=$((t + 10))
+    rows=$(tmux_ capture-pane -p -t gputaskman | grep -c 'llama-server' || true)
+    rss=$(awk '/^VmRSS/ { print $2 }' "/proc/$view/status")
+    [ "$rows" -gt "$rows_max" ] && rows_max=$rows
+    [ "$t" -le 60 ] && rss_first=$rss
+    rss_last=$rss
+    rss_log="$rss_log $rss"
+  done
+  wait "$churner"
+  sleep 3 # a refresh after the last churned process exited
+  rows_after=$(tmux_ capture-pane -p -t gputaskman | grep -c 'llama-server' || true)
+  hwm=$(awk '/^VmHWM/ { print $2 }' "/proc/$view/status")
+  done_json=$(cat "$work/churn/done.json")
+  echo "  $done_json; rows of churned processes: at most $rows_max a refresh, $rows_after after the churn"
+  echo "  RSS ${rss_first} KiB after a minute, ${rss_last} KiB at the end, peak ${hwm} KiB; load $load_before / $(load)"
+  echo "  RSS every 10 s (KiB):$rss_log"
+  bench_py record "$results" "{\"section\": \"churn\", \"case\": \"$CHURN_RATE/s\", \"name\": \"gputaskman\", \"minutes\": $CHURN_MINUTES, \"churn\": $done_json, \"rows_max\": $rows_max, \"rows_after\": $rows_after, \"hwm_kib\": $hwm, \"rss_minute_kib\": $rss_first, \"rss_end_kib\": $rss_last, \"procs\": $(nprocs), \"load\": \"$load_before / $(load)\"}"
+  tmux_ kill-server
+  stop_sleepers
+  [ "$rows_after" = 0 ] || { echo "stale rows after the churn: $rows_after" >&2; exit 1; }
 fi
 
 # ---------------------------------------------------------------- report

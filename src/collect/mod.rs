@@ -158,6 +158,17 @@ impl Collector {
         let _ = every;
     }
 
+    /// Learns of new, exec'd and gone processes from the kernel's events
+    /// instead of listing /proc each sample, where this process may (Linux:
+    /// root or CAP_NET_ADMIN, in the initial PID namespace); elsewhere, or
+    /// when refused, the samples go on listing /proc. Says whether it does.
+    pub fn follow_process_events(&mut self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.procs.follow_process_events().is_ok();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
     /// One snapshot whose rates are measured over at least `min_window`,
     /// for one-shot output: the window opens now (every source's first
     /// reading, and the scan is each process's), the work runs inside it,
@@ -261,6 +272,8 @@ impl Collector {
         plausible::check(&mut devices, &mut processes);
         crate::snapshot::reconcile::fill(&devices, &mut processes);
         let attribution = Attribution::compute(&devices, &processes);
+        #[cfg(target_os = "linux")]
+        self.procs.keep(scanned);
         Snapshot {
             schema_version: SCHEMA_VERSION,
             taken_at,
@@ -410,6 +423,7 @@ pub fn spawn_sampler(
         .spawn(move || {
             let mut collector = Collector::new(options);
             let mut period = SECOND_SAMPLE_AFTER.min(interval);
+            let mut first = true;
             loop {
                 let started = Instant::now();
                 let every = quiet_every.load(Ordering::Relaxed);
@@ -417,6 +431,12 @@ pub fn spawn_sampler(
                 let snapshot = collector.sample();
                 if !deliver(snapshot, started.elapsed()) {
                     return;
+                }
+                if first {
+                    // After the first figures, not before them: where the
+                    // kernel sends no events, the proof waits for one.
+                    collector.follow_process_events();
+                    first = false;
                 }
                 // Until the next sample is due, or at once when the view
                 // now shows every process (the quiet ones it lists without

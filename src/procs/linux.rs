@@ -5,8 +5,8 @@ use super::process::{lookup_user, ProcInfo, MAPS_REFRESH};
 use super::{classify, redact};
 use crate::units::format_unix_nanos;
 use anyhow::Context;
+use foldhash::{HashMap, HashMapExt, HashSet};
 use procfs::process::Process;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,9 @@ struct PidCursor {
     travel: u64,
 }
 
+/// With the kernel's events, /proc is still listed every this many scans.
+const RELIST_EVERY: u64 = 60;
+
 /// PIDs of slack before a kept stat's PID could come back: a process
 /// forked between the allocator's reading and its own scan is ahead of it.
 const PID_MARGIN: u64 = 64;
@@ -49,8 +52,10 @@ pub struct ProcScanner {
     ticks_per_second: u64,
     page_size: u64,
     boot_time_secs: Option<u64>,
-    /// CPU ticks (user + system) at the previous sample.
-    cpu: HashMap<(u32, u64), (u64, Instant)>,
+    /// What the last scan listed, by PID ascending: walked beside the
+    /// next listing, so a refresh looks nothing up by PID for the
+    /// processes that did not change.
+    known: Vec<Known>,
     statics: HashMap<(u32, u64), Static>,
     users: HashMap<u32, String>,
     /// While a one-shot's CPU window is open: each process's first reading,
@@ -74,29 +79,54 @@ pub struct ProcScanner {
     /// argv or executable's folder says they could hold a runtime. Read
     /// when a GPU source names them ([`ProcScanner::read_deferred_maps`]),
     /// and [`DEFERRED_MAPS_PER_SCAN`] a scan after the first.
-    deferred: std::collections::HashSet<(u32, u64)>,
+    deferred: HashSet<(u32, u64)>,
     /// How many deferred maps this scan may still read.
     catch_up_left: usize,
     /// A quiet process's stat is read every this many scans (1: every
     /// scan); see [`ProcScanner::read_quiet_processes_every`].
     quiet_every: u64,
-    /// The last stat read of each quiet process (no GPU source named it
-    /// last round, it is no AI process and loaded no GPU runtime), and the
-    /// PID travel ([`PidCursor`]) at which its PID could next be handed out.
-    quiet: HashMap<u32, (Stat, u64)>,
     /// How far the kernel's PID allocator has moved; None where it cannot
     /// be followed (then no stat is kept).
     pid_cursor: Option<PidCursor>,
     /// The kernel's pid_max: where the allocator wraps.
     pid_max: Option<u64>,
     /// The PIDs a GPU source named last round: never quiet.
-    holders: std::collections::HashSet<u32>,
-    /// The processes whose kept stat the last scan used.
-    kept: std::collections::HashSet<u32>,
+    holders: HashSet<u32>,
+    /// The processes whose kept stat the last scan used, ascending.
+    kept: Vec<u32>,
     /// How many times a process's empty argv was read again
     /// ([`ARGV_REREADS`]).
     argv_rereads: HashMap<(u32, u64), u8>,
     scans: u64,
+    /// The last scan's rows, handed back by the sample ([`ProcScanner::keep`]).
+    rows: Vec<ProcInfo>,
+    /// The kernel's process events, where followed
+    /// ([`ProcScanner::follow_process_events`]).
+    events: Option<events::ProcEvents>,
+    /// The PIDs the events since the last scan named new or exec'd: read,
+    /// whatever is kept.
+    eventful: HashSet<u32>,
+    /// The next scan lists /proc whatever the events say (just subscribed,
+    /// or events were lost).
+    relist: bool,
+    /// Processes whose names say they cannot load a runtime (a program in
+    /// a system folder, a kernel thread): with the kernel's events, their
+    /// kept stat stands until an event names them.
+    inert: HashSet<(u32, u64)>,
+}
+
+/// What a scan keeps of one process it listed.
+struct Known {
+    pid: u32,
+    start: u64,
+    /// CPU ticks (user + system) at the reading the next CPU% spans from.
+    cpu: (u64, Instant),
+    /// A quiet process's last stat (no GPU source named it last round, it
+    /// is no AI process and loaded no GPU runtime), and the PID travel
+    /// ([`PidCursor`]) at which its PID could next be handed out.
+    quiet: Option<(Stat, u64)>,
+    /// Its names say it cannot load a runtime ([`ProcScanner::inert`]).
+    inert: bool,
 }
 
 /// A process's CPU time when a one-shot's window opened.
@@ -122,7 +152,7 @@ impl ProcScanner {
             ticks_per_second: sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
             page_size: sysconf(libc::_SC_PAGESIZE).unwrap_or(4096),
             boot_time_secs,
-            cpu: HashMap::new(),
+            known: Vec::new(),
             statics: HashMap::new(),
             users: HashMap::new(),
             opened: None,
@@ -133,12 +163,16 @@ impl ProcScanner {
             catch_up_left: 0,
             scans: 0,
             quiet_every: 1,
-            quiet: HashMap::new(),
             pid_cursor: None,
             pid_max,
             holders: Default::default(),
             kept: Default::default(),
             argv_rereads: HashMap::new(),
+            rows: Vec::new(),
+            events: None,
+            eventful: Default::default(),
+            relist: false,
+            inert: Default::default(),
         }
     }
 
@@ -153,8 +187,21 @@ impl ProcScanner {
     pub fn read_quiet_processes_every(&mut self, every: u32) {
         self.quiet_every = u64::from(every.max(1));
         if self.quiet_every == 1 {
-            self.quiet.clear();
+            self.forget_quiet();
         }
+    }
+
+    /// No kept stat stands: the next scan reads every process.
+    fn forget_quiet(&mut self) {
+        for k in &mut self.known {
+            k.quiet = None;
+        }
+    }
+
+    /// What the last scan keeps of `pid`.
+    fn known_mut(&mut self, pid: u32) -> Option<&mut Known> {
+        let at = self.known.binary_search_by_key(&pid, |k| k.pid).ok()?;
+        Some(&mut self.known[at])
     }
 
     /// The PIDs the GPU sources named this round: of those the scan listed
@@ -166,17 +213,24 @@ impl ProcScanner {
         let page_size = self.page_size;
         let mut gone = Vec::new();
         let kept = std::mem::take(&mut self.kept);
-        for info in scanned
-            .iter_mut()
-            .filter(|i| kept.contains(&i.pid) && holders.contains(&i.pid))
-        {
+        let mut named: Vec<u32> = holders
+            .iter()
+            .copied()
+            .filter(|pid| kept.binary_search(pid).is_ok())
+            .collect();
+        named.sort_unstable();
+        for pid in named {
+            let Ok(at) = scanned.binary_search_by_key(&pid, |i| i.pid) else {
+                continue;
+            };
+            let info = &mut scanned[at];
             let dir = self.root.join(info.pid.to_string());
             let Some(stat) = self.read_stat_held(info.pid, &dir.join("stat"), &mut buf) else {
                 // Exited since the listing: as if the scan had not found it.
                 gone.push(info.pid);
                 continue;
             };
-            if stat.starttime != info.start_ticks || stat.comm != info.name {
+            if stat.starttime != info.start_ticks || *stat.comm != *info.name {
                 // It exec'd another program since its kept reading (or,
                 // past the PID guard, is another process): read whole, as
                 // the scan reads a new one.
@@ -187,24 +241,32 @@ impl ProcScanner {
                     classify_again(fixed, &stat.comm);
                     take_lifelong(info, fixed);
                 }
-                info.name = stat.comm.clone();
+                info.name = stat.comm.to_string();
                 info.start_ticks = stat.starttime;
             }
-            let key = (info.pid, stat.starttime);
             let ticks = stat.ticks();
-            info.cpu_percent = self.cpu.get(&key).and_then(|&(before, at)| {
-                let secs = now.duration_since(at).as_secs_f64();
-                (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
-            });
+            let ticks_per_second = self.ticks_per_second;
+            if let Some(known) = self.known_mut(pid) {
+                info.cpu_percent = (known.start == stat.starttime)
+                    .then_some(known.cpu)
+                    .and_then(|(before, at)| {
+                        let secs = now.duration_since(at).as_secs_f64();
+                        (secs > 0.0)
+                            .then(|| ticks.saturating_sub(before) as f64 / ticks_per_second as f64 / secs * 100.0)
+                    });
+                known.start = stat.starttime;
+                known.cpu = (ticks, now);
+            }
             info.rss_bytes = resident_bytes(&stat, page_size);
             info.ppid = (stat.ppid != 0).then_some(stat.ppid);
-            self.cpu.insert(key, (ticks, now));
         }
         scanned.retain(|i| !gone.contains(&i.pid));
         for pid in &holders {
-            self.quiet.remove(pid);
+            if let Some(known) = self.known_mut(*pid) {
+                known.quiet = None;
+            }
         }
-        self.holders = holders;
+        self.holders = holders.into_iter().collect();
     }
 
     /// Opens a one-shot's CPU window: the next [`scan`] is each process's
@@ -216,7 +278,7 @@ impl ProcScanner {
     /// [`close_cpu_window`]: ProcScanner::close_cpu_window
     pub fn open_cpu_window(&mut self) {
         self.opened = Some(HashMap::new());
-        self.cpu.clear();
+        self.known.clear();
     }
 
     /// The second reading of an open window, for the listed processes only
@@ -279,19 +341,29 @@ impl ProcScanner {
         };
         let now = Instant::now();
         let mut buf = [0u8; 2048];
-        for process in all.flatten() {
-            if let Some(stat) = read_stat(&self.root.join(process.pid.to_string()).join("stat"), &mut buf) {
-                self.cpu
-                    .insert((process.pid as u32, stat.starttime), (stat.ticks(), now));
-            }
-        }
+        self.known = all
+            .flatten()
+            .filter_map(|process| {
+                let stat = read_stat(&self.root.join(process.pid.to_string()).join("stat"), &mut buf)?;
+                Some(Known {
+                    pid: u32::try_from(process.pid).ok()?,
+                    start: stat.starttime,
+                    cpu: (stat.ticks(), now),
+                    quiet: None,
+                    inert: false,
+                })
+            })
+            .collect();
+        self.known.sort_unstable_by_key(|k| k.pid);
     }
 
-    /// Reads every process. A process that exits while it is read is left
-    /// out; a /proc that cannot be listed is an error.
+    /// Reads every process: each one due (new, exec'd, not quiet, a quiet
+    /// one's turn) from its stat, the others from their kept reading, and
+    /// reuses the row of each whose lifelong part did not change (the rows
+    /// handed back by [`ProcScanner::keep`]). A process that exits while it
+    /// is read is left out; a /proc that cannot be listed is an error.
     pub fn scan(&mut self) -> anyhow::Result<Vec<ProcInfo>> {
-        let dir = std::fs::read_dir(&self.root)
-            .with_context(|| format!("cannot list processes in {}", self.root.display()))?;
+        let pids = self.listing()?;
         let now = Instant::now();
         // Clock ticks since boot: how old each process is.
         let uptime_ticks = self.boot_time_secs.and_then(|boot| {
@@ -304,89 +376,194 @@ impl ProcScanner {
         // The first scan is the one a user waits for.
         self.catch_up_left = if self.scans == 0 { 0 } else { DEFERRED_MAPS_PER_SCAN };
         self.scans += 1;
-        let mut seen = HashMap::with_capacity(self.cpu.len());
         self.kept.clear();
         if self.quiet_every > 1 {
             self.follow_pid_cursor();
         }
         let mut shortest: Option<Duration> = None;
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(pids.len());
+        let mut rows = std::mem::take(&mut self.rows).into_iter().peekable();
+        let mut known_before = std::mem::take(&mut self.known).into_iter().peekable();
+        let mut known = Vec::with_capacity(pids.len());
+        let mut gone = Vec::new();
         let mut buf = [0u8; 2048];
         let mut path = self.root.clone();
-        for entry in dir.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
+        let mut pid_text = String::new();
+        for pid in pids {
+            while let Some(k) = known_before.next_if(|k| k.pid < pid) {
+                gone.push((k.pid, k.start));
+            }
+            let before = known_before.next_if(|k| k.pid == pid);
+            let kept_until = before.as_ref().and_then(|b| Some(b.quiet.as_ref()?.1));
+            while rows.next_if(|r| r.pid < pid).is_some() {}
+            let previous = rows.next_if(|r| r.pid == pid);
+            let kept = before.as_ref().and_then(|b| self.kept_stat(b));
+            let previous = match self.kept_row(kept.as_ref(), previous) {
+                Ok(row) => {
+                    self.kept.push(pid);
+                    known.extend(before);
+                    out.push(row);
+                    continue;
+                }
+                Err(previous) => previous,
             };
-            path.push(&name);
+            pid_text.clear();
+            let _ = std::fmt::Write::write_fmt(&mut pid_text, format_args!("{pid}"));
+            path.push(&pid_text);
             path.push("stat");
-            let kept = self.kept_stat(pid);
             let reused = kept.is_some();
             let stat = kept.or_else(|| self.read_stat_held(pid, &path, &mut buf));
             path.pop();
             let Some(stat) = stat else {
                 path.pop();
+                gone.extend(before.map(|b| (b.pid, b.start)));
                 continue;
             };
             let key = (pid, stat.starttime);
             let ticks = stat.ticks();
-            let cpu_percent = self.cpu.get(&key).filter(|_| !reused).and_then(|&(before, at)| {
+            let reference = match before {
+                Some(b) if b.start == stat.starttime => Some(b.cpu),
+                Some(b) => {
+                    gone.push((b.pid, b.start));
+                    None
+                }
+                None => None,
+            };
+            let cpu_percent = reference.filter(|_| !reused).and_then(|(before, at)| {
                 let window = now.duration_since(at);
                 shortest = Some(shortest.map_or(window, |s| s.min(window)));
                 let secs = window.as_secs_f64();
                 (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
             });
             self.note_opened(pid, stat.starttime, ticks);
-            let reference = match self.cpu.get(&key) {
+            let reference = match reference {
                 // A kept stat is no new reading: the last one stays the
                 // reference, and the next reading's CPU% spans both.
-                Some(&(t, at)) if reused || now.duration_since(at).as_millis() < 50 => (t, at),
+                Some((t, at)) if reused || now.duration_since(at).as_millis() < 50 => (t, at),
                 _ => (ticks, now),
             };
-            seen.insert(key, reference);
 
             let page_size = self.page_size;
             let may_be_quiet = self.quiet_every > 1 && !self.holders.contains(&pid);
             let young = uptime_ticks.is_some_and(|up| up.saturating_sub(stat.starttime) < young_ticks);
             let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
-            let Some(fixed) = fixed else { continue };
-            classify_again(fixed, &stat.comm);
-            let rss_bytes = if reused { None } else { resident_bytes(&stat, page_size) };
-            let kept_stat = (!reused && may_be_quiet).then(|| stat.clone());
-            let mut info = ProcInfo {
+            let entry = |inert: &HashSet<(u32, u64)>| Known {
                 pid,
-                // The kernel's idle task and kthreadd's children say 0: no parent.
-                ppid: (stat.ppid != 0).then_some(stat.ppid),
-                start_ticks: stat.starttime,
-                name: stat.comm,
-                start_time: None,
-                user: None,
-                argv: Vec::new(),
-                cmdline: None,
-                exe: None,
-                runtimes: Vec::new(),
-                mapped_files: Vec::new(),
-                maps_readable: false,
-                kind: crate::snapshot::ProcessKind::Other,
-                cpu_percent,
-                rss_bytes,
-                notes: Vec::new(),
+                start: stat.starttime,
+                cpu: reference,
+                quiet: None,
+                inert: inert.contains(&key),
             };
-            take_lifelong(&mut info, fixed);
+            let Some(fixed) = fixed else {
+                known.push(entry(&self.inert));
+                continue;
+            };
+            let classified_anew = classify_again(fixed, &stat.comm);
+            let rss_bytes = if reused { None } else { resident_bytes(&stat, page_size) };
+            // The kernel's idle task and kthreadd's children say 0: no parent.
+            let ppid = (stat.ppid != 0).then_some(stat.ppid);
+            let info = match previous.filter(|row| row.start_ticks == stat.starttime && !classified_anew) {
+                // The same process, its lifelong part as the row has it.
+                Some(mut row) => {
+                    row.ppid = ppid;
+                    row.cpu_percent = cpu_percent;
+                    row.rss_bytes = rss_bytes;
+                    row
+                }
+                None => new_row(pid, ppid, &stat, cpu_percent, rss_bytes, fixed),
+            };
+            let mut entry = entry(&self.inert);
             if reused {
-                self.kept.insert(pid);
-            } else {
-                match kept_stat.filter(|_| !info.is_interesting()).zip(self.reusable_at(pid)) {
-                    Some(kept) => self.quiet.insert(pid, kept),
-                    None => self.quiet.remove(&pid),
-                };
+                self.kept.push(pid);
+                entry.quiet = kept_until.map(|at| (stat, at));
+            } else if may_be_quiet && !info.is_interesting() {
+                // Kept while no other process can have its PID: until the
+                // PID allocator comes round to it, or, with the kernel's
+                // events, until one names it.
+                entry.quiet = self
+                    .reusable_at(pid)
+                    .or(self.events.is_some().then_some(u64::MAX))
+                    .map(|at| (stat, at));
             }
+            known.push(entry);
             out.push(info);
         }
-        self.forget_gone(seen);
+        gone.extend(known_before.map(|k| (k.pid, k.start)));
+        self.known = known;
+        self.forget_gone(&gone);
         self.window = shortest;
         Ok(out)
+    }
+
+    /// Takes back the rows of the last [`scan`] as the sample left them:
+    /// the next scan reuses the row of each process whose lifelong part
+    /// did not change, so a refresh allocates only for what did.
+    ///
+    /// [`scan`]: ProcScanner::scan
+    pub fn keep(&mut self, rows: Vec<ProcInfo>) {
+        self.rows = rows;
+    }
+
+    /// Follows the kernel's process events ([`events`]) instead of listing
+    /// /proc each scan and rereading quiet processes to see whether they
+    /// exec'd: where this process may (root or CAP_NET_ADMIN, in the
+    /// initial PID namespace) and the root is the live /proc. An error
+    /// says why the scans go on listing /proc.
+    pub fn follow_process_events(&mut self) -> Result<(), String> {
+        if !self.live {
+            return Err("a recorded /proc has no process events".into());
+        }
+        let events = events::ProcEvents::subscribe().map_err(|e| e.to_string())?;
+        self.events = Some(events);
+        // What happened before the subscription no event tells: list and
+        // read everything once.
+        self.relist = true;
+        self.forget_quiet();
+        Ok(())
+    }
+
+    /// Whether the scans follow the kernel's process events.
+    pub fn follows_process_events(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// The PIDs to scan, ascending: the listing of /proc, or, while the
+    /// kernel's events are followed and none was lost, the last scan's less
+    /// the gone plus the new (with the new and exec'd marked to be read).
+    /// Every [`RELIST_EVERY`] scans /proc is listed anyway, for a process
+    /// no event will name again (one whose stat could not be read once).
+    fn listing(&mut self) -> anyhow::Result<Vec<u32>> {
+        self.eventful.clear();
+        if let Some(pending) = self.events.as_ref().map(events::ProcEvents::take) {
+            if pending.lost {
+                // An exec may be among the lost: no kept reading stands.
+                self.forget_quiet();
+                self.relist = true;
+            }
+            self.eventful.extend(pending.new.iter().chain(&pending.changed));
+            if !self.relist && self.scans % RELIST_EVERY != 0 {
+                let mut pids: Vec<u32> = self
+                    .known
+                    .iter()
+                    .map(|k| k.pid)
+                    .filter(|pid| !pending.gone.contains(pid))
+                    .chain(pending.new.iter().copied())
+                    .collect();
+                pids.sort_unstable();
+                pids.dedup();
+                return Ok(pids);
+            }
+            self.relist = false;
+        }
+        let dir = std::fs::read_dir(&self.root)
+            .with_context(|| format!("cannot list processes in {}", self.root.display()))?;
+        let mut pids: Vec<u32> = dir
+            .flatten()
+            .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+            .collect();
+        pids.sort_unstable();
+        Ok(pids)
     }
 
     /// While a one-shot's CPU window is open, each process's CPU time as
@@ -409,27 +586,81 @@ impl ProcScanner {
         );
     }
 
-    /// Forgets processes that are gone (`seen`: this scan's, with their CPU
-    /// references), so no map grows without bound.
-    fn forget_gone(&mut self, seen: HashMap<(u32, u64), (u64, Instant)>) {
-        self.statics.retain(|k, _| seen.contains_key(k));
-        self.stat_files
-            .retain(|pid, (start, _)| seen.contains_key(&(*pid, *start)));
-        self.deferred.retain(|k| seen.contains_key(k));
-        self.quiet.retain(|pid, (s, _)| seen.contains_key(&(*pid, s.starttime)));
-        self.argv_rereads.retain(|k, _| seen.contains_key(k));
-        self.cpu = seen;
+    /// Forgets processes that are gone (the last scan listed them, this one
+    /// did not, or under another start time), so no map grows without
+    /// bound; every [`RELIST_EVERY`] scans each map is swept against the
+    /// listing, for what a gone key list cannot name.
+    fn forget_gone(&mut self, gone: &[(u32, u64)]) {
+        if self.scans % RELIST_EVERY != 0 {
+            for key in gone {
+                let (pid, start) = *key;
+                self.statics.remove(key);
+                self.deferred.remove(key);
+                self.inert.remove(key);
+                self.argv_rereads.remove(key);
+                if self.stat_files.get(&pid).is_some_and(|(s, _)| *s == start) {
+                    self.stat_files.remove(&pid);
+                }
+            }
+            return;
+        }
+        let known = &self.known;
+        let listed = |&(pid, start): &(u32, u64)| {
+            known
+                .binary_search_by_key(&pid, |k| k.pid)
+                .is_ok_and(|at| known[at].start == start)
+        };
+        self.statics.retain(|k, _| listed(k));
+        self.stat_files.retain(|pid, (start, _)| listed(&(*pid, *start)));
+        self.deferred.retain(listed);
+        self.inert.retain(listed);
+        self.argv_rereads.retain(|k, _| listed(k));
     }
 
-    /// A quiet process's last stat, when this scan is not its turn and its
-    /// PID cannot belong to another process yet.
-    fn kept_stat(&self, pid: u32) -> Option<Stat> {
-        if self.quiet_every == 1 || (self.scans + u64::from(pid)) % self.quiet_every == 0 {
+    /// The row handed back for a process listed from its kept stat with
+    /// nothing due, without the figures of this scan; otherwise the row
+    /// handed back, if any, for the scan to read.
+    fn kept_row(&self, kept: Option<&Stat>, previous: Option<ProcInfo>) -> Result<ProcInfo, Option<ProcInfo>> {
+        let (Some(stat), Some(row)) = (kept, previous.as_ref()) else {
+            return Err(previous);
+        };
+        if row.start_ticks != stat.starttime || !self.unchanged(row, stat.vsize) {
+            return Err(previous);
+        }
+        let mut row = previous.expect("matched above");
+        row.cpu_percent = None;
+        row.rss_bytes = None;
+        Ok(row)
+    }
+
+    /// Whether a process listed from its kept stat has nothing due that
+    /// [`ProcScanner::static_info`] would read, from its row alone where it
+    /// can: no deferred maps this scan may catch up, no empty argv (no
+    /// command line) to read again.
+    fn unchanged(&self, row: &ProcInfo, vsize: u64) -> bool {
+        let key = (row.pid, row.start_ticks);
+        let catch_up = self.catch_up_left > 0 && !self.deferred.is_empty() && self.deferred.contains(&key);
+        let argv_due =
+            row.cmdline.is_none() && vsize > 0 && self.argv_rereads.get(&key).is_none_or(|&n| n < ARGV_REREADS);
+        !catch_up && !argv_due
+    }
+
+    /// A quiet process's last stat, when this scan need not read it: no
+    /// event named it, it has not exited (its reaping tells no event), and
+    /// either this is not its turn and its PID cannot belong to another
+    /// process yet, or, with the kernel's events, its names say it cannot
+    /// load a runtime (then only an event makes it read).
+    fn kept_stat(&self, known: &Known) -> Option<Stat> {
+        if self.quiet_every == 1 || (!self.eventful.is_empty() && self.eventful.contains(&known.pid)) {
             return None;
         }
+        let (stat, reusable_at) = known.quiet.as_ref().filter(|(s, _)| !s.exited)?;
+        let turn = (self.scans + u64::from(known.pid)) % self.quiet_every == 0;
+        if self.events.is_some() {
+            return (!turn || known.inert).then(|| stat.clone());
+        }
         let travel = self.pid_cursor.as_ref()?.travel;
-        let (stat, reusable_at) = self.quiet.get(&pid)?;
-        (travel + PID_MARGIN < *reusable_at).then(|| stat.clone())
+        (!turn && travel + PID_MARGIN < *reusable_at).then(|| stat.clone())
     }
 
     /// Follows the PID allocator before a scan that may keep stats: the
@@ -448,7 +679,7 @@ impl ProcScanner {
             _ => None,
         };
         if self.pid_cursor.is_none() {
-            self.quiet.clear();
+            self.forget_quiet();
         }
     }
 
@@ -505,6 +736,7 @@ impl ProcScanner {
         if renamed {
             self.statics.remove(&key);
             self.deferred.remove(&key);
+            self.inert.remove(&key);
         }
         let unread_argv = vsize > 0
             && self.statics.get(&key).is_some_and(|s| s.argv.is_empty())
@@ -529,6 +761,7 @@ impl ProcScanner {
                     // No address space, nothing mapped (a kernel thread).
                     if vsize == 0 || !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &fixed.argv) {
                         self.deferred.insert(key);
+                        self.inert.insert(key);
                     }
                     fixed
                 }
@@ -622,57 +855,49 @@ impl ProcScanner {
     }
 }
 
-/// The most of a command line that is read. The kernel lets a process with
-/// a large stack limit carry far more; argv past this is not needed to
-/// classify it or to find its model, and a hostile one must not cost RAM.
-const MAX_CMDLINE: u64 = 256 << 10;
-/// The most of /proc/PID/maps that is read: 65,530 mappings (the default
-/// vm.max_map_count) of 4 KiB paths would be 270 MB.
-const MAX_MAPS: u64 = 8 << 20;
-/// The most distinct mapped files kept for a process.
-const MAX_MAPPED_FILES: usize = 4096;
-
-/// A process's argv from /proc/PID/cmdline, read as bytes and decoded
-/// lossily (one invalid byte must not hide the process's runtime), at most
-/// [`MAX_CMDLINE`] bytes; true when it was cut.
-fn read_cmdline(path: &Path) -> std::io::Result<(Vec<String>, bool)> {
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(std::fs::File::open(path)?, MAX_CMDLINE + 1),
-        &mut bytes,
-    )?;
-    let cut = bytes.len() as u64 > MAX_CMDLINE;
-    bytes.truncate(MAX_CMDLINE as usize);
-    Ok((split_cmdline(&bytes), cut))
-}
-
-/// NUL-separated arguments (the last NUL is a terminator), lossily.
-/// Trailing NULs are padding, not empty arguments: a process that renames
-/// itself with setproctitle (vLLM's `VLLM::EngineCore`, `VLLM::Worker`)
-/// writes its title over the start of the argv area and fills the rest
-/// with NULs, which the kernel still returns (fs/proc/base.c
-/// get_mm_cmdline reads up to the end of the area when its last byte is
-/// NUL), hundreds of them. A real trailing `""` argument is dropped too.
-pub fn split_cmdline(bytes: &[u8]) -> Vec<String> {
-    let Some(last) = bytes.iter().rposition(|b| *b != 0) else {
-        return Vec::new();
+/// A row for a process read anew: this scan's figures and what its
+/// lifelong part says.
+fn new_row(
+    pid: u32,
+    ppid: Option<u32>,
+    stat: &Stat,
+    cpu_percent: Option<f64>,
+    rss_bytes: Option<u64>,
+    fixed: &Static,
+) -> ProcInfo {
+    let mut info = ProcInfo {
+        pid,
+        ppid,
+        start_ticks: stat.starttime,
+        name: stat.comm.to_string(),
+        start_time: None,
+        user: None,
+        argv: Vec::new(),
+        cmdline: None,
+        exe: None,
+        runtimes: Vec::new(),
+        mapped_files: Vec::new(),
+        maps_readable: false,
+        kind: crate::snapshot::ProcessKind::Other,
+        cpu_percent,
+        rss_bytes,
+        notes: Vec::new(),
     };
-    let bytes = &bytes[..=last];
-    bytes
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect()
+    take_lifelong(&mut info, fixed);
+    info
 }
 
 /// Classifies a process (comm, runtimes, kind) again when its maps were
-/// reread or its name changed.
-fn classify_again(fixed: &mut Static, comm: &str) {
-    if fixed.classified.as_ref().is_none_or(|c| c.0 != comm) {
+/// reread or its name changed; true when it did.
+fn classify_again(fixed: &mut Static, comm: &str) -> bool {
+    let again = fixed.classified.as_ref().is_none_or(|c| c.0 != comm);
+    if again {
         let mut runtimes = fixed.runtimes.clone();
         classify::runtimes_from_names(comm, fixed.exe.as_deref(), &fixed.argv, &mut runtimes);
         let kind = classify::kind(comm, fixed.exe.as_deref(), &fixed.argv, &runtimes);
         fixed.classified = Some((comm.to_string(), runtimes, kind));
     }
+    again
 }
 
 /// Rereads the file-backed mappings and the runtimes they imply.
@@ -720,25 +945,6 @@ fn brief_io(e: &std::io::Error) -> String {
     }
 }
 
-#[derive(Clone)]
-pub struct Stat {
-    pub comm: String,
-    pub ppid: u32,
-    pub utime: u64,
-    pub stime: u64,
-    pub starttime: u64,
-    pub vsize: u64,
-    pub rss: u64,
-}
-
-impl Stat {
-    /// CPU ticks, user + system; saturating, since a forged or corrupt
-    /// stat line can say 2^64-1.
-    pub fn ticks(&self) -> u64 {
-        self.utime.saturating_add(self.stime)
-    }
-}
-
 /// A start time in ticks after boot as the snapshot's `start_time` says it.
 /// What a scanned process carries of its lifelong part (classified). Only
 /// model discovery reads argv and the mapped files, and only of AI
@@ -756,13 +962,6 @@ fn take_lifelong(info: &mut ProcInfo, fixed: &Static) {
     info.mapped_files = if ai { fixed.mapped_files.clone() } else { Vec::new() };
     info.maps_readable = fixed.maps_read_at.is_some();
     info.notes = fixed.notes.clone();
-}
-
-/// Resident bytes from a stat line. No address space (vsize 0): an exiting
-/// process whose memory is already released, or a zombie: its RSS is
-/// unknown, not 0 B. A page count no machine holds is no fact either.
-fn resident_bytes(stat: &Stat, page_size: u64) -> Option<u64> {
-    (stat.vsize > 0).then(|| stat.rss.checked_mul(page_size)).flatten()
 }
 
 fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<String> {
@@ -854,82 +1053,14 @@ fn cpu_nanos(pid: u32) -> Option<u64> {
     ok.then(|| secs.saturating_mul(1_000_000_000).saturating_add(nanos))
 }
 
-/// Reads /proc/PID/stat with one open and one read into `buf`.
-fn read_stat(path: &Path, buf: &mut [u8]) -> Option<Stat> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    let n = f.read(buf).ok()?;
-    parse_stat(&buf[..n])
-}
+mod events;
+mod files;
+mod stat;
 
-/// The file-backed paths of a /proc/PID/maps text, each once, in order.
-/// Read here rather than by procfs's parser, which panics on a mapped file
-/// whose path starts with `/SYSV` but is no SysV segment name (`/SYSV`,
-/// `/SYSVé`: found by fuzz/ proc_files). SysV segments, anonymous and
-/// `[special]` mappings are not files.
-pub fn mapped_paths(text: &[u8]) -> Vec<String> {
-    fn trim_spaces(b: &[u8]) -> &[u8] {
-        &b[b.iter().position(|c| *c != b' ').unwrap_or(b.len())..]
-    }
-    // A set, not a search of the list: a Python process maps hundreds of
-    // files, and a search per line was most of the first look at it.
-    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
-    let mut files: Vec<String> = Vec::new();
-    for line in text.split(|b| *b == b'\n') {
-        // address perms offset dev inode, then the path (spaces and all).
-        let mut rest = line;
-        for _ in 0..5 {
-            rest = trim_spaces(rest);
-            rest = &rest[rest.iter().position(|b| *b == b' ').unwrap_or(rest.len())..];
-        }
-        let path = trim_spaces(rest);
-        if !path.starts_with(b"/") || path.starts_with(b"/SYSV") {
-            continue;
-        }
-        if seen.insert(path) {
-            files.push(String::from_utf8_lossy(path).into_owned());
-        }
-    }
-    files
-}
-
-/// One /proc/PID/stat line: the comm between the first '(' and the last ')'
-/// (a comm may hold both, and any byte but NUL: it is decoded lossily, so a
-/// name that is not UTF-8 never hides a process), then the numeric fields.
-/// `None` for anything else.
-pub fn parse_stat(bytes: &[u8]) -> Option<Stat> {
-    let open = bytes.iter().position(|b| *b == b'(')?;
-    let close = bytes.iter().rposition(|b| *b == b')')?;
-    let comm = String::from_utf8_lossy(bytes.get(open + 1..close)?).into_owned();
-    let text = std::str::from_utf8(bytes.get(close + 2..)?).ok()?;
-    let mut fields = text.split_ascii_whitespace();
-    // Fields after the comm, from 0: state is 0, ppid 1; utime 11,
-    // stime 12, starttime 19, vsize 20, rss 21 (proc(5), numbered from 3).
-    let mut nth = |skip: usize| -> Option<u64> { fields.nth(skip)?.parse().ok() };
-    let ppid = u32::try_from(nth(1)?).ok()?;
-    let utime = nth(9)?;
-    let stime = nth(0)?;
-    let starttime = nth(6)?;
-    let vsize = nth(0)?;
-    let rss = nth(0)?;
-    Some(Stat {
-        comm,
-        ppid,
-        utime,
-        stime,
-        starttime,
-        vsize,
-        rss,
-    })
-}
-
-/// The `btime` line of /proc/stat: boot time in seconds since the epoch.
-fn read_boot_time(root: &Path) -> Option<u64> {
-    let stat = std::fs::read_to_string(root.join("stat")).ok()?;
-    stat.lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
+pub use files::{mapped_paths, split_cmdline};
+use files::{read_cmdline, MAX_CMDLINE, MAX_MAPPED_FILES, MAX_MAPS};
+pub use stat::{parse_stat, Stat};
+use stat::{read_boot_time, read_stat, resident_bytes};
 
 #[cfg(test)]
 mod tests;

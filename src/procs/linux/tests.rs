@@ -236,7 +236,7 @@ fn a_stat_line_with_a_name_that_is_not_utf8_or_forged_counters_still_parses() {
     let mut line = b"4242 (llama\xff\xfe) evil) S 1 1 1 0 -1 0 0 0 0 0 ".to_vec();
     line.extend_from_slice(b"18446744073709551615 18446744073709551615 0 0 20 0 1 0 777 4096 18446744073709551615 0\n");
     let stat = parse_stat(&line).expect("parsed");
-    assert_eq!(stat.comm, "llama\u{fffd}\u{fffd}) evil");
+    assert_eq!(&*stat.comm, "llama\u{fffd}\u{fffd}) evil");
     assert_eq!(stat.ticks(), u64::MAX);
     assert_eq!(stat.ppid, 1);
     assert_eq!(stat.starttime, 777);
@@ -330,6 +330,11 @@ fn quiet_every_other_scan(root: &Path) -> ProcScanner {
     scanner
 }
 
+/// The kept stat a scan would use for `pid`.
+fn kept_stat_of(scanner: &ProcScanner, pid: u32) -> Option<Stat> {
+    scanner.kept_stat(scanner.known.iter().find(|k| k.pid == pid)?)
+}
+
 /// A kept stat is used only while the PID allocator (cyclic) cannot
 /// have handed its PID to another process: not once the cursor has
 /// come round to it, never for a PID just ahead of the cursor, never
@@ -342,22 +347,22 @@ fn a_kept_stat_is_used_only_while_its_pid_cannot_have_been_reused() {
     let mut scanner = quiet_every_other_scan(root);
     // Not its turn (odd scan): kept, 900 PIDs before the cursor is back.
     scanner.scans = 1;
-    assert!(scanner.kept_stat(500).is_some());
+    assert!(kept_stat_of(&scanner, 500).is_some());
     // 850 PIDs later the cursor is within the margin of 500.
     std::fs::write(root.join("loadavg"), "0.00 0.01 0.05 1/80 450\n").unwrap();
     scanner.follow_pid_cursor();
-    assert!(scanner.kept_stat(500).is_none(), "the cursor is back near PID 500");
+    assert!(kept_stat_of(&scanner, 500).is_none(), "the cursor is back near PID 500");
 
     // A PID just ahead of the cursor could be given again at once.
     one_process_root(root, "sleep", "sleep\x00100\x00", 490);
     let mut near = quiet_every_other_scan(root);
     near.scans = 1;
-    assert!(near.kept_stat(500).is_none());
+    assert!(kept_stat_of(&near, 500).is_none());
 
     // No pid_max: nothing kept.
     std::fs::remove_file(root.join("sys/kernel/pid_max")).unwrap();
     let blind = quiet_every_other_scan(root);
-    assert!(blind.quiet.is_empty());
+    assert!(blind.known.iter().all(|k| k.quiet.is_none()));
 }
 
 /// A quiet process a GPU source names after it exec'd another program
@@ -511,4 +516,109 @@ fn a_missing_proc_root_is_an_error_not_an_empty_list() {
     let mut scanner = ProcScanner::new(PathBuf::from("/nonexistent/proc"));
     let err = scanner.scan().unwrap_err().to_string();
     assert!(err.contains("/nonexistent/proc"), "{err}");
+}
+
+/// A child that runs `sh`, reads a line from its stdin, then execs
+/// `llama-server` (a link to sleep, under a folder of its own: the name
+/// is the program's); the child and the link's folder.
+fn shell_that_execs_llama_server() -> (std::process::Child, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let llama = dir.path().join("llama-server");
+    std::os::unix::fs::symlink("/bin/sleep", &llama).unwrap();
+    let child = Command::new("sh")
+        .args(["-c", &format!("read line; exec {} 30", llama.display())])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, dir)
+}
+
+/// Scans with the rows handed back, as the collector does; the child's row.
+fn scan_kept(scanner: &mut ProcScanner, pid: u32) -> Option<ProcInfo> {
+    scan_kept_at(scanner, pid).map(|(row, _)| row)
+}
+
+/// [`scan_kept`], and where the kept row's command line is in memory.
+fn scan_kept_at(scanner: &mut ProcScanner, pid: u32) -> Option<(ProcInfo, Option<*const u8>)> {
+    let rows = scanner.scan().unwrap();
+    let row = rows
+        .iter()
+        .find(|p| p.pid == pid)
+        .map(|p| (p.clone(), p.cmdline.as_ref().map(|c| c.as_ptr())));
+    scanner.keep(rows);
+    row
+}
+
+/// How many scans (rows handed back) until `pid` is listed as
+/// `llama-server`, an AI process read whole, after its shell exec'd.
+fn scans_until_llama_server(scanner: &mut ProcScanner, child: &mut std::process::Child) -> u32 {
+    let pid = child.id();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    for scans in 1..=20 {
+        let row = scan_kept(scanner, pid).expect("listed");
+        if row.name == "llama-server" && row.kind == ProcessKind::Ai && row.rss_bytes.is_some() {
+            return scans;
+        }
+    }
+    panic!("never seen as llama-server");
+}
+
+/// With the kernel's events (CI runs as root in the initial namespaces),
+/// a quiet program of a system folder is not read again: its row is the
+/// one handed back (the same strings, not a copy), with no figures of
+/// its own; an exec into llama-server is seen in the next scan, and an
+/// exit is gone from it, though the scans list no /proc.
+#[test]
+fn with_process_events_quiet_rows_are_kept_and_an_exec_or_exit_shows_in_the_next_scan() {
+    let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+    scanner.read_quiet_processes_every(5);
+    if let Err(e) = scanner.follow_process_events() {
+        assert_ne!(unsafe { libc::geteuid() }, 0, "root, yet no process events: {e}");
+        return;
+    }
+    let mut quiet = Command::new("sleep").arg("30").spawn().unwrap();
+    let (mut shell, _dir) = shell_that_execs_llama_server();
+    std::thread::sleep(Duration::from_millis(50));
+    let first = scan_kept(&mut scanner, quiet.id()).expect("listed");
+    assert!(first.rss_bytes.is_some(), "new: read");
+    // The deferred maps' catch-up reads it once: from then on the row stays.
+    scan_kept(&mut scanner, quiet.id());
+    let (_, mut last) = scan_kept_at(&mut scanner, quiet.id()).unwrap();
+    assert!(last.is_some());
+    for _ in 0..6 {
+        let (row, at) = scan_kept_at(&mut scanner, quiet.id()).expect("still listed");
+        assert_eq!(
+            (row.rss_bytes, row.cpu_percent),
+            (None, None),
+            "kept, never read: {row:?}"
+        );
+        assert_eq!(at, last, "the row handed back, not a new one");
+        last = at;
+    }
+    assert_eq!(scans_until_llama_server(&mut scanner, &mut shell), 1);
+    quiet.kill().unwrap();
+    quiet.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(scan_kept(&mut scanner, quiet.id()).is_none(), "gone in the next scan");
+    shell.kill().ok();
+    shell.wait().ok();
+}
+
+/// Without events a quiet process is read on its turn, one scan in
+/// `quiet_every`: an exec into llama-server is seen within that many.
+#[test]
+fn without_events_an_exec_is_seen_within_quiet_every_scans() {
+    let mut scanner = ProcScanner::new(PathBuf::from("/proc"));
+    scanner.read_quiet_processes_every(5);
+    let (mut shell, _dir) = shell_that_execs_llama_server();
+    std::thread::sleep(Duration::from_millis(50));
+    for _ in 0..7 {
+        assert!(scan_kept(&mut scanner, shell.id()).is_some());
+    }
+    let scans = scans_until_llama_server(&mut scanner, &mut shell);
+    assert!((1..=5).contains(&scans), "{scans} scans");
+    shell.kill().ok();
+    shell.wait().ok();
 }
