@@ -466,15 +466,17 @@ def report(results, target=None):
             "the same window: CPU per refresh (utime+stime from /proc/PID/stat / refreshes) and % of one core."
         )
         w("")
-        w("| sleepers (processes on the machine) | " + " | ".join(names) + " | gputaskman / nvitop | load average (before / after) |")
-        w("|---|" + "---:|" * (len(names) + 1) + "---|")
+        w("| sleepers (processes on the machine) | " + " | ".join(names) + " | gputaskman / nvitop | gputaskman / top | load average (before / after) |")
+        w("|---|" + "---:|" * (len(names) + 2) + "---|")
         for c in cases:
             cells = [f"{c} ({find(rows, 'live', c, names[0])['procs']})"]
             for n in names:
                 r = find(rows, "live", c, n)
                 cells.append(f"{r['cpu_s'] / r['secs'] * 1e3:.2f} ms, {r['cpu_s'] / r['secs'] * 100:.2f} %" if r else "n/a")
             a, b = find(rows, "live", c, "gputaskman"), find(rows, "live", c, "nvitop")
+            t = find(rows, "live", c, "top")
             cells.append(ratio(a and a["cpu_s"], b and b["cpu_s"]))
+            cells.append(ratio(a and a["cpu_s"], t and t["cpu_s"]))
             load_ = a.get("load", "n/a") if a else "n/a"
             cells.append(load_ + (" **(over the core count)**" if busy([load_], cores) else ""))
             w("| " + " | ".join(cells) + " |")
@@ -526,6 +528,31 @@ def report(results, target=None):
             f"{r['rss_minute_kib'] / 1024:.1f} MiB after the first minute (or the run, when shorter), "
             f"{r['rss_end_kib'] / 1024:.1f} MiB at the end. "
             f"Load average {r['load']}" + (" **(over the core count)**." if busy([r["load"]], cores) else ".")
+        )
+    for r in (r for r in rows if r["section"] == "churn"):
+        c = r["churn"]
+        w("")
+        w(
+            f"**6. Churn**: the live view (`a`: every AI process listed) for {r['minutes']} min while "
+            f"{c['started']} processes started and exited ({c['started'] / c['secs']:.0f} a second, each an AI "
+            f"process by its name living {r.get('life', 0.02)} s), {r['procs']} processes on the machine after: "
+            f"RSS {r['rss_minute_kib'] / 1024:.1f} MiB after the first minute, {r['rss_end_kib'] / 1024:.1f} MiB "
+            f"at the end, peak (VmHWM) {r['hwm_kib'] / 1024:.1f} MiB; churned processes' rows: at most "
+            f"{r['rows_max']} on screen at a refresh, {r['rows_after']} a refresh after the last exited. "
+            f"Load average {r['load']}."
+        )
+    for r in (r for r in rows if r["section"] == "serve"):
+        w("")
+        w(
+            f"**7. serve** at {r['case']} GPU processes (scripts/bench_serve.sh): {r['metrics_ms']:.3f} ms of "
+            f"server CPU a /metrics scrape, {r['snapshot_ms']:.3f} ms a /snapshot. Load average {r['load']}."
+        )
+    for r in (r for r in rows if r["section"] == "record"):
+        w("")
+        w(
+            f"**7. record** `--interval 1` at {r['case']} GPU processes: {r['cpu_percent']:.2f} % of a core; "
+            f"{r['zstd_bytes_per_line']} bytes a snapshot line with zstd ({r['plain_bytes_per_line']} plain, "
+            f"{r['lines']} lines). Load average {r['load']}."
         )
     w("")
     w(END)

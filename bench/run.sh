@@ -8,8 +8,8 @@
 #              CPU and peak RSS, interleaved runs, medians; first checks that
 #              the three tools agree on every per-process memory figure
 #   live       CPU per refresh of the live view at 1 s with 100, 1000, 3000
-#              sleepers on the machine, next to nvitop's live mode, top and
-#              htop, all in tmux panes over the same window
+#              and 10000 sleepers on the machine, next to nvitop's live
+#              mode, top and htop, all in tmux panes over the same window
 #   gguf       gputaskman's GGUF reader against the gguf package's GGUFReader
 #              on the real gemma-3-270m file and on a generated 256k-vocabulary
 #              header: time, and bytes of the file read
@@ -17,12 +17,19 @@
 #              servers: xllamacpp serving the gemma file)
 #   rss        the live view's peak RSS after BENCH_RSS_MINUTES (10) minutes at
 #              1 s with BENCH_RSS_N (1000) sleepers and four idle model servers
+#   serve      one /metrics scrape and one /snapshot of `serve` at
+#              BENCH_SERVE_PROCS (1000) GPU processes: server CPU each
+#   record     `record --interval 1` at as many GPU processes: CPU, and zstd
+#              bytes per snapshot line
+#   churn      the live view (`a`) while BENCH_CHURN_RATE (1000) processes a
+#              second start and exit for BENCH_CHURN_MINUTES (30): RSS over
+#              the run, and no row of a gone process a refresh after
 #
 # The load average is recorded at the start and the end of the run and of
 # every live and rss case; the table warns where it exceeded the core count
 # (wall times and the peers' start-up are then not a quiet machine's).
 #
-#   bench/run.sh                      # everything (about 13 min on 2 cores), writes BENCHMARKS.md
+#   bench/run.sh                      # everything (about 50 min on 2 cores, 30 of them churn), writes BENCHMARKS.md
 #   BENCH_QUICK=1 bench/run.sh        # a smoke run, seconds per section, writes nothing
 #   BENCH_SECTIONS="gguf" bench/run.sh
 #   unshare --pid --fork --mount-proc bench/run.sh   # as root: only its own processes in /proc
@@ -59,7 +66,7 @@ if [ "$quick" = 1 ]; then
   CHURN_MINUTES=${BENCH_CHURN_MINUTES:-0.5}
 else
   RUNS=${BENCH_RUNS:-10}
-  LIVE_N=${BENCH_LIVE_N:-100 1000 3000}
+  LIVE_N=${BENCH_LIVE_N:-100 1000 3000 10000}
   LIVE_SECS=${BENCH_LIVE_SECS:-60}
   GGUF_PY_RUNS=${BENCH_GGUF_PY_RUNS:-3}
   DISCOVERY=${BENCH_DISCOVERY:-0 1 20}
@@ -70,12 +77,16 @@ else
   CHURN_MINUTES=${BENCH_CHURN_MINUTES:-30}
 fi
 CHURN_RATE=${BENCH_CHURN_RATE:-1000}
+SERVE_PROCS=${BENCH_SERVE_PROCS:-1000}
+SERVE_SCRAPES=${BENCH_SERVE_SCRAPES:-2000}
+RECORD_SECS=${BENCH_RECORD_SECS:-70}
 CHURN_LIFE=${BENCH_CHURN_LIFE:-0.02}
 CHURN_N=${BENCH_CHURN_N:-1000}
-SECTIONS=${BENCH_SECTIONS:-snapshot live gguf discovery rss}
+ALL_SECTIONS="snapshot live gguf discovery rss serve record churn"
+SECTIONS=${BENCH_SECTIONS:-$ALL_SECTIONS}
 DISCOVERY_KIND=${BENCH_DISCOVERY_KIND:-server}
 # Only a full run replaces the recorded table.
-if [ "$quick" = 0 ] && [ "$SECTIONS" = "snapshot live gguf discovery rss" ]; then
+if [ "$quick" = 0 ] && [ "$SECTIONS" = "$ALL_SECTIONS" ]; then
   WRITE=${BENCH_WRITE:-1}
 else
   WRITE=${BENCH_WRITE:-0}
@@ -321,6 +332,38 @@ if want rss; then
   bench_py record "$results" "{\"section\": \"rss\", \"case\": \"$RSS_N\", \"name\": \"gputaskman\", \"minutes\": $RSS_MINUTES, \"hwm_kib\": $hwm, \"rss_minute_kib\": $at_minute, \"rss_end_kib\": $rss_end, \"procs\": $(nprocs), \"load\": \"$load_before / $(load)\"}"
   tmux_ kill-server
   stop_models
+  stop_sleepers
+fi
+
+# ---------------------------------------------------------------- 7. serve, record
+# serve: what one /metrics scrape and one /snapshot cost the server at
+# BENCH_SERVE_PROCS (1000) GPU processes (scripts/bench_serve.sh).
+# record: `record --interval 1` for RECORD_SECS with as many GPU processes
+# (real sleepers on two fake GPUs): its CPU, and the zstd bytes per line.
+if want serve; then
+  echo "== 7. serve at $SERVE_PROCS GPU processes"
+  BENCH_SERVE_PROCS=$SERVE_PROCS scripts/bench_serve.sh "$SERVE_SCRAPES" | tee "$work/serve.txt"
+  per_scrape() { grep -F "| gputaskman serve, $1 |" "$work/serve.txt" | awk -F'|' '{ gsub(/[ ms]/, "", $5); print $5 }'; }
+  bench_py record "$results" "{\"section\": \"serve\", \"case\": \"$SERVE_PROCS\", \"name\": \"gputaskman\", \"metrics_ms\": $(per_scrape /metrics), \"snapshot_ms\": $(per_scrape "/snapshot (a web view refresh)"), \"load\": \"$(load)\"}"
+fi
+if want record; then
+  echo "== 7. record at 1 s for ${RECORD_SECS} s, $SERVE_PROCS GPU processes"
+  start_sleepers "$SERVE_PROCS"
+  bench_py scenario "$FAKE_NVML_SCENARIO" 2 "${sleepers[@]}"
+  load_before=$(load)
+  "$bin" record --interval 1 --duration "$RECORD_SECS" --output "$work/record.jsonl.zst" 2>/dev/null &
+  recorder=$!
+  sleep 5 # past its first samples
+  before=$(ticks "$recorder")
+  sleep $((RECORD_SECS - 10))
+  after=$(ticks "$recorder")
+  wait "$recorder"
+  lines=$(zstd -dc "$work/record.jsonl.zst" | wc -l)
+  per_line=$(($(stat -c %s "$work/record.jsonl.zst") / lines))
+  plain=$(($(zstd -dc "$work/record.jsonl.zst" | wc -c) / lines))
+  cpu=$(awk -v a="$after" -v b="$before" -v s="$((RECORD_SECS - 10))" -v hz="$(getconf CLK_TCK)" 'BEGIN { print (a - b) / hz / s * 100 }')
+  echo "  record: ${cpu} % of a core; $lines lines, $per_line bytes a line with zstd ($plain plain); load $load_before / $(load)"
+  bench_py record "$results" "{\"section\": \"record\", \"case\": \"$SERVE_PROCS\", \"name\": \"gputaskman\", \"cpu_percent\": $cpu, \"zstd_bytes_per_line\": $per_line, \"plain_bytes_per_line\": $plain, \"lines\": $lines, \"load\": \"$load_before / $(load)\"}"
   stop_sleepers
 fi
 

@@ -113,6 +113,8 @@ pub struct ProcScanner {
     /// a system folder, a kernel thread): with the kernel's events, their
     /// kept stat stands until an event names them.
     inert: HashSet<(u32, u64)>,
+    /// Processes the first scan read without their argv ([`ProcScanner::read_static`]).
+    light: HashSet<(u32, u64)>,
 }
 
 /// What a scan keeps of one process it listed.
@@ -173,6 +175,7 @@ impl ProcScanner {
             eventful: Default::default(),
             relist: false,
             inert: Default::default(),
+            light: Default::default(),
         }
     }
 
@@ -597,6 +600,7 @@ impl ProcScanner {
                 self.statics.remove(key);
                 self.deferred.remove(key);
                 self.inert.remove(key);
+                self.light.remove(key);
                 self.argv_rereads.remove(key);
                 if self.stat_files.get(&pid).is_some_and(|(s, _)| *s == start) {
                     self.stat_files.remove(&pid);
@@ -614,6 +618,7 @@ impl ProcScanner {
         self.stat_files.retain(|pid, (start, _)| listed(&(*pid, *start)));
         self.deferred.retain(listed);
         self.inert.retain(listed);
+        self.light.retain(listed);
         self.argv_rereads.retain(|k, _| listed(k));
     }
 
@@ -737,6 +742,7 @@ impl ProcScanner {
             self.statics.remove(&key);
             self.deferred.remove(&key);
             self.inert.remove(&key);
+            self.light.remove(&key);
         }
         let unread_argv = vsize > 0
             && self.statics.get(&key).is_some_and(|s| s.argv.is_empty())
@@ -745,6 +751,7 @@ impl ProcScanner {
             *self.argv_rereads.entry(key).or_default() += 1;
             self.statics.remove(&key);
             self.deferred.remove(&key);
+            self.light.remove(&key);
         }
         let refresh = if young { YOUNG_MAPS_REFRESH } else { MAPS_REFRESH };
         let stale = match self.statics.get(&key) {
@@ -757,7 +764,7 @@ impl ProcScanner {
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
                 None => {
-                    let fixed = self.read_static(dir, &process, start);
+                    let fixed = self.read_static(dir, &process, (comm, start), self.scans == 1);
                     // No address space, nothing mapped (a kernel thread).
                     if vsize == 0 || !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &fixed.argv) {
                         self.deferred.insert(key);
@@ -766,6 +773,9 @@ impl ProcScanner {
                     fixed
                 }
             };
+            // A process read anew this scan whose maps were deferred is
+            // caught up too while the scan may.
+            let catch_up = catch_up || (self.catch_up_left > 0 && self.deferred.contains(&key));
             if catch_up {
                 self.catch_up_left -= 1;
                 self.deferred.remove(&key);
@@ -794,36 +804,33 @@ impl ProcScanner {
             let Some(fixed) = self.statics.get_mut(&key) else {
                 continue;
             };
-            read_maps(&self.root.join(info.pid.to_string()), fixed, now);
+            let dir = self.root.join(info.pid.to_string());
+            if self.light.remove(&key) {
+                read_argv(&dir, fixed);
+            }
+            read_maps(&dir, fixed, now);
             fixed.classified = None;
             classify_again(fixed, &info.name);
             take_lifelong(info, fixed);
         }
     }
 
-    fn read_static(&mut self, dir: &Path, process: &Process, start: u64) -> Static {
-        let mut notes = Vec::new();
-        let argv = match read_cmdline(&dir.join("cmdline")) {
-            Ok((argv, cut)) => {
-                if cut {
-                    notes.push(format!("command line cut at {} KiB", MAX_CMDLINE >> 10));
-                }
-                argv
-            }
-            Err(e) => {
-                notes.push(format!("command line not readable: {}", brief_io(&e)));
-                Vec::new()
-            }
-        };
-        let cmdline = (!argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&argv)));
+    /// A process's lifelong part. With `light`, a process whose name and
+    /// executable say it cannot load a runtime (a program of a system
+    /// folder) is left without its argv: for the first scan, the one a
+    /// user waits for, which need not read thousands of command lines
+    /// nobody is shown. Its argv is read when a GPU source names it
+    /// ([`ProcScanner::read_deferred_maps`]), else at the next scan
+    /// ([`ARGV_REREADS`]).
+    fn read_static(&mut self, dir: &Path, process: &Process, (comm, start): (&str, u64), light: bool) -> Static {
         let exe = process.exe().ok().map(|p| p.to_string_lossy().into_owned());
         let user = process.uid().ok().map(|uid| self.user_name(uid));
         let start_time = self
             .boot_time_secs
             .and_then(|boot| start_rfc3339(boot, start, self.ticks_per_second));
-        Static {
-            argv,
-            cmdline,
+        let mut fixed = Static {
+            argv: Vec::new(),
+            cmdline: None,
             exe,
             user,
             start_time,
@@ -832,8 +839,14 @@ impl ProcScanner {
             maps_read_at: None,
             maps_vsize: 0,
             classified: None,
-            notes,
+            notes: Vec::new(),
+        };
+        if light && !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &[]) {
+            self.light.insert((process.pid as u32, start));
+        } else {
+            read_argv(dir, &mut fixed);
         }
+        fixed
     }
 
     /// Anonymous resident memory of a process (resident - shared pages of
@@ -853,6 +866,22 @@ impl ProcScanner {
             .or_insert_with(|| lookup_user(uid).unwrap_or_else(|| uid.to_string()))
             .clone()
     }
+}
+
+/// Reads a process's argv (and the command line shown, redacted).
+fn read_argv(dir: &Path, fixed: &mut Static) {
+    match read_cmdline(&dir.join("cmdline")) {
+        Ok((argv, cut)) => {
+            if cut {
+                fixed
+                    .notes
+                    .push(format!("command line cut at {} KiB", MAX_CMDLINE >> 10));
+            }
+            fixed.argv = argv;
+        }
+        Err(e) => fixed.notes.push(format!("command line not readable: {}", brief_io(&e))),
+    }
+    fixed.cmdline = (!fixed.argv.is_empty()).then(|| redact::join_args(&redact::redact_args(&fixed.argv)));
 }
 
 /// A row for a process read anew: this scan's figures and what its
