@@ -399,17 +399,14 @@ impl ProcScanner {
             let before = known_before.next_if(|k| k.pid == pid);
             let kept_until = before.as_ref().and_then(|b| Some(b.quiet.as_ref()?.1));
             while rows.next_if(|r| r.pid < pid).is_some() {}
-            let previous = rows.next_if(|r| r.pid == pid);
+            let mut previous = rows.next_if(|r| r.pid == pid);
             let kept = before.as_ref().and_then(|b| self.kept_stat(b));
-            let previous = match self.kept_row(kept.as_ref(), previous) {
-                Ok(row) => {
-                    self.kept.push(pid);
-                    known.extend(before);
-                    out.push(row);
-                    continue;
-                }
-                Err(previous) => previous,
-            };
+            if let Some(row) = self.kept_row(kept.as_ref(), &mut previous) {
+                self.kept.push(pid);
+                known.extend(before);
+                out.push(row);
+                continue;
+            }
             pid_text.clear();
             let _ = std::fmt::Write::write_fmt(&mut pid_text, format_args!("{pid}"));
             path.push(&pid_text);
@@ -623,19 +620,17 @@ impl ProcScanner {
     }
 
     /// The row handed back for a process listed from its kept stat with
-    /// nothing due, without the figures of this scan; otherwise the row
-    /// handed back, if any, for the scan to read.
-    fn kept_row(&self, kept: Option<&Stat>, previous: Option<ProcInfo>) -> Result<ProcInfo, Option<ProcInfo>> {
-        let (Some(stat), Some(row)) = (kept, previous.as_ref()) else {
-            return Err(previous);
-        };
+    /// nothing due, taken and without the figures of this scan; otherwise
+    /// None, and the row stays for the scan to read.
+    fn kept_row(&self, kept: Option<&Stat>, previous: &mut Option<ProcInfo>) -> Option<ProcInfo> {
+        let (stat, row) = (kept?, previous.as_ref()?);
         if row.start_ticks != stat.starttime || !self.unchanged(row, stat.vsize) {
-            return Err(previous);
+            return None;
         }
-        let mut row = previous.expect("matched above");
+        let mut row = previous.take()?;
         row.cpu_percent = None;
         row.rss_bytes = None;
-        Ok(row)
+        Some(row)
     }
 
     /// Whether a process listed from its kept stat has nothing due that
@@ -760,11 +755,17 @@ impl ProcScanner {
         };
         let catch_up = self.catch_up_left > 0 && self.deferred.contains(&key);
         if stale || catch_up {
-            let process = Process::new_with_root(dir.to_path_buf()).ok()?;
+            // Its owner, which also says it still exists: through the
+            // stat file held for it (no path walk), else its folder.
+            let owner = match self.stat_files.get(&pid) {
+                Some((s, file)) if *s == start => file.metadata(),
+                _ => std::fs::metadata(dir),
+            };
+            let uid = std::os::unix::fs::MetadataExt::uid(&owner.ok()?);
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
                 None => {
-                    let fixed = self.read_static(dir, &process, (comm, start), self.scans == 1);
+                    let fixed = self.read_static(dir, (pid, uid), (comm, start), self.scans == 1);
                     // No address space, nothing mapped (a kernel thread).
                     if vsize == 0 || !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &fixed.argv) {
                         self.deferred.insert(key);
@@ -822,9 +823,11 @@ impl ProcScanner {
     /// nobody is shown. Its argv is read when a GPU source names it
     /// ([`ProcScanner::read_deferred_maps`]), else at the next scan
     /// ([`ARGV_REREADS`]).
-    fn read_static(&mut self, dir: &Path, process: &Process, (comm, start): (&str, u64), light: bool) -> Static {
-        let exe = process.exe().ok().map(|p| p.to_string_lossy().into_owned());
-        let user = process.uid().ok().map(|uid| self.user_name(uid));
+    fn read_static(&mut self, dir: &Path, (pid, uid): (u32, u32), (comm, start): (&str, u64), light: bool) -> Static {
+        let exe = std::fs::read_link(dir.join("exe"))
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned());
+        let user = Some(self.user_name(uid));
         let start_time = self
             .boot_time_secs
             .and_then(|boot| start_rfc3339(boot, start, self.ticks_per_second));
@@ -842,7 +845,7 @@ impl ProcScanner {
             notes: Vec::new(),
         };
         if light && !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &[]) {
-            self.light.insert((process.pid as u32, start));
+            self.light.insert((pid, start));
         } else {
             read_argv(dir, &mut fixed);
         }
@@ -1086,6 +1089,7 @@ mod events;
 mod files;
 mod stat;
 
+pub use events::parse_datagram;
 pub use files::{mapped_paths, split_cmdline};
 use files::{read_cmdline, MAX_CMDLINE, MAX_MAPPED_FILES, MAX_MAPS};
 pub use stat::{parse_stat, Stat};
