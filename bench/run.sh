@@ -339,7 +339,7 @@ fi
 # serve: what one /metrics scrape and one /snapshot cost the server at
 # BENCH_SERVE_PROCS (1000) GPU processes (scripts/bench_serve.sh).
 # record: `record --interval 1` for RECORD_SECS with as many GPU processes
-# (real sleepers on two fake GPUs): its CPU, and the zstd bytes per line.
+# (real sleepers on eight fake GPUs): its CPU, and the zstd bytes per line.
 if want serve; then
   echo "== 7. serve at $SERVE_PROCS GPU processes"
   BENCH_SERVE_PROCS=$SERVE_PROCS scripts/bench_serve.sh "$SERVE_SCRAPES" | tee "$work/serve.txt"
@@ -349,7 +349,8 @@ fi
 if want record; then
   echo "== 7. record at 1 s for ${RECORD_SECS} s, $SERVE_PROCS GPU processes"
   start_sleepers "$SERVE_PROCS"
-  bench_py scenario "$FAKE_NVML_SCENARIO" 2 "${sleepers[@]}"
+  # Eight GPUs: their processes' memory fits each one's 80 GiB.
+  bench_py scenario "$FAKE_NVML_SCENARIO" 8 "${sleepers[@]}"
   load_before=$(load)
   "$bin" record --interval 1 --duration "$RECORD_SECS" --output "$work/record.jsonl.zst" 2>/dev/null &
   recorder=$!

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 /// reread every [`YOUNG_MAPS_REFRESH`] instead of [`MAPS_REFRESH`].
 const YOUNG: Duration = Duration::from_secs(60);
 const YOUNG_MAPS_REFRESH: Duration = Duration::from_secs(1);
-/// The most deferred maps a scan after the first reads: a live view has
-/// read every process's within a few refreshes, and no refresh pays for
-/// them all.
+/// The most deferred maps a scan after the first reads while every
+/// process is shown (`a`, `serve`, `record`): such a view has read every
+/// process's within a few refreshes, and no refresh pays for them all.
 const DEFERRED_MAPS_PER_SCAN: usize = 250;
 /// How many scans read a process's empty argv again. A process seen in
 /// exec's window has its new name but no argv yet: the kernel sets `comm`
@@ -376,8 +376,13 @@ impl ProcScanner {
             Some(since_epoch.as_secs().checked_sub(boot)? * self.ticks_per_second)
         });
         let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
-        // The first scan is the one a user waits for.
-        self.catch_up_left = if self.scans == 0 { 0 } else { DEFERRED_MAPS_PER_SCAN };
+        // The first scan is the one a user waits for; a view that shows no
+        // quiet process reads deferred maps only of those a GPU source names.
+        self.catch_up_left = if self.scans == 0 || self.quiet_every > 1 {
+            0
+        } else {
+            DEFERRED_MAPS_PER_SCAN
+        };
         self.scans += 1;
         self.kept.clear();
         if self.quiet_every > 1 {
