@@ -451,6 +451,13 @@ impl ProcScanner {
             let page_size = self.page_size;
             let may_be_quiet = self.quiet_every > 1 && !self.holders.contains(&pid);
             let young = uptime_ticks.is_some_and(|up| up.saturating_sub(stat.starttime) < young_ticks);
+            if !self.eventful.is_empty() && self.eventful.contains(&pid) {
+                // It exec'd (or was renamed): read whole, even where its
+                // name stayed (python exec'ing python with other argv).
+                self.statics.remove(&key);
+                self.deferred.remove(&key);
+                self.light.remove(&key);
+            }
             let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
             let entry = |inert: &HashSet<(u32, u64)>| Known {

@@ -615,6 +615,25 @@ fn with_process_events_quiet_rows_are_kept_and_an_exec_or_exit_shows_in_the_next
         last = at;
     }
     assert_eq!(scans_until_llama_server(&mut scanner, &mut shell), 1);
+    // An exec that keeps the name (sh into sh) is read whole too: the
+    // event says so, the name cannot.
+    let mut same = Command::new("sh")
+        .args(["-c", "read line; exec sh -c 'sleep 30; true' renamed"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    scan_kept(&mut scanner, same.id()).expect("listed");
+    std::io::Write::write_all(&mut same.stdin.take().unwrap(), b"go\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let after = scan_kept(&mut scanner, same.id()).expect("listed");
+    assert!(
+        after.cmdline.as_deref().is_some_and(|c| c.ends_with("renamed")),
+        "{:?}",
+        after.cmdline
+    );
+    same.kill().ok();
+    same.wait().ok();
     quiet.kill().unwrap();
     quiet.wait().unwrap();
     std::thread::sleep(Duration::from_millis(50));
