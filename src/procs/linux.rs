@@ -3,7 +3,6 @@
 
 use super::process::{lookup_user, ProcInfo, MAPS_REFRESH};
 use super::{classify, redact};
-use crate::units::format_unix_nanos;
 use anyhow::Context;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use procfs::process::Process;
@@ -113,8 +112,6 @@ pub struct ProcScanner {
     /// a system folder, a kernel thread): with the kernel's events, their
     /// kept stat stands until an event names them.
     inert: HashSet<(u32, u64)>,
-    /// Processes the first scan read without their argv ([`ProcScanner::read_static`]).
-    light: HashSet<(u32, u64)>,
 }
 
 /// What a scan keeps of one process it listed.
@@ -175,7 +172,6 @@ impl ProcScanner {
             eventful: Default::default(),
             relist: false,
             inert: Default::default(),
-            light: Default::default(),
         }
     }
 
@@ -370,19 +366,14 @@ impl ProcScanner {
         let now = Instant::now();
         // Clock ticks since boot: how old each process is.
         let uptime_ticks = self.boot_time_secs.and_then(|boot| {
-            let since_epoch = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .ok()?;
+            let since_epoch = std::time::UNIX_EPOCH.elapsed().ok()?;
             Some(since_epoch.as_secs().checked_sub(boot)? * self.ticks_per_second)
         });
         let young_ticks = YOUNG.as_secs() * self.ticks_per_second;
         // The first scan is the one a user waits for; a view that shows no
         // quiet process reads deferred maps only of those a GPU source names.
-        self.catch_up_left = if self.scans == 0 || self.quiet_every > 1 {
-            0
-        } else {
-            DEFERRED_MAPS_PER_SCAN
-        };
+        let catch_up = self.scans > 0 && self.quiet_every == 1;
+        self.catch_up_left = if catch_up { DEFERRED_MAPS_PER_SCAN } else { 0 };
         self.scans += 1;
         self.kept.clear();
         if self.quiet_every > 1 {
@@ -434,20 +425,8 @@ impl ProcScanner {
                 }
                 None => None,
             };
-            let cpu_percent = reference.filter(|_| !reused).and_then(|(before, at)| {
-                let window = now.duration_since(at);
-                shortest = Some(shortest.map_or(window, |s| s.min(window)));
-                let secs = window.as_secs_f64();
-                (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
-            });
+            let (cpu_percent, reference) = self.cpu_reading(reference, (ticks, reused), now, &mut shortest);
             self.note_opened(pid, stat.starttime, ticks);
-            let reference = match reference {
-                // A kept stat is no new reading: the last one stays the
-                // reference, and the next reading's CPU% spans both.
-                Some((t, at)) if reused || now.duration_since(at).as_millis() < 50 => (t, at),
-                _ => (ticks, now),
-            };
-
             let page_size = self.page_size;
             let may_be_quiet = self.quiet_every > 1 && !self.holders.contains(&pid);
             let young = uptime_ticks.is_some_and(|up| up.saturating_sub(stat.starttime) < young_ticks);
@@ -456,7 +435,6 @@ impl ProcScanner {
                 // name stayed (python exec'ing python with other argv).
                 self.statics.remove(&key);
                 self.deferred.remove(&key);
-                self.light.remove(&key);
             }
             let fixed = self.static_info(&path, pid, &stat.comm, (stat.starttime, stat.vsize, young), now);
             path.pop();
@@ -477,27 +455,20 @@ impl ProcScanner {
             let ppid = (stat.ppid != 0).then_some(stat.ppid);
             let info = match previous.filter(|row| row.start_ticks == stat.starttime && !classified_anew) {
                 // The same process, its lifelong part as the row has it.
-                Some(mut row) => {
-                    row.ppid = ppid;
-                    row.cpu_percent = cpu_percent;
-                    row.rss_bytes = rss_bytes;
-                    row
-                }
+                Some(row) => ProcInfo {
+                    ppid,
+                    cpu_percent,
+                    rss_bytes,
+                    ..row
+                },
                 None => new_row(pid, ppid, &stat, cpu_percent, rss_bytes, fixed),
             };
             let mut entry = entry(&self.inert);
             if reused {
                 self.kept.push(pid);
-                entry.quiet = kept_until.map(|at| (stat, at));
-            } else if may_be_quiet && !info.is_interesting() {
-                // Kept while no other process can have its PID: until the
-                // PID allocator comes round to it, or, with the kernel's
-                // events, until one names it.
-                entry.quiet = self
-                    .reusable_at(pid)
-                    .or(self.events.is_some().then_some(u64::MAX))
-                    .map(|at| (stat, at));
             }
+            let quiet = may_be_quiet && !info.is_interesting();
+            entry.quiet = self.quiet_reading(pid, stat, reused.then_some(kept_until).flatten(), quiet);
             known.push(entry);
             out.push(info);
         }
@@ -506,6 +477,43 @@ impl ProcScanner {
         self.forget_gone(&gone);
         self.window = shortest;
         Ok(out)
+    }
+
+    /// This scan's CPU% of a process from its `reference` reading (none
+    /// from a kept stat), and the reference the next scan measures from: a
+    /// kept stat is no new reading, so the last one stays and the next
+    /// reading's CPU% spans both.
+    fn cpu_reading(
+        &self,
+        reference: Option<(u64, Instant)>,
+        (ticks, reused): (u64, bool),
+        now: Instant,
+        shortest: &mut Option<Duration>,
+    ) -> (Option<f64>, (u64, Instant)) {
+        let cpu_percent = reference.filter(|_| !reused).and_then(|(before, at)| {
+            let window = now.duration_since(at);
+            *shortest = Some(shortest.map_or(window, |s| s.min(window)));
+            let secs = window.as_secs_f64();
+            (secs > 0.0).then(|| ticks.saturating_sub(before) as f64 / self.ticks_per_second as f64 / secs * 100.0)
+        });
+        let next = match reference {
+            Some((t, at)) if reused || now.duration_since(at).as_millis() < 50 => (t, at),
+            _ => (ticks, now),
+        };
+        (cpu_percent, next)
+    }
+
+    /// What is kept of a reading: a kept one stays until its own bound
+    /// (`kept_until`); a new reading of a `quiet` process is kept while no
+    /// other process can have its PID: until the PID allocator comes round
+    /// to it, or, with the kernel's events, until one names it.
+    fn quiet_reading(&self, pid: u32, stat: Stat, kept_until: Option<u64>, quiet: bool) -> Option<(Stat, u64)> {
+        let until = match kept_until {
+            Some(at) => Some(at),
+            None if quiet => self.reusable_at(pid).or(self.events.is_some().then_some(u64::MAX)),
+            None => None,
+        };
+        until.map(|at| (stat, at))
     }
 
     /// Takes back the rows of the last [`scan`] as the sample left them:
@@ -533,11 +541,6 @@ impl ProcScanner {
         self.relist = true;
         self.forget_quiet();
         Ok(())
-    }
-
-    /// Whether the scans follow the kernel's process events.
-    pub fn follows_process_events(&self) -> bool {
-        self.events.is_some()
     }
 
     /// The PIDs to scan, ascending: the listing of /proc, or, while the
@@ -609,7 +612,6 @@ impl ProcScanner {
                 self.statics.remove(key);
                 self.deferred.remove(key);
                 self.inert.remove(key);
-                self.light.remove(key);
                 self.argv_rereads.remove(key);
                 if self.stat_files.get(&pid).is_some_and(|(s, _)| *s == start) {
                     self.stat_files.remove(&pid);
@@ -627,7 +629,6 @@ impl ProcScanner {
         self.stat_files.retain(|pid, (start, _)| listed(&(*pid, *start)));
         self.deferred.retain(listed);
         self.inert.retain(listed);
-        self.light.retain(listed);
         self.argv_rereads.retain(|k, _| listed(k));
     }
 
@@ -749,7 +750,6 @@ impl ProcScanner {
             self.statics.remove(&key);
             self.deferred.remove(&key);
             self.inert.remove(&key);
-            self.light.remove(&key);
         }
         let unread_argv = vsize > 0
             && self.statics.get(&key).is_some_and(|s| s.argv.is_empty())
@@ -758,7 +758,6 @@ impl ProcScanner {
             *self.argv_rereads.entry(key).or_default() += 1;
             self.statics.remove(&key);
             self.deferred.remove(&key);
-            self.light.remove(&key);
         }
         let refresh = if young { YOUNG_MAPS_REFRESH } else { MAPS_REFRESH };
         let stale = match self.statics.get(&key) {
@@ -777,7 +776,7 @@ impl ProcScanner {
             let mut fixed = match self.statics.remove(&key) {
                 Some(old) => old,
                 None => {
-                    let fixed = self.read_static(dir, (pid, uid), (comm, start), self.scans == 1);
+                    let fixed = self.read_static(dir, uid, start);
                     // No address space, nothing mapped (a kernel thread).
                     if vsize == 0 || !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &fixed.argv) {
                         self.deferred.insert(key);
@@ -817,25 +816,14 @@ impl ProcScanner {
             let Some(fixed) = self.statics.get_mut(&key) else {
                 continue;
             };
-            let dir = self.root.join(info.pid.to_string());
-            if self.light.remove(&key) {
-                read_argv(&dir, fixed);
-            }
-            read_maps(&dir, fixed, now);
+            read_maps(&self.root.join(info.pid.to_string()), fixed, now);
             fixed.classified = None;
             classify_again(fixed, &info.name);
             take_lifelong(info, fixed);
         }
     }
 
-    /// A process's lifelong part. With `light`, a process whose name and
-    /// executable say it cannot load a runtime (a program of a system
-    /// folder) is left without its argv: for the first scan, the one a
-    /// user waits for, which need not read thousands of command lines
-    /// nobody is shown. Its argv is read when a GPU source names it
-    /// ([`ProcScanner::read_deferred_maps`]), else at the next scan
-    /// ([`ARGV_REREADS`]).
-    fn read_static(&mut self, dir: &Path, (pid, uid): (u32, u32), (comm, start): (&str, u64), light: bool) -> Static {
+    fn read_static(&mut self, dir: &Path, uid: u32, start: u64) -> Static {
         let exe = std::fs::read_link(dir.join("exe"))
             .ok()
             .map(|p| p.to_string_lossy().into_owned());
@@ -856,11 +844,7 @@ impl ProcScanner {
             classified: None,
             notes: Vec::new(),
         };
-        if light && !classify::could_hold_runtime(comm, fixed.exe.as_deref(), &[]) {
-            self.light.insert((pid, start));
-        } else {
-            read_argv(dir, &mut fixed);
-        }
+        read_argv(dir, &mut fixed);
         fixed
     }
 
@@ -981,15 +965,6 @@ fn read_maps(dir: &Path, fixed: &mut Static, now: Instant) {
     }
 }
 
-fn brief_io(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        std::io::ErrorKind::NotFound => "process exited".into(),
-        _ => e.to_string(),
-    }
-}
-
-/// A start time in ticks after boot as the snapshot's `start_time` says it.
 /// What a scanned process carries of its lifelong part (classified). Only
 /// model discovery reads argv and the mapped files, and only of AI
 /// processes: the other 99% are not copied every sample.
@@ -1008,104 +983,17 @@ fn take_lifelong(info: &mut ProcInfo, fixed: &Static) {
     info.notes = fixed.notes.clone();
 }
 
-fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<String> {
-    let nanos =
-        boot_secs as i128 * 1_000_000_000 + start_ticks as i128 * 1_000_000_000 / ticks_per_second.max(1) as i128;
-    format_unix_nanos(nanos)
-}
-
-/// The `start_time` a scan of `root` would give the process `pid` now:
-/// with the PID it names the process, so a signal never reaches another
-/// one that took a reused PID.
-pub fn start_time_of(root: &Path, pid: u32) -> Option<String> {
-    let mut buf = [0u8; 2048];
-    let stat = read_stat(&root.join(pid.to_string()).join("stat"), &mut buf)?;
-    start_rfc3339(
-        read_boot_time(root)?,
-        stat.starttime,
-        sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
-    )
-}
-
-/// How many stat files a scanner may hold open: half the open-file limit,
-/// after raising the soft limit toward the hard one (which any process may
-/// do), so that sockets, DRM fdinfo and model files always have room.
-fn stat_files_budget() -> usize {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read or write only `limit`.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 0;
-        }
-        let want = limit.rlim_max.min(1 << 16);
-        if limit.rlim_cur < want {
-            let raised = libc::rlimit {
-                rlim_cur: want,
-                ..limit
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                limit = raised;
-            }
-        }
-    }
-    usize::try_from(limit.rlim_cur / 2).unwrap_or(0)
-}
-
-/// A positive sysconf value.
-fn sysconf(name: libc::c_int) -> Option<u64> {
-    // SAFETY: sysconf takes no pointer; it returns -1 for an unknown name.
-    u64::try_from(unsafe { libc::sysconf(name) }).ok().filter(|v| *v > 0)
-}
-
-/// [`cpu_nanos`] and the moment it was read, the two close together: a
-/// scanner preempted between them (a loaded machine) would pair the CPU
-/// time with a later moment, and over a 50 ms window a millisecond off is
-/// 2 % of a core. The closest of a few tries is kept, stamped midway.
-fn cpu_nanos_at(pid: u32) -> (Option<u64>, Instant) {
-    let mut best: Option<(Duration, Option<u64>, Instant)> = None;
-    for _ in 0..4 {
-        let before = Instant::now();
-        let nanos = cpu_nanos(pid);
-        let after = Instant::now();
-        let took = after.duration_since(before);
-        if best.as_ref().is_none_or(|(t, _, _)| took < *t) {
-            best = Some((took, nanos, before + took / 2));
-        }
-        if nanos.is_none() || took < Duration::from_micros(50) {
-            break;
-        }
-    }
-    let (_, nanos, at) = best.expect("one try at least");
-    (nanos, at)
-}
-
-/// A process's CPU time in nanoseconds, all its threads: its CPU-time
-/// clock (the kernel's sum of their run times), read without a file. The
-/// PID is one of this PID namespace's.
-fn cpu_nanos(pid: u32) -> Option<u64> {
-    let mut clock: libc::clockid_t = 0;
-    let mut now = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: both calls write only to the locals passed, alive for them.
-    let ok = unsafe {
-        libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) == 0 && libc::clock_gettime(clock, &mut now) == 0
-    };
-    let secs = u64::try_from(now.tv_sec).ok()?;
-    let nanos = u64::try_from(now.tv_nsec).ok()?;
-    ok.then(|| secs.saturating_mul(1_000_000_000).saturating_add(nanos))
-}
-
 mod events;
 mod files;
 mod stat;
+mod sys;
 
 pub use events::parse_datagram;
+use files::{brief_io, read_cmdline, MAX_CMDLINE, MAX_MAPPED_FILES, MAX_MAPS};
 pub use files::{mapped_paths, split_cmdline};
-use files::{read_cmdline, MAX_CMDLINE, MAX_MAPPED_FILES, MAX_MAPS};
-pub use stat::{parse_stat, Stat};
-use stat::{read_boot_time, read_stat, resident_bytes};
+pub use stat::{parse_stat, start_time_of, Stat};
+use stat::{read_boot_time, read_stat, resident_bytes, start_rfc3339};
+use sys::{cpu_nanos_at, stat_files_budget, sysconf};
 
 #[cfg(test)]
 mod tests;

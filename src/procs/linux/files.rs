@@ -75,3 +75,12 @@ pub fn mapped_paths(text: &[u8]) -> Vec<String> {
     }
     files
 }
+
+/// An I/O error as a note says it.
+pub(super) fn brief_io(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        std::io::ErrorKind::NotFound => "process exited".into(),
+        _ => e.to_string(),
+    }
+}

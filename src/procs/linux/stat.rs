@@ -1,6 +1,8 @@
 //! One process's /proc/PID/stat: the fields the scanner reads, parsed
 //! from bytes a process partly writes (its comm).
 
+use super::sys::sysconf;
+use crate::units::format_unix_nanos;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -79,4 +81,24 @@ pub(super) fn read_boot_time(root: &Path) -> Option<u64> {
     stat.lines()
         .find_map(|l| l.strip_prefix("btime "))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// A start time in ticks after boot as the snapshot's `start_time` says it.
+pub(super) fn start_rfc3339(boot_secs: u64, start_ticks: u64, ticks_per_second: u64) -> Option<String> {
+    let nanos =
+        boot_secs as i128 * 1_000_000_000 + start_ticks as i128 * 1_000_000_000 / ticks_per_second.max(1) as i128;
+    format_unix_nanos(nanos)
+}
+
+/// The `start_time` a scan of `root` would give the process `pid` now:
+/// with the PID it names the process, so a signal never reaches another
+/// one that took a reused PID.
+pub fn start_time_of(root: &Path, pid: u32) -> Option<String> {
+    let mut buf = [0u8; 2048];
+    let stat = read_stat(&root.join(pid.to_string()).join("stat"), &mut buf)?;
+    start_rfc3339(
+        read_boot_time(root)?,
+        stat.starttime,
+        sysconf(libc::_SC_CLK_TCK).unwrap_or(100),
+    )
 }
