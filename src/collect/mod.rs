@@ -432,12 +432,17 @@ pub fn spawn_sampler(
                 if !deliver(snapshot, started.elapsed()) {
                     return;
                 }
-                if first {
+                if first && every > 1 {
+                    // A view that reads quiet processes only now and then
+                    // (the live view) learns of the rest from the kernel;
+                    // one that reads every process every sample (serve)
+                    // would save only the listing, and each instance's
+                    // reader would wake at every fork on the machine.
                     // After the first figures, not before them: where the
                     // kernel sends no events, the proof waits for one.
                     collector.follow_process_events();
-                    first = false;
                 }
+                first = false;
                 // Until the next sample is due, or at once when the view
                 // now shows every process (the quiet ones it lists without
                 // figures get them in this sample, not an interval later).

@@ -239,7 +239,6 @@ pub fn run_record(args: &RecordArgs, options: Options, default_interval: f64) ->
     catch_stop_signals();
     let mut collector = Collector::new(options);
     collector.prime();
-    collector.follow_process_events();
     eprintln!(
         "recording to {} every {interval} s{} (Ctrl-C stops; each snapshot is written as it is taken)",
         path.display(),
